@@ -1,0 +1,10 @@
+import type { Migration } from 'kysely';
+import * as initial from './001_initial.js';
+
+/**
+ * Every migration, in order. Listed statically rather than read from the folder so the same list
+ * runs from compiled JavaScript and under the test runner; add new files here.
+ */
+export const migrations: Record<string, Migration> = {
+  '001_initial': initial,
+};

@@ -1,0 +1,7 @@
+/** Wall-clock source, injected so tests control time instead of sleeping. */
+export interface Clock {
+  /** Milliseconds since the Unix epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };

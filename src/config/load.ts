@@ -1,0 +1,96 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
+import { configKeys, configSchema, envNameOf, hooksSchema, type Config } from './schema.js';
+
+/** Thrown when configuration is invalid; `problems` holds one human-readable line each. */
+export class ConfigError extends Error {
+  readonly code = 'invalid_config';
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export interface ConfigSources {
+  env: NodeJS.ProcessEnv;
+  readFile?: (path: string) => string;
+}
+
+/**
+ * Builds the configuration from `BOXRELAY_CONFIG` (YAML or JSON) overridden by env vars, validates
+ * it once, and reads the hooks file. Every problem is reported, not only the first.
+ */
+export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: ConfigSources): Config {
+  const problems: string[] = [];
+  const raw: Record<string, unknown> = {};
+
+  const configFile = env.BOXRELAY_CONFIG;
+  if (configFile) {
+    const fromFile = readStructuredFile(configFile, readFile, problems);
+    if (fromFile !== undefined) {
+      if (typeof fromFile !== 'object' || fromFile === null || Array.isArray(fromFile)) {
+        problems.push(`BOXRELAY_CONFIG (${configFile}): expected a mapping of settings`);
+      } else {
+        Object.assign(raw, fromFile);
+      }
+    }
+  }
+  for (const key of configKeys) {
+    const value = env[envNameOf(key)];
+    if (value !== undefined && value !== '') raw[key] = value;
+  }
+  if (typeof raw.hooks === 'string') {
+    problems.push('hooks: give the hook list in a file (BOXRELAY_HOOKS_FILE) or as a list in BOXRELAY_CONFIG');
+    delete raw.hooks;
+  }
+
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) problems.push(...describeIssues(parsed.error.issues, 'config'));
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
+
+  const config = parsed.data;
+  if (config.hooksFile) {
+    if (raw.hooks !== undefined) throw new ConfigError(['BOXRELAY_HOOKS_FILE and hooks are both set: keep one']);
+    const fromFile = readStructuredFile(config.hooksFile, readFile, problems) ?? [];
+    const hooks = hooksSchema.safeParse(fromFile);
+    if (!hooks.success) throw new ConfigError([...problems, ...describeIssues(hooks.error.issues, 'hooks')]);
+    if (problems.length > 0) throw new ConfigError(problems);
+    config.hooks = hooks.data;
+  }
+  if ((config.natsUser === undefined) !== (config.natsPassword === undefined)) {
+    throw new ConfigError(['BOXRELAY_NATS_USER and BOXRELAY_NATS_PASSWORD go together']);
+  }
+  return config;
+}
+
+function readStructuredFile(path: string, readFile: (path: string) => string, problems: string[]): unknown {
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (error) {
+    problems.push(`${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    return undefined;
+  }
+  try {
+    return parseYaml(text) ?? undefined;
+  } catch (error) {
+    problems.push(`${path}: not valid YAML or JSON (${(error as Error).message.split('\n')[0]})`);
+    return undefined;
+  }
+}
+
+function describeIssues(issues: z.core.$ZodIssue[], root: 'config' | 'hooks'): string[] {
+  return issues.map((issue) => {
+    const [head, ...rest] = issue.path;
+    let where: string;
+    if (root === 'hooks') where = `hooks file: ${['hooks', ...issue.path].map(String).join('.')}`;
+    else if (head === undefined) where = 'config';
+    else if (head === 'hooks') where = ['hooks', ...rest].map(String).join('.');
+    else if (configKeys.includes(head as never)) where = [envNameOf(head as never), ...rest].map(String).join('.');
+    else where = String(head);
+    const message =
+      issue.code === 'unrecognized_keys' ? `unknown setting(s) ${issue.keys.join(', ')}` : issue.message;
+    return `${where}: ${message}`;
+  });
+}

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+
+const DURATION = /^(\d+)(ms|s|m|h|d)$/;
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** "90s", "1h", "500ms" -> milliseconds. */
+const duration = z
+  .string()
+  .regex(DURATION, 'expected a duration such as 30s, 10m or 1h')
+  .transform((text) => {
+    const [, amount, unit] = DURATION.exec(text) as unknown as [string, string, keyof typeof UNIT_MS];
+    return Number(amount) * UNIT_MS[unit];
+  });
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const optionalText = z.string().min(1).optional();
+
+/** A list given as a YAML list or as a comma-separated string (the form env vars allow). */
+const stringList = z
+  .union([z.array(z.string()), z.string()])
+  .transform((value) => (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean));
+
+export const hookSchema = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[a-z0-9-]+$/, 'hook names use only a-z, 0-9 and -')
+    .refine((name) => name !== 'nats', '"nats" is the NATS sink\'s name'),
+  url: z.url({ protocol: /^https?$/ }),
+  events: z.array(z.string().min(1)).min(1).default(['*']),
+  format: z.enum(['cloudevents', 'slack']).default('cloudevents'),
+  secret: optionalText,
+  headers: z.record(z.string(), z.string()).default({}),
+  timeoutMs: positiveInt.default(5000),
+  maxAttempts: positiveInt.max(100).default(8),
+});
+
+export type HookConfig = z.infer<typeof hookSchema>;
+
+export const hooksSchema = z
+  .array(hookSchema)
+  .refine((hooks) => new Set(hooks.map((h) => h.name)).size === hooks.length, 'hook names must be unique');
+
+/** Every setting of contract section 1 (plus documented extensions), keyed as in a config file. */
+export const configSchema = z.strictObject({
+  port: port.default(8080),
+  host: z.string().min(1).default('0.0.0.0'),
+  internalPort: port.default(9091),
+  internalHost: z.string().min(1).default('0.0.0.0'),
+  secrets: stringList.default([]),
+  secretsFile: optionalText,
+  secretsReloadMs: positiveInt.default(1000),
+  toleranceSeconds: positiveInt.default(300),
+  maxBodyBytes: positiveInt.default(262_144),
+  database: z.string().min(1).default('./data/boxrelay.db'),
+  sqliteSynchronous: z.enum(['FULL', 'EXTRA', 'NORMAL']).default('FULL'),
+  busyTimeoutMs: positiveInt.default(5000),
+  retentionDays: positiveInt.default(30),
+  natsUrl: optionalText,
+  natsSubjectPrefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'expected NATS subject tokens of A-Z a-z 0-9 _ -')
+    .default('sandbox'),
+  natsMode: z.enum(['jetstream', 'core']).default('jetstream'),
+  natsStream: z.string().regex(/^[A-Za-z0-9_-]+$/, 'expected a stream name of A-Z a-z 0-9 _ -').default('SANDBOX_EVENTS'),
+  natsDuplicateWindow: duration.default(3_600_000),
+  natsCredsFile: optionalText,
+  natsToken: optionalText,
+  natsUser: optionalText,
+  natsPassword: optionalText,
+  natsTlsCaFile: optionalText,
+  hooksFile: optionalText,
+  hooks: hooksSchema.default([]),
+  source: z.string().min(1).default('sandbox'),
+  adminToken: optionalText,
+  upstreamBaseUrl: z.url({ protocol: /^https?$/ }).optional(),
+  upstreamApiKey: optionalText,
+  secretsEncryptionKey: optionalText,
+  shutdownTimeoutMs: positiveInt.default(25_000),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof configSchema>;
+export type ConfigKey = keyof z.input<typeof configSchema>;
+
+/** Settings whose env var is not `BOXRELAY_` + the key in SCREAMING_SNAKE_CASE. */
+const ENV_EXCEPTIONS: Partial<Record<ConfigKey, string>> = { port: 'PORT', host: 'HOST', logLevel: 'LOG_LEVEL' };
+
+export function envNameOf(key: ConfigKey): string {
+  return ENV_EXCEPTIONS[key] ?? `BOXRELAY_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+}
+
+export const configKeys = Object.keys(configSchema.shape) as ConfigKey[];

@@ -1,0 +1,76 @@
+import type { RequestHandler } from 'express';
+import type { Clock } from '../clock.js';
+import { RelayError } from '../errors.js';
+import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
+import type { Logger } from '../log.js';
+import type { Metrics, WebhookOutcome } from '../metrics/metrics.js';
+import type { DeliveryWriter } from '../store/delivery-sql.js';
+import { checkTimestamp, readDeliveryHeaders } from '../verify/delivery-headers.js';
+import type { SecretRing } from '../verify/secrets.js';
+import { readBody } from './read-body.js';
+import { sendError } from './send-error.js';
+
+export interface ReceiveWebhookDeps {
+  toleranceSeconds: number;
+  maxBodyBytes: number;
+  clock: Clock;
+  secrets: SecretRing;
+  writer: DeliveryWriter;
+  sinksFor(type: string): string[];
+  metrics: Metrics;
+  logger: Logger;
+}
+
+/**
+ * `POST /webhooks`: raw body -> verify -> parse -> store once -> 200. The checks run in the order of
+ * the contract's table, so the first failing row answers; no JSON parsing happens before the HMAC.
+ */
+export function receiveWebhook(deps: ReceiveWebhookDeps): RequestHandler {
+  const { clock, secrets, writer, metrics, logger } = deps;
+
+  return async (req, res) => {
+    const started = performance.now();
+    const requestId = res.locals.requestId as string;
+    let event: ParsedEvent | undefined;
+    let deliveryId: string | undefined;
+    let outcome: WebhookOutcome;
+    try {
+      const headers = readDeliveryHeaders(req.headers);
+      deliveryId = headers.deliveryId;
+      checkTimestamp(headers.timestamp, clock.now(), deps.toleranceSeconds);
+      const body = await readBody(req, deps.maxBodyBytes);
+      const slot = await secrets.verify(headers.deliveryId, headers.timestamp, headers.signature, body);
+      metrics.signatureMatches.inc({ slot: String(slot) });
+      event = parseEvent(body, headers.deliveryId);
+
+      const receivedAt = clock.now();
+      const stored = await writer.record({ event, receivedAt, attempt: headers.attempt, sinks: deps.sinksFor(event.type) });
+      outcome = stored.duplicate ? 'duplicate' : 'accepted';
+      if (stored.payloadDiffers) {
+        logger.warn({ requestId, deliveryId, type: event.type }, 'duplicate delivery with a different body; the first copy is kept');
+      }
+      if (!stored.duplicate) {
+        metrics.events.inc({ type: event.type });
+        metrics.eventDelay.observe(Math.max(0, receivedAt - Date.parse(event.createdAt)) / 1000);
+      }
+      res.status(200).json({ ok: true, id: event.id, duplicate: stored.duplicate });
+    } catch (error) {
+      if (!(error instanceof RelayError)) throw error;
+      outcome = error.code as WebhookOutcome;
+      sendError(res, error);
+    }
+    metrics.webhookRequests.inc({ outcome });
+    const log = outcome === 'accepted' || outcome === 'duplicate' ? 'info' : 'warn';
+    logger[log](
+      {
+        requestId,
+        deliveryId,
+        type: event?.type,
+        boxId: event?.boxId ?? undefined,
+        outcome,
+        durationMs: Math.round((performance.now() - started) * 100) / 100,
+      },
+      'delivery',
+    );
+  };
+}

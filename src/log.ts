@@ -1,0 +1,41 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+
+export type { Logger };
+
+/**
+ * Paths that may carry secrets. The relay never logs headers or bodies on purpose; redaction is the
+ * safety net for an error object or a config dump that would.
+ */
+export const redactedPaths = [
+  'secret',
+  'secrets',
+  '*.secret',
+  '*.secrets',
+  'token',
+  '*.token',
+  'adminToken',
+  'natsToken',
+  'natsPassword',
+  'upstreamApiKey',
+  'secretsEncryptionKey',
+  'authorization',
+  'headers.authorization',
+  'headers["x-service-signature"]',
+  'headers["webhook-signature"]',
+  'req.headers.authorization',
+  'req.headers["x-service-signature"]',
+  'signature',
+  '*.signature',
+];
+
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: 'boxrelay' },
+      redact: { paths: redactedPaths, censor: '[redacted]' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    destination,
+  );
+}

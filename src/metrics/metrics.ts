@@ -1,0 +1,179 @@
+import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+
+export const BOX_EVENT_TYPES = ['box.ready', 'box.error', 'box.archived', 'box.hydrated'] as const;
+export const BOX_STATES = [
+  'provisioning',
+  'provisioned',
+  'cloning',
+  'ready',
+  'idle',
+  'running',
+  'archiving',
+  'archived',
+  'error',
+] as const;
+export const WEBHOOK_OUTCOMES = [
+  'accepted',
+  'duplicate',
+  'missing_header',
+  'malformed_timestamp',
+  'timestamp_out_of_window',
+  'payload_too_large',
+  'malformed_signature',
+  'invalid_signature',
+  'invalid_event',
+  'delivery_id_mismatch',
+  'storage_unavailable',
+] as const;
+export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered'] as const;
+
+export type WebhookOutcome = (typeof WEBHOOK_OUTCOMES)[number];
+export type SinkOutcome = (typeof SINK_OUTCOMES)[number];
+
+/** Values read at scrape time from the database and the running parts. */
+export interface MetricSources {
+  pendingBySink?(): Promise<Record<string, number>>;
+  deadLettersBySink?(): Promise<Record<string, number>>;
+  boxesByState?(): Promise<Record<string, number>>;
+  sinkUp?(): Record<string, boolean>;
+  /** Accepted secrets now, with their slots and expiry (epoch ms). */
+  secrets?(): { slot: number; expiresAt?: number | undefined }[];
+  ready?(): Promise<boolean>;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/**
+ * The metrics of contract section 6, registered on an injected Registry. Every counter starts at 0
+ * for each known label value so rate() and increase() see the first occurrence.
+ */
+export function createMetrics(registry: Registry, options: { sinks: string[]; sources?: MetricSources }) {
+  const registers = [registry];
+  const sources = options.sources ?? {};
+  const prefix = 'boxrelay_';
+  collectDefaultMetrics({ register: registry });
+
+  const webhookRequests = new Counter({
+    name: `${prefix}webhook_requests_total`,
+    help: 'Webhook requests by outcome: accepted, duplicate, or the refusal code',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  for (const outcome of WEBHOOK_OUTCOMES) webhookRequests.inc({ outcome }, 0);
+
+  const events = new Counter({
+    name: `${prefix}events_total`,
+    help: 'Unique events stored, by type (duplicates not counted)',
+    labelNames: ['type'] as const,
+    registers,
+  });
+  for (const type of BOX_EVENT_TYPES) events.inc({ type }, 0);
+
+  const signatureMatches = new Counter({
+    name: `${prefix}signature_secret_matches_total`,
+    help: 'Requests whose signature verified, by the slot of the secret that matched',
+    labelNames: ['slot'] as const,
+    registers,
+  });
+  for (const { slot } of sources.secrets?.() ?? []) signatureMatches.inc({ slot: String(slot) }, 0);
+
+  const sinkDeliveries = new Counter({
+    name: `${prefix}sink_deliveries_total`,
+    help: 'Fan-out attempts by sink and outcome (delivered, retried, dead_lettered)',
+    labelNames: ['sink', 'outcome'] as const,
+    registers,
+  });
+  for (const sink of options.sinks) for (const outcome of SINK_OUTCOMES) sinkDeliveries.inc({ sink, outcome }, 0);
+
+  const sinkDeliveryDuration = new Histogram({
+    name: `${prefix}sink_delivery_duration_seconds`,
+    help: 'Time of one delivery attempt to a sink',
+    labelNames: ['sink'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+
+  const eventDelay = new Histogram({
+    name: `${prefix}event_delay_seconds`,
+    help: 'Time from the upstream createdAt to receipt of the first delivery of an event',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
+    registers,
+  });
+
+  const bySinkGauge = (name: string, help: string, read?: () => Promise<Record<string, number>>) =>
+    new Gauge({
+      name: `${prefix}${name}`,
+      help,
+      labelNames: ['sink'] as const,
+      registers,
+      async collect() {
+        const counts = (await read?.()) ?? {};
+        for (const sink of new Set([...options.sinks, ...Object.keys(counts)])) this.set({ sink }, counts[sink] ?? 0);
+      },
+    });
+  bySinkGauge('outbox_pending', 'Fan-out rows waiting for delivery, by sink', sources.pendingBySink);
+  bySinkGauge('dead_letters', 'Dead letters waiting to be retried or discarded, by sink', sources.deadLettersBySink);
+
+  new Gauge({
+    name: `${prefix}boxes`,
+    help: 'Boxes by last known state',
+    labelNames: ['state'] as const,
+    registers,
+    async collect() {
+      const counts = (await sources.boxesByState?.()) ?? {};
+      this.reset();
+      for (const state of new Set([...BOX_STATES, ...Object.keys(counts)])) this.set({ state }, counts[state] ?? 0);
+    },
+  });
+
+  new Gauge({
+    name: `${prefix}sink_up`,
+    help: '1 when the sink is connected or answering',
+    labelNames: ['sink'] as const,
+    registers,
+    collect() {
+      const up = sources.sinkUp?.() ?? {};
+      for (const sink of options.sinks) this.set({ sink }, up[sink] === false ? 0 : 1);
+    },
+  });
+
+  new Gauge({
+    name: `${prefix}secrets_valid`,
+    help: 'Signing secrets accepted now',
+    registers,
+    collect() {
+      this.set(sources.secrets?.().length ?? 0);
+    },
+  });
+
+  new Gauge({
+    name: `${prefix}secret_expiry_timestamp_seconds`,
+    help: 'Expiry time of each accepted secret that has one, by slot',
+    labelNames: ['slot'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const { slot, expiresAt } of sources.secrets?.() ?? []) {
+        if (expiresAt !== undefined) this.set({ slot: String(slot) }, expiresAt / 1000);
+      }
+    },
+  });
+
+  new Gauge({
+    name: `${prefix}ready`,
+    help: '1 when /readyz would answer 200',
+    registers,
+    async collect() {
+      this.set((await sources.ready?.()) === false ? 0 : 1);
+    },
+  });
+
+  return {
+    webhookRequests,
+    events,
+    signatureMatches,
+    sinkDeliveries,
+    sinkDeliveryDuration,
+    eventDelay,
+  };
+}

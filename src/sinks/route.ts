@@ -1,0 +1,30 @@
+import type { HookConfig } from '../config/schema.js';
+
+export const NATS_SINK = 'nats';
+
+/** Event globs: `*` matches any run of characters, dots included; everything else is literal. */
+export function globToRegExp(glob: string): RegExp {
+  const escaped = glob.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'));
+  return new RegExp(`^${escaped.join('.*')}$`);
+}
+
+export function hookAccepts(hook: Pick<HookConfig, 'events'>, type: string): boolean {
+  return hook.events.some((glob) => globToRegExp(glob).test(type));
+}
+
+/** Which sinks get a fan-out row for an event type; cached per type, since types are few. */
+export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookConfig[] }): (type: string) => string[] {
+  const matchers = options.hooks.map((hook) => ({ name: hook.name, patterns: hook.events.map(globToRegExp) }));
+  const cache = new Map<string, string[]>();
+  return (type) => {
+    let sinks = cache.get(type);
+    if (!sinks) {
+      sinks = [
+        ...(options.natsEnabled ? [NATS_SINK] : []),
+        ...matchers.filter((m) => m.patterns.some((p) => p.test(type))).map((m) => m.name),
+      ];
+      if (cache.size < 1000) cache.set(type, sinks);
+    }
+    return sinks;
+  };
+}

@@ -1,0 +1,47 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import pg from 'pg';
+import type { Schema } from './schema.js';
+
+export interface DatabaseOptions {
+  /** A SQLite file path, or a `postgres://` / `postgresql://` URL. */
+  url: string;
+  sqliteSynchronous?: 'FULL' | 'EXTRA' | 'NORMAL';
+  busyTimeoutMs?: number;
+}
+
+export type Database =
+  | { dialect: 'sqlite'; kysely: Kysely<Schema>; sqlite: BetterSqlite3.Database; close(): Promise<void> }
+  | { dialect: 'postgres'; kysely: Kysely<Schema>; pool: pg.Pool; close(): Promise<void> };
+
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//.test(url);
+}
+
+const INT8_OID = 20;
+
+export function openDatabase({ url, sqliteSynchronous = 'FULL', busyTimeoutMs = 5000 }: DatabaseOptions): Database {
+  if (isPostgresUrl(url)) {
+    const pool = new pg.Pool({
+      connectionString: url,
+      // Epoch-millisecond columns are BIGINT; they fit a JS number, so read them as numbers.
+      types: {
+        getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+          oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as never,
+      },
+    });
+    const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+    return { dialect: 'postgres', kysely, pool, close: () => kysely.destroy() };
+  }
+
+  if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
+  const sqlite = new BetterSqlite3(url);
+  // WAL lets readers run beside the writer; synchronous=FULL makes every commit survive power loss.
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma(`synchronous = ${sqliteSynchronous}`);
+  sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+  const kysely = new Kysely<Schema>({ dialect: new SqliteDialect({ database: sqlite }) });
+  return { dialect: 'sqlite', kysely, sqlite, close: () => kysely.destroy() };
+}

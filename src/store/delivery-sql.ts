@@ -1,0 +1,77 @@
+import type { ParsedEvent } from '../events/parse-event.js';
+
+/**
+ * The statements of the hot write path, written once with `?` placeholders: SQLite runs them as
+ * prepared statements, PostgreSQL after `toPostgresPlaceholders`.
+ */
+export const INSERT_DELIVERY = `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload)
+  VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
+
+export const INSERT_OUTBOX = `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at)
+  VALUES (?, ?, 'pending', 0, ?, ?, ?)`;
+
+export const SELECT_PAYLOAD = 'SELECT payload FROM deliveries WHERE id = ?';
+
+// An event moves a box only when it is not older than the one that set the stored state.
+const APPLIES = `(excluded.state IS NOT NULL AND (boxes.state_changed_at IS NULL OR excluded.state_changed_at >= boxes.state_changed_at))`;
+const ifApplies = (column: string): string =>
+  `${column} = CASE WHEN ${APPLIES} THEN excluded.${column} ELSE boxes.${column} END`;
+
+export const UPSERT_BOX = `INSERT INTO boxes (id, name, state, previous_state, state_changed_at, last_event_id, hydrated_at, last_seen_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (id) DO UPDATE SET
+    ${['state', 'previous_state', 'state_changed_at', 'last_event_id'].map(ifApplies).join(',\n    ')},
+    name = CASE WHEN ${APPLIES} OR boxes.name IS NULL THEN COALESCE(excluded.name, boxes.name) ELSE boxes.name END,
+    hydrated_at = CASE WHEN excluded.hydrated_at IS NOT NULL AND (boxes.hydrated_at IS NULL OR excluded.hydrated_at > boxes.hydrated_at)
+      THEN excluded.hydrated_at ELSE boxes.hydrated_at END,
+    last_seen_at = CASE WHEN excluded.last_seen_at > boxes.last_seen_at THEN excluded.last_seen_at ELSE boxes.last_seen_at END`;
+
+export function toPostgresPlaceholders(sqlText: string): string {
+  let index = 0;
+  return sqlText.replace(/\?/g, () => `$${++index}`);
+}
+
+export interface NewDelivery {
+  event: ParsedEvent;
+  /** Epoch ms. */
+  receivedAt: number;
+  attempt: number | null;
+  /** Sinks that get a fan-out row with this delivery. */
+  sinks: string[];
+}
+
+export interface RecordResult {
+  duplicate: boolean;
+  /** A duplicate whose body differs from the stored first copy (which is kept). */
+  payloadDiffers: boolean;
+}
+
+/** Stores a delivery once, with its fan-out work and box state, in one durable commit. */
+export interface DeliveryWriter {
+  record(delivery: NewDelivery): Promise<RecordResult>;
+}
+
+export function deliveryParams({ event, receivedAt, attempt }: NewDelivery): unknown[] {
+  return [event.id, event.type, event.boxId, event.createdAtIso, receivedAt, attempt, event.payload];
+}
+
+export function outboxParams({ event, receivedAt }: NewDelivery, sink: string): unknown[] {
+  return [event.id, sink, receivedAt, receivedAt, receivedAt];
+}
+
+/** `box.hydrated` records hydratedAt and leaves the state alone (contract section 7). */
+export function boxParams({ event, receivedAt }: NewDelivery): unknown[] | null {
+  if (event.boxId === null) return null;
+  const hydrated = event.type === 'box.hydrated';
+  const state = hydrated ? null : event.state;
+  return [
+    event.boxId,
+    event.boxName,
+    state,
+    state === null ? null : event.previousState,
+    state === null ? null : event.createdAtIso,
+    state === null ? null : event.id,
+    hydrated ? event.createdAtIso : null,
+    receivedAt,
+  ];
+}

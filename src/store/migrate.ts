@@ -1,0 +1,18 @@
+import { Migrator, type MigrationResultSet } from 'kysely';
+import { migrations } from '../../migrations/index.js';
+import type { Database } from './database.js';
+
+export class MigrationError extends Error {
+  readonly code = 'migration_failed';
+}
+
+/** Runs pending migrations. Kysely's Migrator takes a lock, so replicas starting together migrate once. */
+export async function migrateToLatest(database: Database): Promise<MigrationResultSet['results']> {
+  const migrator = new Migrator({ db: database.kysely, provider: { getMigrations: async () => migrations } });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+    throw new MigrationError(`migration ${failed} failed: ${(error as Error).message}`, { cause: error });
+  }
+  return results;
+}

@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
+import { createAdminRouter } from './http/admin/router.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
 import { createPublicApp } from './http/public-app.js';
@@ -68,7 +69,8 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     readiness,
     logger,
   });
-  const internalApp = createInternalApp({ registry, readiness, logger });
+  const admin = config.adminToken ? createAdminRouter(config.adminToken, []) : undefined;
+  const internalApp = createInternalApp({ registry, readiness, admin, logger });
 
   let listening: Listening[] = [];
   return {

@@ -1,0 +1,41 @@
+import { Registry } from 'prom-client';
+import request from 'supertest';
+import { configSchema, type Config } from '../../src/config/schema.js';
+import { createRelay, type Relay } from '../../src/main.js';
+import { ManualClock } from './clock.js';
+import { sqliteFile } from './databases.js';
+import { captureLogs } from './log-capture.js';
+import { SECRET, delivery, type DeliveryOptions } from './sign.js';
+
+export interface TestRelay {
+  relay: Relay;
+  config: Config;
+  clock: ManualClock;
+  registry: Registry;
+  logs: ReturnType<typeof captureLogs>;
+  /** Posts a signed delivery to the real public app; timestamp defaults to the clock's now. */
+  post(options?: Partial<DeliveryOptions>): Promise<request.Response & { deliveryId: string }>;
+  close(): Promise<void>;
+}
+
+/** A real relay (real database file, real apps) with a manual clock and captured logs. */
+export async function testRelay(overrides: Partial<Record<keyof Config, unknown>> = {}): Promise<TestRelay> {
+  const config = configSchema.parse({ secrets: [SECRET], database: sqliteFile(), port: 0, internalPort: 0, host: '127.0.0.1', internalHost: '127.0.0.1', ...overrides });
+  const clock = new ManualClock();
+  const registry = new Registry();
+  const logs = captureLogs();
+  const relay = await createRelay({ config, logger: logs.logger, clock, registry });
+  return {
+    relay,
+    config,
+    clock,
+    registry,
+    logs,
+    async post(options = {}) {
+      const d = delivery({ timestamp: clock.seconds, ...options });
+      const response = await request(relay.publicApp).post('/webhooks').set(d.headers).send(d.body);
+      return Object.assign(response, { deliveryId: d.id });
+    },
+    close: () => relay.stop(),
+  };
+}

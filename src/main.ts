@@ -1,14 +1,23 @@
 import { Registry } from 'prom-client';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
+import { createDispatcher } from './dispatch/dispatcher.js';
+import { createOperations } from './dispatch/operations.js';
+import type { DispatchTuning } from './dispatch/tuning.js';
+import { deadLetterRoutes } from './http/admin/dead-letters.js';
+import { replayRoutes } from './http/admin/replay.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
 import { createPublicApp } from './http/public-app.js';
-import { createReadiness } from './http/readiness.js';
+import { createReadiness, type DependencyStatus } from './http/readiness.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './metrics/metrics.js';
-import { NATS_SINK, createSinkRouter } from './sinks/route.js';
+import { createHttpHookSink } from './sinks/http-hook.js';
+import { createNatsSink, type NatsSinkOptions } from './sinks/nats.js';
+import { configuredSinks, createSinkRouter } from './sinks/route.js';
+import type { Sink } from './sinks/sink.js';
+import { createOutbox } from './store/outbox.js';
 import { openStore, type Store } from './store/store.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
@@ -25,24 +34,30 @@ export interface RelayDeps {
   logger: Logger;
   clock?: Clock;
   registry?: Registry;
+  /** Fan-out timing (tests shorten it); the poll interval comes from the config. */
+  dispatch?: Partial<DispatchTuning>;
+  nats?: Pick<NatsSinkOptions, 'ackTimeoutMs' | 'backoff'>;
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
 
 /**
- * Wires every part from the validated config. Nothing listens until `start()`, so tests can drive
- * `publicApp` and `internalApp` with supertest.
+ * Wires every part from the validated config. Nothing listens or sends until `start()`, so tests
+ * can drive `publicApp` and `internalApp` with supertest.
  */
-export async function createRelay({ config, logger, clock = systemClock, registry = new Registry() }: RelayDeps) {
+export async function createRelay({ config, logger, clock = systemClock, registry = new Registry(), dispatch, nats: natsOptions }: RelayDeps) {
   const secretsFile = config.secretsFile
     ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) })
     : undefined;
   secretsFile?.load();
 
+  // The dispatcher exists only once the store is open; commits before that have nothing to wake.
+  let wakeDispatcher = () => {};
   const store: Store = await openStore({
     url: config.database,
     sqliteSynchronous: config.sqliteSynchronous,
     busyTimeoutMs: config.busyTimeoutMs,
+    onCommit: () => wakeDispatcher(),
   });
   const secrets = new SecretRing({ env: config.secrets, file: secretsFile, clock });
   if (secrets.accepted().length === 0) {
@@ -50,13 +65,46 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     throw new NoSecretError();
   }
 
-  const natsEnabled = config.natsUrl !== undefined;
-  const sinks = [...(natsEnabled ? [NATS_SINK] : []), ...config.hooks.map((h) => h.name)];
-  const readiness = createReadiness({ storageWritable: () => store.checkWritable(clock.now()), clock });
-  const metrics = createMetrics(registry, {
-    sinks,
-    sources: { secrets: () => secrets.accepted(), ready: async () => (await readiness()).ok },
+  const sinkNames = configuredSinks(config);
+  const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
+  const nats = config.natsUrl
+    ? createNatsSink({ settings: { ...config, natsUrl: config.natsUrl }, logger, ...natsOptions })
+    : undefined;
+  const sinks: Sink[] = [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))];
+  const outbox = createOutbox(store.database);
+
+  const readiness = createReadiness({
+    storageWritable: () => store.checkWritable(clock.now()),
+    dependencies: (): Record<string, DependencyStatus> => (nats ? { nats: nats.check() } : {}),
+    clock,
   });
+  const metrics = createMetrics(registry, {
+    sinks: sinkNames,
+    sources: {
+      secrets: () => secrets.accepted(),
+      ready: async () => (await readiness()).ok,
+      // Work of a sink no longer configured is set aside, not pending.
+      pendingBySink: async () => {
+        const counts = await outbox.countBySink('pending');
+        return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
+      },
+      deadLettersBySink: () => outbox.countBySink('dead'),
+      sinkUp: () => Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])),
+    },
+  });
+
+  const dispatcher = createDispatcher({
+    outbox,
+    sinks,
+    clock,
+    logger,
+    metrics,
+    source: config.source,
+    exclusive: store.database.dialect === 'sqlite',
+    tuning: { pollMs: config.outboxPollMs, ...dispatch },
+  });
+  wakeDispatcher = dispatcher.wake;
+  const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: dispatcher.wake });
 
   const publicApp = createPublicApp({
     toleranceSeconds: config.toleranceSeconds,
@@ -64,35 +112,48 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     clock,
     secrets,
     writer: store.writer,
-    sinksFor: createSinkRouter({ natsEnabled, hooks: config.hooks }),
+    sinksFor,
     metrics,
     readiness,
     logger,
   });
-  const admin = config.adminToken ? createAdminRouter(config.adminToken, []) : undefined;
+  const admin = config.adminToken
+    ? createAdminRouter(config.adminToken, [deadLetterRoutes(operations), replayRoutes(operations)])
+    : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, logger });
 
   let listening: Listening[] = [];
   return {
     config,
     store,
+    outbox,
+    dispatcher,
     secrets,
     registry,
     publicApp,
     internalApp,
     async start() {
+      nats?.start();
+      await dispatcher.start();
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
       secretsFile?.start(config.secretsReloadMs);
-      logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks }, 'boxrelay listening');
+      logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks: sinkNames }, 'boxrelay listening');
       return { port: publicServer.port, internalPort: internalServer.port };
     },
-    /** Graceful: stop accepting, finish in-flight requests, then close the database. */
+    /**
+     * Graceful: stop accepting and finish in-flight requests; then the dispatcher finishes or
+     * releases its deliveries, NATS drains, and the database closes.
+     */
     async stop() {
+      const started = Date.now();
       secretsFile?.stop();
       await Promise.all(listening.map((l) => l.close(config.shutdownTimeoutMs)));
       listening = [];
+      // One shutdown budget for both: what the HTTP close used is not given to the sinks again.
+      await dispatcher.stop(Math.max(1000, config.shutdownTimeoutMs - (Date.now() - started)));
+      await Promise.all(sinks.map((sink) => sink.close()));
       await store.close();
       logger.info('boxrelay stopped');
     },

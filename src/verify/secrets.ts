@@ -33,13 +33,16 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
  * what follows `whsec_` is base64, its decoded bytes (the Standard Webhooks rule).
  */
 export function keysOf(secret: string): Buffer[] {
-  const keys = [Buffer.from(secret, 'utf8')];
+  const standard = standardWebhooksKey(secret);
+  return standard ? [Buffer.from(secret, 'utf8'), standard] : [Buffer.from(secret, 'utf8')];
+}
+
+/** The Standard Webhooks key of a `whsec_<base64>` secret; undefined for any other form. */
+export function standardWebhooksKey(secret: string): Buffer | undefined {
   const encoded = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : '';
-  if (BASE64.test(encoded)) {
-    const decoded = Buffer.from(encoded, 'base64');
-    if (decoded.length > 0) keys.push(decoded);
-  }
-  return keys;
+  if (!BASE64.test(encoded)) return undefined;
+  const decoded = Buffer.from(encoded, 'base64');
+  return decoded.length > 0 ? decoded : undefined;
 }
 
 export interface SecretRingOptions {

@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import request from 'supertest';
 import { configSchema, type Config } from '../../src/config/schema.js';
-import { createRelay, type Relay } from '../../src/main.js';
+import { createRelay, type Relay, type RelayDeps } from '../../src/main.js';
 import { ManualClock } from './clock.js';
 import { sqliteFile } from './databases.js';
 import { captureLogs } from './log-capture.js';
@@ -18,13 +18,20 @@ export interface TestRelay {
   close(): Promise<void>;
 }
 
+/** superagent's serializer type says string; a Buffer is sent as it is. */
+const asIs = ((body: Buffer) => body) as unknown as (body: unknown) => string;
+
+export interface TestRelayOptions extends Pick<RelayDeps, 'dispatch' | 'nats'> {
+  clock?: ManualClock;
+}
+
 /** A real relay (real database file, real apps) with a manual clock and captured logs. */
-export async function testRelay(overrides: Partial<Record<keyof Config, unknown>> = {}): Promise<TestRelay> {
+export async function testRelay(overrides: Partial<Record<keyof Config, unknown>> = {}, options: TestRelayOptions = {}): Promise<TestRelay> {
   const config = configSchema.parse({ secrets: [SECRET], database: sqliteFile(), port: 0, internalPort: 0, host: '127.0.0.1', internalHost: '127.0.0.1', ...overrides });
-  const clock = new ManualClock();
+  const clock = options.clock ?? new ManualClock();
   const registry = new Registry();
   const logs = captureLogs();
-  const relay = await createRelay({ config, logger: logs.logger, clock, registry });
+  const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, nats: options.nats });
   return {
     relay,
     config,
@@ -33,7 +40,8 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
     logs,
     async post(options = {}) {
       const d = delivery({ timestamp: clock.seconds, ...options });
-      const response = await request(relay.publicApp).post('/webhooks').set(d.headers).send(d.body);
+      // superagent would JSON-encode a Buffer sent as application/json; the exact signed bytes must go.
+      const response = await request(relay.publicApp).post('/webhooks').set(d.headers).serialize(asIs).send(d.body);
       return Object.assign(response, { deliveryId: d.id });
     },
     close: () => relay.stop(),

@@ -1,32 +1,15 @@
 import { Webhook } from 'standardwebhooks';
 import request from 'supertest';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from './support/clock.js';
-import { fastTuning, hook, metricValue, outboxRows } from './support/fanout-relay.js';
+import { adminAuth, fanoutFixture, fastTuning, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
-import { hookServer, type HookServer } from './support/hook-server.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
 const HOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
-const ADMIN = 'admin-token-for-tests';
 
 describe('outgoing HTTP hooks', () => {
-  const cleanups: (() => Promise<void>)[] = [];
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-
-  const server = async (...args: Parameters<typeof hookServer>): Promise<HookServer> => {
-    const s = await hookServer(...args);
-    cleanups.push(() => s.close());
-    return s;
-  };
-  const relay = async (overrides: Record<string, unknown>, options: Parameters<typeof testRelay>[1] = {}): Promise<TestRelay> => {
-    const t = await testRelay({ adminToken: ADMIN, ...overrides }, { dispatch: fastTuning, ...options });
-    cleanups.push(() => t.close());
-    await t.relay.start();
-    return t;
-  };
+  const { server, relay } = fanoutFixture();
   const deliveries = (t: TestRelay, sink: string, outcome: string) =>
     metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink, outcome });
 
@@ -69,7 +52,7 @@ describe('outgoing HTTP hooks', () => {
     expect(await deliveries(t, 'flaky', 'retried')).toBe(4);
     expect(await deliveries(t, 'flaky', 'dead_lettered')).toBe(1);
 
-    const dead = await request(t.relay.internalApp).get('/admin/dead-letters').set('Authorization', `Bearer ${ADMIN}`);
+    const dead = await request(t.relay.internalApp).get('/admin/dead-letters').set(adminAuth);
     expect(dead.body.deadLetters.map((d: { sink: string }) => d.sink).sort()).toEqual(['flaky', 'strict']);
     expect(await metricValue(t.registry, 'boxrelay_dead_letters', { sink: 'flaky' })).toBe(1);
     expect(await metricValue(t.registry, 'boxrelay_outbox_pending', { sink: 'flaky' })).toBe(0);
@@ -101,7 +84,7 @@ describe('outgoing HTTP hooks', () => {
     const target = await server();
     const t = await relay(
       { hooks: [hook('signed', target.url, { secret: HOOK_SECRET, headers: { Authorization: 'Bearer xyz', 'webhook-id': 'forged' } })] },
-      { dispatch: fastTuning, clock: new ManualClock(Date.now()) },
+      { clock: new ManualClock(Date.now()) },
     );
     const posted = await t.post({ type: 'box.error', boxId: 'bx_sig' });
     const [req] = await target.received(1);
@@ -138,14 +121,14 @@ describe('outgoing HTTP hooks', () => {
   });
 
   it('sets aside the pending work of a hook removed from the config as dead letters', async () => {
-    const t = await testRelay({ adminToken: ADMIN, hooks: [hook('old', 'http://127.0.0.1:9/never')] });
+    const t = await testRelay({ hooks: [hook('old', 'http://127.0.0.1:9/never')] });
     await t.post();
     await t.post();
     await t.close();
 
     const target = await server();
     const again = await relay({ database: t.config.database, hooks: [hook('new', target.url)] });
-    const dead = await request(again.relay.internalApp).get('/admin/dead-letters?sink=old').set('Authorization', `Bearer ${ADMIN}`);
+    const dead = await request(again.relay.internalApp).get('/admin/dead-letters?sink=old').set(adminAuth);
     expect(dead.body.deadLetters).toHaveLength(2);
     expect(dead.body.deadLetters[0]).toMatchObject({ sink: 'old', lastError: 'sink not configured', attempts: 0 });
     expect(await metricValue(again.registry, 'boxrelay_outbox_pending', { sink: 'old' })).toBe(0);
@@ -153,7 +136,7 @@ describe('outgoing HTTP hooks', () => {
 
     const retry = await request(again.relay.internalApp)
       .post(`/admin/dead-letters/${dead.body.deadLetters[0].id}/retry`)
-      .set('Authorization', `Bearer ${ADMIN}`);
+      .set(adminAuth);
     expect(retry.status).toBe(400);
     expect(retry.body.code).toBe('invalid_request');
   });

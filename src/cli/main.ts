@@ -3,8 +3,9 @@ import { loadConfig, ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { createLogger } from '../log.js';
 import { createRelay } from '../main.js';
-import { openDatabase } from '../store/database.js';
 import { migrateToLatest } from '../store/migrate.js';
+import { withDatabase } from './database.js';
+import { fanoutCommands } from './fanout.js';
 import { sendTest } from './send-test.js';
 
 /** Errors a user can act on end the command with their message, one line, and exit code 1. */
@@ -43,15 +44,9 @@ async function serve(): Promise<void> {
 }
 
 async function migrate(): Promise<void> {
-  const config = configOrExit();
-  const database = openDatabase({ url: config.database, sqliteSynchronous: config.sqliteSynchronous, busyTimeoutMs: config.busyTimeoutMs });
-  try {
-    const results = (await migrateToLatest(database)) ?? [];
-    if (results.length === 0) console.log('database is up to date');
-    for (const result of results) console.log(`${result.migrationName}: ${result.status}`);
-  } finally {
-    await database.close();
-  }
+  const results = await withDatabase(configOrExit(), async (database) => (await migrateToLatest(database)) ?? []);
+  if (results.length === 0) console.log('database is up to date');
+  for (const result of results) console.log(`${result.migrationName}: ${result.status}`);
 }
 
 function positiveInt(value: string): number {
@@ -82,6 +77,7 @@ export function buildProgram(): Command {
       console.log(`${result.status} ${result.body}`);
       if (result.status < 200 || result.status > 299) process.exitCode = 1;
     });
+  for (const command of fanoutCommands(configOrExit)) program.addCommand(command);
   return program;
 }
 

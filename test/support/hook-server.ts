@@ -9,7 +9,7 @@ export interface HookRequest {
 }
 
 /** What the hook answers to the n-th request (0-based): a status (and headers), or `hang` (never answers). */
-export type HookAnswer = number | { status: number; headers?: Record<string, string> } | 'hang';
+export type HookAnswer = number | { status: number; headers?: Record<string, string>; delayMs?: number } | 'hang';
 
 export interface HookServer {
   url: string;
@@ -33,8 +33,8 @@ export async function hookServer(answer: (request: HookRequest, index: number) =
       requests.push(request);
       for (const waiter of waiters.filter((w) => requests.length >= w.count)) waiter.resolve(requests);
       if (result === 'hang') return void hanging.push(res);
-      const { status, headers = {} } = typeof result === 'number' ? { status: result } : result;
-      res.writeHead(status, headers).end();
+      const { status, headers = {}, delayMs = 0 } = typeof result === 'number' ? { status: result } : result;
+      setTimeout(() => res.writeHead(status, headers).end(), delayMs);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -1,0 +1,12 @@
+import type { Config } from '../config/schema.js';
+import { openDatabase, type Database } from '../store/database.js';
+
+/** Opens the configured database for one command and closes it after. */
+export async function withDatabase<T>(config: Config, fn: (database: Database) => Promise<T>): Promise<T> {
+  const database = openDatabase({ url: config.database, sqliteSynchronous: config.sqliteSynchronous, busyTimeoutMs: config.busyTimeoutMs });
+  try {
+    return await fn(database);
+  } finally {
+    await database.close();
+  }
+}

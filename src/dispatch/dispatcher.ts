@@ -144,6 +144,8 @@ export function createDispatcher(deps: DispatcherDeps) {
         inFlight.delete(task);
         finished();
       }
+      // A wake that came while the due time was being read is not lost.
+      if (again) kick();
     };
 
     /** Retries due before the next poll are not left to wait for it. */

@@ -65,8 +65,6 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
           redirect: 'manual',
           signal: AbortSignal.any([signal, timeout]),
         });
-        // The status is all that counts; dropping the body frees the connection.
-        await response.body?.cancel();
       } catch (error) {
         answering = false;
         if (timeout.aborted) throw new RetryableFailure('timeout', `no answer within ${hook.timeoutMs} ms`, { cause: error });
@@ -74,6 +72,8 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
         const cause = (error as { cause?: { code?: string } }).cause?.code;
         throw new RetryableFailure('connection_error', cause ?? (error as Error).message, { cause: error });
       }
+      // The status is all that counts; dropping the body frees the connection.
+      await response.body?.cancel().catch(() => {});
       answering = response.status < 500;
       if (response.ok) return;
       const message = `hook answered ${response.status}`;

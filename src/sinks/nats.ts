@@ -96,6 +96,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   };
 
   const setUpStream = async (connection: NatsConnection): Promise<void> => {
+    let reported: string | undefined;
     while (!closing.signal.aborted && connection === nc) {
       try {
         const jsm = await jetstreamManager(connection, { timeout: ackTimeoutMs });
@@ -116,11 +117,18 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       } catch (error) {
         const reason = `JetStream stream ${settings.natsStream} for ${captured} could not be set up: ${(error as Error).message}`;
         stream = { state: 'refused', error: reason };
-        log.error({ stream: settings.natsStream }, reason);
+        // Retried quietly; a new reason is logged again.
+        if (reason !== reported) log.error({ stream: settings.natsStream }, reason);
+        reported = reason;
         await sleep(backoff.maxMs, undefined, { signal: closing.signal }).catch(() => {});
       }
     }
   };
+
+  /** One set-up at a time, whether asked by the first connect or a reconnect. */
+  let settingUp: Promise<void> | undefined;
+  const ensureStream = (connection: NatsConnection): Promise<void> =>
+    (settingUp ??= setUpStream(connection).finally(() => (settingUp = undefined)));
 
   const watch = async (connection: NatsConnection): Promise<void> => {
     for await (const status of connection.status()) {
@@ -132,7 +140,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
         failures = 0;
         log.info({ server: status.server }, 'NATS reconnected');
         // The server may be a new one that lost the stream.
-        if (jetStreamMode) void setUpStream(connection);
+        if (jetStreamMode) void ensureStream(connection);
         else notifyIfUp();
       }
     }
@@ -157,7 +165,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
           nc = undefined;
           void connectLoop();
         });
-        if (jetStreamMode) await setUpStream(connection);
+        if (jetStreamMode) await ensureStream(connection);
         else notifyIfUp();
         return;
       } catch (error) {
@@ -169,8 +177,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
 
   /** Core publishes have no ack; a flush (the server's PONG) proves the message reached it. */
   const flushed = async (connection: NatsConnection): Promise<void> => {
-    const timeout = sleep(ackTimeoutMs, 'timeout' as const, { ref: false });
-    if ((await Promise.race([connection.flush().then(() => 'ok' as const), timeout])) === 'timeout') {
+    if (!(await settlesWithin(connection.flush(), ackTimeoutMs))) {
       throw new RetryableFailure('nats_flush_timeout', `no flush from NATS within ${ackTimeoutMs} ms`);
     }
   };
@@ -222,8 +229,18 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       nc = undefined;
       if (!connection || connection.isClosed()) return;
       if (!connected) return connection.close();
-      const drained = connection.drain().then(() => 'ok' as const, () => 'failed' as const);
-      if ((await Promise.race([drained, sleep(ackTimeoutMs, 'timeout' as const, { ref: false })])) !== 'ok') await connection.close();
+      if (!(await settlesWithin(connection.drain(), ackTimeoutMs))) await connection.close();
     },
   };
+}
+
+/** True when `promise` resolves within `ms`; false when it rejects or takes longer. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(resolve, ms, false)));
+  try {
+    return await Promise.race([promise.then(() => true, () => false), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -60,3 +60,8 @@ export function delivery(options: DeliveryOptions): Delivery {
     },
   };
 }
+
+/** Supertest would JSON-encode a Buffer under a JSON content type; send the exact bytes instead. */
+export function rawBody(body: Buffer): (value: unknown) => Buffer {
+  return () => body;
+}

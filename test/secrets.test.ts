@@ -8,7 +8,7 @@ import { SecretRing, keysOf } from '../src/verify/secrets.js';
 import { ManualClock } from './support/clock.js';
 import { captureLogs } from './support/log-capture.js';
 import { testRelay } from './support/relay.js';
-import { delivery, rawBody } from './support/sign.js';
+import { delivery, sendRaw } from './support/sign.js';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'boxrelay-secrets-'));
 
@@ -117,7 +117,7 @@ describe('rotation through the secrets file on a running relay', () => {
     await t.relay.start();
     const post = async (secret: string) => {
       const d = delivery({ timestamp: t.clock.seconds, secret });
-      return (await request(t.relay.publicApp).post('/webhooks').set(d.headers).serialize(rawBody(d.body)).send(d.body as never)).status;
+      return (await sendRaw(request(t.relay.publicApp).post('/webhooks').set(d.headers), d.body)).status;
     };
     expect(await post('whsec_current')).toBe(200);
     expect(await post('whsec_next')).toBe(401);

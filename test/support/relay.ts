@@ -5,7 +5,7 @@ import { createRelay, type Relay } from '../../src/main.js';
 import { ManualClock } from './clock.js';
 import { sqliteFile } from './databases.js';
 import { captureLogs, type CapturedLogs } from './log-capture.js';
-import { SECRET, delivery, rawBody, type DeliveryOptions } from './sign.js';
+import { SECRET, delivery, sendRaw, type DeliveryOptions } from './sign.js';
 
 export interface TestRelay {
   relay: Relay;
@@ -33,7 +33,7 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
     logs,
     async post(options = {}) {
       const d = delivery({ timestamp: clock.seconds, ...options });
-      const response = await request(relay.publicApp).post('/webhooks').set(d.headers).serialize(rawBody(d.body)).send(d.body as never);
+      const response = await sendRaw(request(relay.publicApp).post('/webhooks').set(d.headers), d.body);
       return Object.assign(response, { deliveryId: d.id });
     },
     close: () => relay.stop(),

@@ -102,7 +102,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
       listening = [publicServer, internalServer];
       secretsFile?.start(config.secretsReloadMs);
       pruning = schedulePrune({
-        prune: () => pruneExpired(kysely, { now: clock.now(), retentionDays: config.retentionDays }),
+        prune: (signal) => pruneExpired(kysely, { now: clock.now(), retentionDays: config.retentionDays, signal }),
         logger: logger.child({ part: 'retention' }),
         timers,
       });

@@ -61,13 +61,20 @@ describe('the daily retention schedule', () => {
     expect(timers.planned.map((p) => p.ms)).toEqual([DAY_MS]);
   });
 
-  it('stop waits for the run in progress and plans no other', async () => {
+  it('stop aborts the run in progress, waits for it and plans no other', async () => {
     const timers = new FakeTimers();
     let finish: (r: PruneResult) => void = () => {};
-    const schedule = schedulePrune({ prune: () => new Promise((resolve) => (finish = resolve)), logger: captureLogs().logger, timers });
+    let signal: AbortSignal | undefined;
+    const prune = (s: AbortSignal) => {
+      signal = s;
+      return new Promise<PruneResult>((resolve) => (finish = resolve));
+    };
+    const schedule = schedulePrune({ prune, logger: captureLogs().logger, timers });
     const firing = timers.fire();
+    expect(signal?.aborted).toBe(false);
     let stopped = false;
     const stopping = schedule.stop().then(() => (stopped = true));
+    expect(signal?.aborted).toBe(true);
     await new Promise((resolve) => setImmediate(resolve));
     expect(stopped).toBe(false);
     finish(result(0));

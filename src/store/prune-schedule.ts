@@ -13,7 +13,8 @@ export const nodeTimers: Timers = {
 };
 
 export interface PruneScheduleOptions {
-  prune(): Promise<PruneResult>;
+  /** One run; `signal` aborts when the schedule stops, so a long run does not hold up shutdown. */
+  prune(signal: AbortSignal): Promise<PruneResult>;
   logger: Logger;
   timers?: Timers;
   /** Delay of the first run: shortly after start, not during it. */
@@ -22,7 +23,7 @@ export interface PruneScheduleOptions {
 }
 
 export interface PruneSchedule {
-  /** Cancels the next run and waits for one in progress, so the database can be closed after. */
+  /** Cancels the next run, cuts one in progress short and waits for it, so the database can be closed after. */
   stop(): Promise<void>;
 }
 
@@ -36,11 +37,11 @@ export function schedulePrune(options: PruneScheduleOptions): PruneSchedule {
   const intervalMs = options.intervalMs ?? DAY_MS;
   let handle: unknown;
   let running: Promise<void> | undefined;
-  let stopped = false;
+  const stopping = new AbortController();
 
   const run = async (): Promise<void> => {
     try {
-      const result = await options.prune();
+      const result = await options.prune(stopping.signal);
       options.logger.info({ ...result, cutoff: new Date(result.cutoff).toISOString() }, describePrune(result));
     } catch (error) {
       options.logger.error({ err: error }, 'retention prune failed; next attempt at the next run');
@@ -50,7 +51,7 @@ export function schedulePrune(options: PruneScheduleOptions): PruneSchedule {
     handle = timers.setTimeout(() => {
       running = run().finally(() => {
         running = undefined;
-        if (!stopped) plan(intervalMs);
+        if (!stopping.signal.aborted) plan(intervalMs);
       });
       return running;
     }, ms);
@@ -59,7 +60,7 @@ export function schedulePrune(options: PruneScheduleOptions): PruneSchedule {
 
   return {
     async stop() {
-      stopped = true;
+      stopping.abort();
       timers.clearTimeout(handle);
       await running;
     },

@@ -9,6 +9,8 @@ export interface PruneOptions {
   retentionDays: number;
   /** Rows per DELETE: small, so no statement holds the (SQLite: synchronous) connection for long. */
   batchSize?: number;
+  /** Stops between batches (shutdown); what was removed so far stays removed. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface PruneResult {
@@ -22,14 +24,19 @@ export interface PruneResult {
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Runs one bounded DELETE until it removes less than a full batch, letting requests in between. */
-async function deleteInBatches(deleteBatch: () => Promise<{ numDeletedRows: bigint }>, batchSize: number): Promise<number> {
+async function deleteInBatches(
+  deleteBatch: () => Promise<{ numDeletedRows: bigint }>,
+  batchSize: number,
+  signal: AbortSignal | undefined,
+): Promise<number> {
   let total = 0;
-  for (;;) {
+  while (!signal?.aborted) {
     const removed = Number((await deleteBatch()).numDeletedRows);
     total += removed;
-    if (removed < batchSize) return total;
+    if (removed < batchSize) break;
     await nextTurn();
   }
+  return total;
 }
 
 /**
@@ -54,6 +61,7 @@ export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions
         )
         .executeTakeFirstOrThrow(),
     batchSize,
+    options.signal,
   );
 
   const deliveries = await deleteInBatches(
@@ -72,6 +80,7 @@ export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions
         )
         .executeTakeFirstOrThrow(),
     batchSize,
+    options.signal,
   );
 
   const boxes = await deleteInBatches(
@@ -81,6 +90,7 @@ export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions
         .where('id', 'in', (eb) => eb.selectFrom('boxes').select('id').where('last_seen_at', '<', cutoff).limit(batchSize))
         .executeTakeFirstOrThrow(),
     batchSize,
+    options.signal,
   );
 
   return { cutoff, deliveries, outbox, boxes };

@@ -203,6 +203,18 @@ describe('/metrics on the internal port', () => {
     expect(valueOf(await scrape(), 'boxrelay_ready')).toBe(1);
   });
 
+  it('still answers the scrape when the database cannot be read, keeping the last box counts', async () => {
+    await send(signed({ boxId: 'bx_1', type: 'box.error' })).expect(200);
+    expect(valueOf(await scrape(), 'boxrelay_boxes', { state: 'error' })).toBe(1);
+    const database = t.relay.store.database;
+    if (database.dialect !== 'sqlite') throw new Error('this test closes the SQLite connection');
+    database.sqlite.close();
+    t.clock.advance(5_000);
+    const e = await scrape();
+    expect(valueOf(e, 'boxrelay_ready')).toBe(0);
+    expect(valueOf(e, 'boxrelay_boxes', { state: 'error' })).toBe(1);
+  });
+
   it('passes `promtool check metrics` on a real scrape of the internal port', async () => {
     await send(signed({ createdAt: new Date(t.clock.now() - 1000).toISOString() })).expect(200);
     const { internalPort } = await t.relay.start();

@@ -135,7 +135,13 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     labelNames: ['state'] as const,
     registers,
     async collect() {
-      const counts = (await sources.boxesByState?.()) ?? {};
+      let counts: Record<string, number>;
+      try {
+        counts = (await sources.boxesByState?.()) ?? {};
+      } catch {
+        // Storage unreadable: keep the last counts rather than fail the whole scrape (ready shows it).
+        return;
+      }
       this.reset();
       for (const state of new Set([...BOX_STATES, ...Object.keys(counts)])) this.set({ state }, counts[state] ?? 0);
     },

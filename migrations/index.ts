@@ -1,5 +1,6 @@
 import type { Migration } from 'kysely';
 import * as initial from './001_initial.js';
+import * as pruneIndex from './002_prune_index.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -7,4 +8,5 @@ import * as initial from './001_initial.js';
  */
 export const migrations: Record<string, Migration> = {
   '001_initial': initial,
+  '002_prune_index': pruneIndex,
 };

@@ -1,14 +1,19 @@
 import { Registry } from 'prom-client';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
+import { boxRoutes } from './http/admin/boxes.js';
+import { eventRoutes } from './http/admin/events.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
 import { createPublicApp } from './http/public-app.js';
 import { createReadiness } from './http/readiness.js';
 import type { Logger } from './log.js';
-import { createMetrics } from './metrics/metrics.js';
+import { boxStateCounts, createMetrics } from './metrics/metrics.js';
 import { NATS_SINK, createSinkRouter } from './sinks/route.js';
+import { countBoxesByState } from './store/boxes.js';
+import { pruneExpired } from './store/prune.js';
+import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-schedule.js';
 import { openStore, type Store } from './store/store.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
@@ -25,6 +30,8 @@ export interface RelayDeps {
   logger: Logger;
   clock?: Clock;
   registry?: Registry;
+  /** Timers of the daily retention run (tests fire them by hand). */
+  timers?: Timers;
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
@@ -33,7 +40,7 @@ export type Relay = Awaited<ReturnType<typeof createRelay>>;
  * Wires every part from the validated config. Nothing listens until `start()`, so tests can drive
  * `publicApp` and `internalApp` with supertest.
  */
-export async function createRelay({ config, logger, clock = systemClock, registry = new Registry() }: RelayDeps) {
+export async function createRelay({ config, logger, clock = systemClock, registry = new Registry(), timers }: RelayDeps) {
   const secretsFile = config.secretsFile
     ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) })
     : undefined;
@@ -50,12 +57,17 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     throw new NoSecretError();
   }
 
+  const kysely = store.database.kysely;
   const natsEnabled = config.natsUrl !== undefined;
   const sinks = [...(natsEnabled ? [NATS_SINK] : []), ...config.hooks.map((h) => h.name)];
   const readiness = createReadiness({ storageWritable: () => store.checkWritable(clock.now()), clock });
   const metrics = createMetrics(registry, {
     sinks,
-    sources: { secrets: () => secrets.accepted(), ready: async () => (await readiness()).ok },
+    sources: {
+      secrets: () => secrets.accepted(),
+      ready: async () => (await readiness()).ok,
+      boxesByState: async () => boxStateCounts(await countBoxesByState(kysely)),
+    },
   });
 
   const publicApp = createPublicApp({
@@ -69,10 +81,13 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     readiness,
     logger,
   });
-  const admin = config.adminToken ? createAdminRouter(config.adminToken, []) : undefined;
+  const admin = config.adminToken
+    ? createAdminRouter(config.adminToken, [eventRoutes(kysely, config.source), boxRoutes(kysely)])
+    : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, logger });
 
   let listening: Listening[] = [];
+  let pruning: PruneSchedule | undefined;
   return {
     config,
     store,
@@ -86,13 +101,19 @@ export async function createRelay({ config, logger, clock = systemClock, registr
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
       secretsFile?.start(config.secretsReloadMs);
+      pruning = schedulePrune({
+        prune: (signal) => pruneExpired(kysely, { now: clock.now(), retentionDays: config.retentionDays, signal }),
+        logger: logger.child({ part: 'retention' }),
+        timers,
+      });
       logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks }, 'boxrelay listening');
       return { port: publicServer.port, internalPort: internalServer.port };
     },
     /** Graceful: stop accepting, finish in-flight requests, then close the database. */
     async stop() {
       secretsFile?.stop();
-      await Promise.all(listening.map((l) => l.close(config.shutdownTimeoutMs)));
+      await Promise.all([...listening.map((l) => l.close(config.shutdownTimeoutMs)), pruning?.stop()]);
+      pruning = undefined;
       listening = [];
       await store.close();
       logger.info('boxrelay stopped');

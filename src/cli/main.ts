@@ -5,6 +5,7 @@ import { createLogger } from '../log.js';
 import { createRelay } from '../main.js';
 import { openDatabase } from '../store/database.js';
 import { migrateToLatest } from '../store/migrate.js';
+import { describePrune, pruneExpired } from '../store/prune.js';
 import { sendTest } from './send-test.js';
 
 /** Errors a user can act on end the command with their message, one line, and exit code 1. */
@@ -42,13 +43,29 @@ async function serve(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
+const openConfiguredDatabase = (config: Config) =>
+  openDatabase({ url: config.database, sqliteSynchronous: config.sqliteSynchronous, busyTimeoutMs: config.busyTimeoutMs });
+
 async function migrate(): Promise<void> {
-  const config = configOrExit();
-  const database = openDatabase({ url: config.database, sqliteSynchronous: config.sqliteSynchronous, busyTimeoutMs: config.busyTimeoutMs });
+  const database = openConfiguredDatabase(configOrExit());
   try {
     const results = (await migrateToLatest(database)) ?? [];
     if (results.length === 0) console.log('database is up to date');
     for (const result of results) console.log(`${result.migrationName}: ${result.status}`);
+  } finally {
+    await database.close();
+  }
+}
+
+/** The retention run of `serve`, once, now; safe beside running replicas (idempotent deletes). */
+async function prune(options: { days?: number }): Promise<void> {
+  const config = configOrExit();
+  if (options.days === 0) throw new UsageFailure('--days must be at least 1');
+  const database = openConfiguredDatabase(config);
+  try {
+    await migrateToLatest(database);
+    const result = await pruneExpired(database.kysely, { now: Date.now(), retentionDays: options.days ?? config.retentionDays });
+    console.log(describePrune(result));
   } finally {
     await database.close();
   }
@@ -66,6 +83,11 @@ export function buildProgram(): Command {
 
   program.command('serve').description('migrate the database, then serve the receiver and the internal port').action(serve);
   program.command('migrate').description('apply pending database migrations and exit').action(migrate);
+  program
+    .command('prune')
+    .description('remove deliveries, finished fan-out rows and silent boxes older than the retention period')
+    .option('--days <n>', 'retention in days (default: BOXRELAY_RETENTION_DAYS)', positiveInt)
+    .action(prune);
   program
     .command('send-test')
     .description('sign and post one delivery exactly as the Sandbox Service does')

@@ -30,6 +30,21 @@ export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered'] as const;
 export type WebhookOutcome = (typeof WEBHOOK_OUTCOMES)[number];
 export type SinkOutcome = (typeof SINK_OUTCOMES)[number];
 
+/**
+ * Folds stored box states into bounded `boxes{state}` label values: the documented states as they
+ * are, `other` for any state the upstream may add, `unknown` for boxes with no state yet (only
+ * `box.hydrated` seen). Box ids never become labels.
+ */
+export function boxStateCounts(rows: { state: string | null; count: number }[]): Record<string, number> {
+  const known: readonly string[] = BOX_STATES;
+  const counts: Record<string, number> = {};
+  for (const { state, count } of rows) {
+    const label = state === null ? 'unknown' : known.includes(state) ? state : 'other';
+    counts[label] = (counts[label] ?? 0) + count;
+  }
+  return counts;
+}
+
 /** Values read at scrape time from the database and the running parts. */
 export interface MetricSources {
   pendingBySink?(): Promise<Record<string, number>>;
@@ -120,7 +135,13 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     labelNames: ['state'] as const,
     registers,
     async collect() {
-      const counts = (await sources.boxesByState?.()) ?? {};
+      let counts: Record<string, number>;
+      try {
+        counts = (await sources.boxesByState?.()) ?? {};
+      } catch {
+        // Storage unreadable: keep the last counts rather than fail the whole scrape (ready shows it).
+        return;
+      }
       this.reset();
       for (const state of new Set([...BOX_STATES, ...Object.keys(counts)])) this.set({ state }, counts[state] ?? 0);
     },

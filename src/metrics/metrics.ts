@@ -45,6 +45,23 @@ export function boxStateCounts(rows: { state: string | null; count: number }[]):
   return counts;
 }
 
+/**
+ * Event types as label values: the documented ones and, for types the upstream adds later, the
+ * type itself up to a cap, after which `other`; signed input can then never grow the label set
+ * without bound.
+ */
+export function createTypeLabeler(maxExtraTypes = 50): (type: string) => string {
+  const known = new Set<string>(BOX_EVENT_TYPES);
+  return (type) => {
+    if (known.has(type)) return type;
+    if (known.size < BOX_EVENT_TYPES.length + maxExtraTypes && /^[A-Za-z0-9_.-]{1,64}$/.test(type)) {
+      known.add(type);
+      return type;
+    }
+    return 'other';
+  };
+}
+
 /** Values read at scrape time from the database and the running parts. */
 export interface MetricSources {
   pendingBySink?(): Promise<Record<string, number>>;
@@ -190,6 +207,7 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
   });
 
   return {
+    eventTypeLabel: createTypeLabeler(),
     webhookRequests,
     events,
     signatureMatches,

@@ -9,7 +9,9 @@ import { createReadiness } from './http/readiness.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './metrics/metrics.js';
 import { NATS_SINK, createSinkRouter } from './sinks/route.js';
+import { createSecretsStore } from './store/secrets-store.js';
 import { openStore, type Store } from './store/store.js';
+import { createSecretCipher } from './upstream/secret-cipher.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
 
@@ -39,15 +41,28 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     : undefined;
   secretsFile?.load();
 
+  // Refused before the database is opened: a wrong key must not look like missing secrets.
+  const cipher = createSecretCipher(config.secretsEncryptionKey);
   const store: Store = await openStore({
     url: config.database,
     sqliteSynchronous: config.sqliteSynchronous,
     busyTimeoutMs: config.busyTimeoutMs,
   });
-  const secrets = new SecretRing({ env: config.secrets, file: secretsFile, clock });
-  if (secrets.accepted().length === 0) {
+  const secretsLogger = logger.child({ part: 'secrets' });
+  const secrets = new SecretRing({
+    env: config.secrets,
+    file: secretsFile,
+    database: createSecretsStore({ db: store.database.kysely, cipher, clock, logger: secretsLogger }),
+    clock,
+    onDatabaseChange: (list) => secretsLogger.info({ count: list.length }, 'database secrets changed'),
+  });
+  try {
+    // Read first: `upstream register` may have left the only secret in the database.
+    await secrets.refreshDatabase();
+    if (secrets.accepted().length === 0) throw new NoSecretError();
+  } catch (error) {
     await store.close();
-    throw new NoSecretError();
+    throw error;
   }
 
   const natsEnabled = config.natsUrl !== undefined;
@@ -86,6 +101,9 @@ export async function createRelay({ config, logger, clock = systemClock, registr
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
       secretsFile?.start(config.secretsReloadMs);
+      secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
+        secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
+      );
       logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks }, 'boxrelay listening');
       return { port: publicServer.port, internalPort: internalServer.port };
     },
@@ -93,6 +111,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     async stop() {
       secretsFile?.stop();
       await Promise.all(listening.map((l) => l.close(config.shutdownTimeoutMs)));
+      await secrets.stopDatabaseRefresh();
       listening = [];
       await store.close();
       logger.info('boxrelay stopped');

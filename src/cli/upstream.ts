@@ -140,7 +140,7 @@ export async function rotateWebhook(
   const secretId = await storeOrPrint(deps, webhookId, secret);
   const expiresAt = deps.clock.now() + options.graceMs;
   const until = new Date(expiresAt).toISOString();
-  deps.print(`rotated webhook ${webhookId}: the new secret is stored in the database${atRest(deps.cipher)}; every replica accepts it from its first delivery.`);
+  deps.print(`rotated webhook ${webhookId}: the new secret is stored in the database${atRest(deps.cipher)}; every replica reads it at the first delivery signed with it.`);
 
   let retired: number;
   try {

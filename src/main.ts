@@ -14,7 +14,9 @@ import { NATS_SINK, createSinkRouter } from './sinks/route.js';
 import { countBoxesByState } from './store/boxes.js';
 import { pruneExpired } from './store/prune.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-schedule.js';
+import { createSecretsStore } from './store/secrets-store.js';
 import { openStore, type Store } from './store/store.js';
+import { createSecretCipher } from './upstream/secret-cipher.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
 
@@ -46,15 +48,28 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     : undefined;
   secretsFile?.load();
 
+  // Refused before the database is opened: a wrong key must not look like missing secrets.
+  const cipher = createSecretCipher(config.secretsEncryptionKey);
   const store: Store = await openStore({
     url: config.database,
     sqliteSynchronous: config.sqliteSynchronous,
     busyTimeoutMs: config.busyTimeoutMs,
   });
-  const secrets = new SecretRing({ env: config.secrets, file: secretsFile, clock });
-  if (secrets.accepted().length === 0) {
+  const secretsLogger = logger.child({ part: 'secrets' });
+  const secrets = new SecretRing({
+    env: config.secrets,
+    file: secretsFile,
+    database: createSecretsStore({ db: store.database.kysely, cipher, clock, logger: secretsLogger }),
+    clock,
+    onDatabaseChange: (list) => secretsLogger.info({ count: list.length }, 'database secrets changed'),
+  });
+  try {
+    // Read first: `upstream register` may have left the only secret in the database.
+    await secrets.refreshDatabase();
+    if (secrets.accepted().length === 0) throw new NoSecretError();
+  } catch (error) {
     await store.close();
-    throw new NoSecretError();
+    throw error;
   }
 
   const kysely = store.database.kysely;
@@ -101,6 +116,9 @@ export async function createRelay({ config, logger, clock = systemClock, registr
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
       secretsFile?.start(config.secretsReloadMs);
+      secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
+        secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
+      );
       pruning = schedulePrune({
         prune: (signal) => pruneExpired(kysely, { now: clock.now(), retentionDays: config.retentionDays, signal }),
         logger: logger.child({ part: 'retention' }),
@@ -114,6 +132,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
       secretsFile?.stop();
       await Promise.all([...listening.map((l) => l.close(config.shutdownTimeoutMs)), pruning?.stop()]);
       pruning = undefined;
+      await secrets.stopDatabaseRefresh();
       listening = [];
       await store.close();
       logger.info('boxrelay stopped');

@@ -82,6 +82,15 @@ describe('admin API: dead letters and replay', () => {
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'flaky', outcome: 'delivered' })).toBe(4);
     const text = await t.registry.metrics();
     expect(text).toMatch(/boxrelay_sink_delivery_duration_seconds_count\{sink="flaky"\} 5/);
+
+    // Storage unreadable: the scrape still answers, with the last counts.
+    await t.relay.dispatcher.stop(1000);
+    const database = t.relay.store.database;
+    if (database.dialect !== 'sqlite') throw new Error('this test closes the SQLite connection');
+    await t.post();
+    expect(await metricValue(t.registry, 'boxrelay_outbox_pending', { sink: 'flaky' })).toBe(1);
+    database.sqlite.close();
+    expect(await metricValue(t.registry, 'boxrelay_outbox_pending', { sink: 'flaky' })).toBe(1);
   });
 });
 

@@ -5,7 +5,7 @@ const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /** "90s", "1h", "500ms" -> milliseconds. */
-const duration = z
+export const duration = z
   .string()
   .regex(DURATION, 'expected a duration such as 30s, 10m or 1h')
   .transform((text) => {
@@ -84,6 +84,8 @@ export const configSchema = z.strictObject({
   upstreamBaseUrl: z.url({ protocol: /^https?$/ }).optional(),
   upstreamApiKey: optionalText,
   secretsEncryptionKey: optionalText,
+  /** How often database secrets are re-read without traffic (a miss re-reads at once anyway). */
+  databaseSecretsRefreshMs: positiveInt.default(30_000),
   shutdownTimeoutMs: positiveInt.default(25_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -11,9 +11,8 @@ export async function migrateToLatest(database: Database): Promise<MigrationResu
   const migrator = new Migrator({
     db: database.kysely,
     provider: { getMigrations: async () => migrations },
-    // Without a schema, Kysely takes its bookkeeping tables in ANY schema of the database for ours,
-    // so a second relay schema (search_path) in one PostgreSQL database would never get its own.
-    ...(database.dialect === 'postgres' ? { migrationTableSchema: await currentSchema(database) } : {}),
+    // Kysely looks for its own tables in every schema; pin them to ours so one schema per deployment works.
+    migrationTableSchema: database.dialect === 'postgres' ? await currentSchema(database) : undefined,
   });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {

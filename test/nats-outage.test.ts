@@ -3,6 +3,7 @@ import { expect, it } from 'vitest';
 import { fanoutFixture, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { natsClient, ownNats, uniqueNames } from './support/nats.js';
+import type { TestRelay } from './support/relay.js';
 
 const { defer, relay } = fanoutFixture();
 
@@ -35,4 +36,24 @@ it('accepts deliveries while NATS is down and publishes each once when it is bac
   const rows = await outboxRows(t, 'nats');
   expect(ids).toEqual(new Set(rows.map((r) => r.delivery_id)));
   expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'delivered' })).toBe(50);
+});
+
+it('authenticates with the configured user and password, or token, and stays down (logged) with wrong ones', async () => {
+  const withUser = await ownNats(['--user', 'relay', '--pass', 's3cret-pass']);
+  defer(() => withUser.kill());
+  const withToken = await ownNats(['--auth', 's3cret-token']);
+  defer(() => withToken.kill());
+  const natsCheck = async (t: TestRelay) => (await request(t.relay.internalApp).get('/readyz')).body.checks.nats as string;
+
+  const good = [
+    await relay({ natsUrl: withUser.url, natsUser: 'relay', natsPassword: 's3cret-pass' }),
+    await relay({ natsUrl: withToken.url, natsToken: 's3cret-token' }),
+  ];
+  for (const t of good) await waitFor(async () => (await natsCheck(t)) === 'ok', 'an authenticated connection');
+
+  const wrong = await relay({ natsUrl: withUser.url, natsUser: 'relay', natsPassword: 'wrong-pass' }, { nats: { backoff: { minMs: 50, maxMs: 100 } } });
+  await wrong.logs.waitFor((entry) => entry.msg === 'NATS unreachable; deliveries wait in the outbox');
+  expect(await natsCheck(wrong)).toBe('down');
+  expect(wrong.logs.text()).not.toContain('wrong-pass');
+  expect((await wrong.post()).status).toBe(200);
 });

@@ -96,7 +96,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   };
 
   const setUpStream = async (connection: NatsConnection): Promise<void> => {
-    let reported: string | undefined;
+    const report = oncePerReason((reason: string) => log.error({ stream: settings.natsStream }, reason));
     while (!closing.signal.aborted && connection === nc) {
       try {
         const jsm = await jetstreamManager(connection, { timeout: ackTimeoutMs });
@@ -117,9 +117,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       } catch (error) {
         const reason = `JetStream stream ${settings.natsStream} for ${captured} could not be set up: ${(error as Error).message}`;
         stream = { state: 'refused', error: reason };
-        // Retried quietly; a new reason is logged again.
-        if (reason !== reported) log.error({ stream: settings.natsStream }, reason);
-        reported = reason;
+        report(reason);
         await sleep(backoff.maxMs, undefined, { signal: closing.signal }).catch(() => {});
       }
     }
@@ -147,6 +145,10 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   };
 
   const connectLoop = async (): Promise<void> => {
+    const report = oncePerReason(
+      (error: Error) => log.warn({ err: error }, 'NATS unreachable; deliveries wait in the outbox'),
+      (error) => error.message,
+    );
     while (!closing.signal.aborted) {
       try {
         const connection = await connect(options);
@@ -169,7 +171,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
         else notifyIfUp();
         return;
       } catch (error) {
-        log.warn({ err: error }, 'NATS unreachable; deliveries wait in the outbox');
+        report(error as Error);
         await sleep(nextDelay(), undefined, { signal: closing.signal }).catch(() => {});
       }
     }
@@ -231,6 +233,16 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (!connected) return connection.close();
       if (!(await settlesWithin(connection.drain(), ackTimeoutMs))) await connection.close();
     },
+  };
+}
+
+/** A failure retried in a loop is logged once per distinct reason, not at every attempt. */
+function oncePerReason<T>(log: (failure: T) => void, reasonOf: (failure: T) => string = String): (failure: T) => void {
+  let last: string | undefined;
+  return (failure) => {
+    const reason = reasonOf(failure);
+    if (reason !== last) log(failure);
+    last = reason;
   };
 }
 

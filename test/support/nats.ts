@@ -78,15 +78,15 @@ export interface OwnNats {
   start(): Promise<void>;
 }
 
-/** A nats-server of the test's own (free port, own storage), for tests that kill and restart it. */
-export async function ownNats(): Promise<OwnNats> {
+/** A nats-server of the test's own (free port, own storage, `extra` flags such as auth), for tests that kill and restart it. */
+export async function ownNats(extra: string[] = []): Promise<OwnNats> {
   const port = await freePort();
   const storage = mkdtempSync(join(tmpdir(), 'boxrelay-nats-'));
   let child: ChildProcess | undefined;
   const own: OwnNats = {
     url: `nats://127.0.0.1:${port}`,
     async start() {
-      child = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storage], { stdio: 'ignore' });
+      child = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storage, ...extra], { stdio: 'ignore' });
       const deadline = Date.now() + 10_000;
       while (!(await accepting(port))) {
         if (Date.now() > deadline) throw new Error('nats-server did not start');

@@ -27,7 +27,10 @@ export const hookSchema = z.strictObject({
     .string()
     .regex(/^[a-z0-9-]+$/, 'hook names use only a-z, 0-9 and -')
     .refine((name) => name !== 'nats', '"nats" is the NATS sink\'s name'),
-  url: z.url({ protocol: /^https?$/ }),
+  // Credentials in a URL would be refused by fetch and echoed in its error; use `headers` instead.
+  url: z
+    .url({ protocol: /^https?$/ })
+    .refine((url) => !/^[a-z]+:\/\/[^/?#]*@/i.test(url), 'put credentials in headers (Authorization), not in the URL'),
   events: z.array(z.string().min(1)).min(1).default(['*']),
   format: z.enum(['cloudevents', 'slack']).default('cloudevents'),
   secret: z

@@ -125,7 +125,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     metrics,
     source: config.source,
     exclusive: store.database.dialect === 'sqlite',
-    tuning: { pollMs: config.outboxPollMs, ...dispatch },
+    tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
   });
   wakeDispatcher = dispatcher.wake;
   const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: dispatcher.wake });

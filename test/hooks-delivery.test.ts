@@ -80,6 +80,24 @@ describe('outgoing HTTP hooks', () => {
     expect((await outboxRows(s, 'later'))[0]?.attempts).toBe(2);
   });
 
+  it('under a short configured lease, retries in process only what fits in it; a longer wait moves to the database', async () => {
+    const target = await server((_req, i) => (i === 0 ? 500 : i === 1 ? { status: 429, headers: { 'Retry-After': '3' } } : 200));
+    // Attempts of a claim may run for half of the 4 s lease: a quick retry fits, a 3 s Retry-After does not.
+    const t = await relay({ outboxLeaseMs: 4000, hooks: [hook('short', target.url, { timeoutMs: 200 })] });
+    await t.post();
+    await waitFor(async () => (await outboxRows(t, 'short'))[0]?.attempts === 2, 'two attempts to be recorded');
+    expect((await outboxRows(t, 'short'))[0]).toMatchObject({ status: 'pending', next_attempt_at: t.clock.now() + 3000, lease_owner: null });
+    expect(target.requests).toHaveLength(2);
+    const scheduled = () => t.logs.entries().filter((e) => e.msg === 'delivery failed; retry scheduled').map((e) => e.error);
+    expect(scheduled()).toEqual(['http_429: hook answered 429']);
+
+    t.clock.advance(3000);
+    t.relay.dispatcher.wake();
+    await target.received(3);
+    await waitFor(async () => (await outboxRows(t, 'short'))[0]?.status === 'done', 'the retry to deliver');
+    expect((await outboxRows(t, 'short'))[0]?.attempts).toBe(3);
+  });
+
   it('signs as Standard Webhooks, verified by the standardwebhooks library', async () => {
     const target = await server();
     const t = await relay(

@@ -80,6 +80,11 @@ export const configSchema = z.strictObject({
   natsTlsCaFile: optionalText,
   /** How often the dispatcher looks for work committed elsewhere (CLI, other replicas) and expired leases. */
   outboxPollMs: positiveInt.default(2000),
+  /**
+   * How long a replica holds the fan-out rows it works on; the rows of a replica that died are sent
+   * by another once it runs out. Unset: per sink, its longest run of attempts plus 30 s.
+   */
+  outboxLeaseMs: positiveInt.optional(),
   hooksFile: optionalText,
   hooks: hooksSchema.default([]),
   source: z.string().min(1).default('sandbox'),

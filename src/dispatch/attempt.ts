@@ -14,6 +14,8 @@ export interface AttemptRun {
   event: CloudEvent;
   /** Attempts recorded on the row before this claim. */
   attempts: number;
+  /** The claim's lease less its margin: a retry that could not end within it is scheduled in the database. */
+  workMs: number;
   tuning: DispatchTuning;
   now(): number;
   /** Stopping: no new attempt starts and in-process waits end (the row is left due). */
@@ -38,8 +40,14 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   let last: SinkFailure | undefined;
 
   const sinkDown = () => sink.onUp !== undefined && !sink.up();
+  // Another attempt starts only while it can end before the lease does (p-retry's maxRetryTime).
+  const startBy = Math.max(0, run.workMs - sink.attemptTimeoutMs);
+  const started = performance.now();
   const mayRetryNow = (failure: SinkFailure) =>
-    failure.retryable && attempts < sink.maxAttempts && (failure.retryAfterMs ?? 0) <= tuning.quickMaxDelayMs && !sinkDown();
+    failure.retryable &&
+    attempts < sink.maxAttempts &&
+    (failure.retryAfterMs ?? 0) <= Math.min(tuning.quickMaxDelayMs, startBy - (performance.now() - started)) &&
+    !sinkDown();
 
   try {
     await pRetry(
@@ -63,6 +71,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
         minTimeout: tuning.quickMinDelayMs,
         factor: tuning.quickFactor,
         randomize: true,
+        maxRetryTime: startBy,
         signal: run.stopping,
         shouldRetry: ({ error }) => mayRetryNow(error as SinkFailure),
         // p-retry waits at least minTimeout * factor^n next; wait out the rest of a Retry-After first.

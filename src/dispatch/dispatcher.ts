@@ -7,7 +7,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
 import type { ClaimedRow, Outbox } from '../store/outbox.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
-import { defaultTuning, leaseMsFor, type DispatchTuning } from './tuning.js';
+import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 
 export interface DispatcherDeps {
   outbox: Outbox;
@@ -79,7 +79,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     return outbox.scheduleRetry({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now }, outcome.nextAttemptAt);
   };
 
-  const work = async (sink: Sink, row: ClaimedRow): Promise<void> => {
+  const work = async (sink: Sink, row: ClaimedRow, workMs: number): Promise<void> => {
     if (row.payload === null) {
       // Pruned after the row was written (retention): nothing left to send.
       return outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
@@ -88,6 +88,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       sink,
       event: toCloudEvent(row.payload, deps.source),
       attempts: row.attempts,
+      workMs,
       tuning,
       now: () => clock.now(),
       stopping: stopping.signal,
@@ -98,7 +99,14 @@ export function createDispatcher(deps: DispatcherDeps) {
   };
 
   const createLane = (sink: Sink) => {
-    const leaseMs = leaseMsFor(sink.attemptTimeoutMs, tuning);
+    const leaseMs = tuning.leaseMs ?? leaseMsFor(sink.attemptTimeoutMs, tuning);
+    const workMs = workMsFor(leaseMs, tuning);
+    if (workMs < sink.attemptTimeoutMs) {
+      log.warn(
+        { sink: sink.name, leaseMs, attemptTimeoutMs: sink.attemptTimeoutMs },
+        'the outbox lease is short for this sink: an attempt still running when its lease ends may be sent again by another replica',
+      );
+    }
     let busy = 0;
     let pumping = false;
     let again = false;
@@ -109,7 +117,7 @@ export function createDispatcher(deps: DispatcherDeps) {
 
     const start = (row: ClaimedRow) => {
       busy++;
-      const task = work(sink, row)
+      const task = work(sink, row, workMs)
         .catch((error: unknown) => log.error({ err: error, sink: sink.name, outboxId: row.id }, 'could not settle a delivery; its lease will expire'))
         .finally(() => {
           busy--;

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createOutbox } from '../src/store/outbox.js';
-import { requireBuild, runCli } from './support/cli.js';
+import { requireBuild, runCli } from './support/process.js';
 import { ManualClock } from './support/clock.js';
 import { adminAuth, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';

@@ -3,12 +3,11 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { requireBuild } from './support/cli.js';
 import { postgresSchema } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
 import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js';
-import { spawnRelay, type RelayProcess } from './support/process.js';
+import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { parseExposition, valueOf } from './support/prometheus.js';
 import { SECRET, delivery, type Delivery } from './support/sign.js';
 

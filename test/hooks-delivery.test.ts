@@ -80,6 +80,20 @@ describe('outgoing HTTP hooks', () => {
     expect((await outboxRows(s, 'later'))[0]?.attempts).toBe(2);
   });
 
+  it('caps a Retry-After at one hour, and the capped attempt counts toward maxAttempts', async () => {
+    const target = await server(() => ({ status: 503, headers: { 'Retry-After': '31536000' } }));
+    const t = await relay({ hooks: [hook('slow', target.url, { maxAttempts: 2 })] });
+    await t.post();
+    await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.attempts === 1, 'the first attempt to be recorded');
+    expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ status: 'pending', next_attempt_at: t.clock.now() + 3_600_000 });
+
+    t.clock.advance(3_600_000);
+    t.relay.dispatcher.wake();
+    await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.status === 'dead', 'the second attempt to use up maxAttempts');
+    expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ attempts: 2, last_error: 'http_503: hook answered 503' });
+    expect(target.requests).toHaveLength(2);
+  });
+
   it('signs as Standard Webhooks, verified by the standardwebhooks library', async () => {
     const target = await server();
     const t = await relay(

@@ -84,5 +84,6 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   if (!last.retryable || attempts >= sink.maxAttempts) return { kind: 'dead', attempts, failures, error: last };
   // A sink known to be down is waited for (its lane claims nothing until it is back), not backed off.
   const delay = run.stopping.aborted || sinkDown() ? 0 : jittered(tuning.retryDelayMs(attempts));
-  return { kind: 'retry', attempts, failures, error: last, nextAttemptAt: now + Math.max(delay, last.retryAfterMs ?? 0) };
+  const retryAfter = Math.min(last.retryAfterMs ?? 0, tuning.maxRetryAfterMs);
+  return { kind: 'retry', attempts, failures, error: last, nextAttemptAt: now + Math.max(delay, retryAfter) };
 }

@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { CloudEvent } from '../events/cloudevent.js';
+import { waitRestOfRetryAfter } from '../http/retry-after.js';
 import { asSinkFailure, type Sink, type SinkFailure } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
@@ -37,6 +37,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   let delivered = false;
   let last: SinkFailure | undefined;
 
+  const backoff = { minTimeout: tuning.quickMinDelayMs, factor: tuning.quickFactor };
   const sinkDown = () => sink.onUp !== undefined && !sink.up();
   const mayRetryNow = (failure: SinkFailure) =>
     failure.retryable && attempts < sink.maxAttempts && (failure.retryAfterMs ?? 0) <= tuning.quickMaxDelayMs && !sinkDown();
@@ -60,17 +61,14 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       {
         // Only a fresh event is retried in process; a scheduled retry is one attempt per claim.
         retries: run.attempts === 0 ? tuning.quickRetries : 0,
-        minTimeout: tuning.quickMinDelayMs,
-        factor: tuning.quickFactor,
+        ...backoff,
         randomize: true,
         signal: run.stopping,
         shouldRetry: ({ error }) => mayRetryNow(error as SinkFailure),
-        // p-retry waits at least minTimeout * factor^n next; wait out the rest of a Retry-After first.
         onFailedAttempt: async ({ error, retriesLeft, retriesConsumed }) => {
           const failure = error as SinkFailure;
           if (retriesLeft === 0 || !mayRetryNow(failure)) return;
-          const rest = (failure.retryAfterMs ?? 0) - tuning.quickMinDelayMs * tuning.quickFactor ** retriesConsumed;
-          if (rest > 0) await sleep(rest, undefined, { signal: run.stopping });
+          await waitRestOfRetryAfter(failure.retryAfterMs, backoff, retriesConsumed, run.stopping);
         },
       },
     );

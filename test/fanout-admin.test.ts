@@ -57,7 +57,7 @@ describe('admin API: dead letters and replay', () => {
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'picky', outcome: 'delivered' })).toBe(1);
 
     const since = new Date(t.clock.now() - 60_000).toISOString();
-    for (const bad of [{}, { since: 'yesterday' }, { since, sink: 'nope' }, { since, extra: 1 }, { since: 5 }]) {
+    for (const bad of [{}, { since: 'yesterday' }, { since: '2026-02-30T10:00:00Z' }, { since, sink: 'nope' }, { since, extra: 1 }, { since: 5 }]) {
       const refused = await request(app).post('/admin/replay').set(adminAuth).send(bad);
       expect([refused.status, refused.body.code]).toEqual([400, 'invalid_request']);
     }

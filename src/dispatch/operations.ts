@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
+import { requireSince } from '../iso-time.js';
 import type { DeadLetter, Outbox } from '../store/outbox.js';
 
 export interface OperationsDeps {
@@ -55,18 +56,10 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
 
     /** Queues the deliveries received since `since` (ISO 8601 with zone) again; returns how many rows. */
     async replay({ since, sink }: { since: string; sink?: string | undefined }): Promise<number> {
-      const sinceMs = parseInstant(since);
+      const sinceMs = requireSince(since);
       const queued = await outbox.replay({ since: sinceMs, now: clock.now(), sinksFor, sink: configuredSink(sink) });
       if (queued > 0) wake();
       return queued;
     },
   };
-}
-
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
-
-function parseInstant(text: string): number {
-  const ms = ISO_INSTANT.test(text) ? Date.parse(text) : Number.NaN;
-  if (Number.isNaN(ms)) throw new InvalidRequestError('since must be an ISO 8601 time with a zone, e.g. 2026-11-21T10:00:00Z');
-  return ms;
 }

@@ -3,7 +3,6 @@ import { loadConfig, ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { createLogger } from '../log.js';
 import { createRelay } from '../main.js';
-import { migrateToLatest } from '../store/migrate.js';
 import { describePrune, pruneExpired } from '../store/prune.js';
 import { systemClock } from '../clock.js';
 import { duration } from '../config/schema.js';
@@ -60,7 +59,7 @@ async function serve(): Promise<void> {
 }
 
 async function migrate(): Promise<void> {
-  const results = await withDatabase(configOrExit(), async (database) => (await migrateToLatest(database)) ?? []);
+  const results = await withDatabase(configOrExit(), async ({ migrations }) => migrations);
   if (results.length === 0) console.log('database is up to date');
   for (const result of results) console.log(`${result.migrationName}: ${result.status}`);
 }
@@ -69,10 +68,9 @@ async function migrate(): Promise<void> {
 async function prune(options: { days?: number }): Promise<void> {
   const config = configOrExit();
   if (options.days === 0) throw new UsageFailure('--days must be at least 1');
-  const result = await withDatabase(config, async (database) => {
-    await migrateToLatest(database);
-    return pruneExpired(database.kysely, { now: Date.now(), retentionDays: options.days ?? config.retentionDays });
-  });
+  const result = await withDatabase(config, ({ database }) =>
+    pruneExpired(database.kysely, { now: Date.now(), retentionDays: options.days ?? config.retentionDays }),
+  );
   console.log(describePrune(result));
 }
 

@@ -23,7 +23,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
     return sink;
   };
   const requireDeadLetter = async (id: number): Promise<DeadLetter> => {
-    const found = Number.isSafeInteger(id) ? await outbox.findDeadLetter(id) : undefined;
+    const found = await outbox.findDeadLetter(wholeId(id));
     if (!found) throw new NotFoundError(`no dead letter ${id}`);
     return found;
   };
@@ -47,7 +47,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
     },
 
     async discard(id: number): Promise<void> {
-      const discarded = Number.isSafeInteger(id) ? await outbox.discardDeadLetters({ id }) : 0;
+      const discarded = await outbox.discardDeadLetters({ id: wholeId(id) });
       if (discarded === 0) throw new NotFoundError(`no dead letter ${id}`);
     },
 
@@ -62,4 +62,10 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
       return queued;
     },
   };
+}
+
+/** An id that cannot name a row (NaN from an unreadable path, a fraction) is a malformed request, not a 404. */
+function wholeId(id: number): number {
+  if (!Number.isSafeInteger(id) || id < 0) throw new InvalidRequestError('a dead letter id is a whole number');
+  return id;
 }

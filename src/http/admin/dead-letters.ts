@@ -5,7 +5,7 @@ import type { DeadLetter } from '../../store/outbox.js';
 import { pageOf, queryText, readPage } from './pagination.js';
 import type { AdminRoutes } from './router.js';
 
-/** An id from the path; anything that is not one names no dead letter (404). */
+/** An id from the path; anything that is not one becomes NaN, which operations refuse (400). */
 const idOf = (req: Request): number => (/^\d{1,15}$/.test(String(req.params.id)) ? Number(req.params.id) : Number.NaN);
 
 const view = (d: DeadLetter) => ({ ...d, failedAt: new Date(d.failedAt).toISOString() });

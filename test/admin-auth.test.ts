@@ -33,7 +33,7 @@ describe('/admin with BOXRELAY_ADMIN_TOKEN unset', () => {
 describe('/admin with a token', () => {
   it('answers 401 without the token or with a wrong one, on every admin path', async () => {
     t = await testRelay(adminConfig);
-    const wrong = [undefined, '', `Bearer ${ADMIN_TOKEN}x`, `Bearer ${ADMIN_TOKEN.slice(0, -1)}`, `bearer ${ADMIN_TOKEN}`, ADMIN_TOKEN, `Basic ${ADMIN_TOKEN}`, 'Bearer '];
+    const wrong = [undefined, '', `Bearer ${ADMIN_TOKEN}x`, `Bearer ${ADMIN_TOKEN.slice(0, -1)}`, `Bearer${ADMIN_TOKEN}`, ADMIN_TOKEN, `Basic ${ADMIN_TOKEN}`, 'Bearer '];
     for (const [method, path] of ADMIN_PATHS) {
       for (const auth of wrong) {
         const call = request(t.relay.internalApp)[method](path);
@@ -50,6 +50,11 @@ describe('/admin with a token', () => {
     t = await testRelay(adminConfig);
     const admin = adminClient(t);
     expect((await admin.get('/admin/events')).status).toBe(200);
+    // The scheme is case-insensitive (RFC 7235); the token is not.
+    for (const auth of [`bearer ${ADMIN_TOKEN}`, `BEARER ${ADMIN_TOKEN}`, `BeArEr  ${ADMIN_TOKEN}`]) {
+      expect((await request(t.relay.internalApp).get('/admin/events').set('Authorization', auth)).status, auth).toBe(200);
+    }
+    expect((await request(t.relay.internalApp).get('/admin/events').set('Authorization', `bearer ${ADMIN_TOKEN.toUpperCase()}`)).status).toBe(401);
     expect((await admin.get('/admin/boxes')).status).toBe(200);
     const unknown = await admin.get('/admin/anything');
     expect(unknown.status).toBe(404);

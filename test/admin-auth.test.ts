@@ -3,13 +3,29 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, adminClient, adminConfig } from './support/admin.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
-const ADMIN_PATHS: ['get' | 'delete', string][] = [
+const ADMIN_PATHS: ['get' | 'delete' | 'post', string][] = [
   ['get', '/admin/events'],
   ['get', '/admin/boxes'],
   ['get', '/admin/boxes/bx_1'],
   ['delete', '/admin/boxes/bx_1'],
+  ['get', '/admin/dead-letters'],
+  ['delete', '/admin/dead-letters/1'],
+  ['post', '/admin/dead-letters/1/retry'],
+  ['post', '/admin/replay'],
   ['get', '/admin/anything'],
 ];
+
+/** Each admin route and the methods it serves; every other method is 405. */
+const ADMIN_ROUTES: [string, string[]][] = [
+  ['/admin/events', ['get']],
+  ['/admin/boxes', ['get']],
+  ['/admin/boxes/bx_1', ['get', 'delete']],
+  ['/admin/dead-letters', ['get']],
+  ['/admin/dead-letters/1', ['delete']],
+  ['/admin/dead-letters/1/retry', ['post']],
+  ['/admin/replay', ['post']],
+];
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 
 let t: TestRelay;
 afterEach(() => t.close());
@@ -61,6 +77,17 @@ describe('/admin with a token', () => {
     expect(unknown.body).toEqual(errorBody('not_found'));
     expect((await admin.call('post', '/admin/boxes')).status).toBe(405);
     admin.expectNoSecrets();
+  });
+
+  it('answers 405 method_not_allowed for any other method on every admin route', async () => {
+    t = await testRelay(adminConfig);
+    for (const [path, served] of ADMIN_ROUTES) {
+      for (const method of METHODS.filter((m) => !served.includes(m))) {
+        const response = await request(t.relay.internalApp)[method](path).set('Authorization', `Bearer ${ADMIN_TOKEN}`).send({});
+        expect(response.status, `${method} ${path}`).toBe(405);
+        expect(response.body, `${method} ${path}`).toEqual(errorBody('method_not_allowed'));
+      }
+    }
   });
 
   it('refuses a bad limit, cursor, since or repeated filter with 400 invalid_request', async () => {

@@ -2,6 +2,7 @@ import type { Request } from 'express';
 import type { Operations } from '../../dispatch/operations.js';
 import { InvalidRequestError } from '../../errors.js';
 import type { DeadLetter } from '../../store/outbox.js';
+import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';
 import type { AdminRoutes } from './router.js';
 
@@ -29,6 +30,7 @@ export function deadLetterRoutes(operations: Operations): AdminRoutes {
         await operations.discard(idOf(req));
         res.status(204).end();
       });
+      router.all(['/dead-letters', '/dead-letters/:id', '/dead-letters/:id/retry'], methodNotAllowed);
     },
   };
 }

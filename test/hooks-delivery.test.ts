@@ -147,6 +147,11 @@ describe('outgoing HTTP hooks', () => {
     expect(dead.body.deadLetters[0]).toMatchObject({ sink: 'old', lastError: 'sink not configured', attempts: 0 });
     expect(await metricValue(again.registry, 'boxrelay_outbox_pending', { sink: 'old' })).toBe(0);
     expect(await metricValue(again.registry, 'boxrelay_dead_letters', { sink: 'old' })).toBe(2);
+    // The log says how to undo it, for a replica that started with an older config than its peers.
+    const logged = again.logs.entries().filter((e) => e.sink === 'old' && e.rows === 2);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 40 });
+    expect(logged[0]!.msg).toContain('boxrelay dead-letters retry --all --sink old');
 
     const retry = await request(again.relay.internalApp)
       .post(`/admin/dead-letters/${dead.body.deadLetters[0].id}/retry`)

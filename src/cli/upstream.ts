@@ -11,7 +11,7 @@ import { createSecretCipher, type SecretCipher } from '../upstream/secret-cipher
 /**
  * `boxrelay upstream list|register|rotate`: manage this relay's webhook endpoint at the Sandbox
  * Service and keep the secrets it hands out in the database, where every replica reads them.
- * Each command is a function of its dependencies so tests drive it in process; src/cli/main.ts only
+ * Each command is a function of its dependencies so tests drive it in process; src/cli/program.ts only
  * builds the dependencies from the configuration.
  */
 

@@ -98,6 +98,20 @@ describe('outgoing HTTP hooks', () => {
     expect((await outboxRows(t, 'short'))[0]?.attempts).toBe(3);
   });
 
+  it('caps a Retry-After at one hour, and the capped attempt counts toward maxAttempts', async () => {
+    const target = await server(() => ({ status: 503, headers: { 'Retry-After': '31536000' } }));
+    const t = await relay({ hooks: [hook('slow', target.url, { maxAttempts: 2 })] });
+    await t.post();
+    await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.attempts === 1, 'the first attempt to be recorded');
+    expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ status: 'pending', next_attempt_at: t.clock.now() + 3_600_000 });
+
+    t.clock.advance(3_600_000);
+    t.relay.dispatcher.wake();
+    await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.status === 'dead', 'the second attempt to use up maxAttempts');
+    expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ attempts: 2, last_error: 'http_503: hook answered 503' });
+    expect(target.requests).toHaveLength(2);
+  });
+
   it('signs as Standard Webhooks, verified by the standardwebhooks library', async () => {
     const target = await server();
     const t = await relay(
@@ -151,6 +165,11 @@ describe('outgoing HTTP hooks', () => {
     expect(dead.body.deadLetters[0]).toMatchObject({ sink: 'old', lastError: 'sink not configured', attempts: 0 });
     expect(await metricValue(again.registry, 'boxrelay_outbox_pending', { sink: 'old' })).toBe(0);
     expect(await metricValue(again.registry, 'boxrelay_dead_letters', { sink: 'old' })).toBe(2);
+    // The log says how to undo it, for a replica that started with an older config than its peers.
+    const logged = again.logs.entries().filter((e) => e.sink === 'old' && e.rows === 2);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 40 });
+    expect(logged[0]!.msg).toContain('boxrelay dead-letters retry --all --sink old');
 
     const retry = await request(again.relay.internalApp)
       .post(`/admin/dead-letters/${dead.body.deadLetters[0].id}/retry`)

@@ -187,8 +187,14 @@ export function createDispatcher(deps: DispatcherDeps) {
     /** Sets aside work of removed sinks, frees stale leases, then starts every lane and the poll. */
     async start(): Promise<void> {
       const now = clock.now();
-      const setAside = await outbox.setAside(deps.sinks.map((s) => s.name), now);
-      if (setAside > 0) log.warn({ rows: setAside }, 'work for sinks no longer configured is set aside as dead letters');
+      for (const [sink, rows] of Object.entries(await outbox.setAside(deps.sinks.map((s) => s.name), now))) {
+        // Also what a replica started with an older config than its peers does to a new sink's work.
+        log.warn(
+          { sink, rows },
+          `pending work for sink ${sink}, not configured here, is set aside as dead letters; if the sink is still wanted ` +
+            `(another replica or a newer config has it), run with that config: boxrelay dead-letters retry --all --sink ${sink}`,
+        );
+      }
       if (deps.exclusive) {
         const released = await outbox.releaseAll();
         if (released > 0) log.info({ rows: released }, 'released leases left by the previous run');

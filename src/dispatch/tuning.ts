@@ -11,6 +11,11 @@ export interface DispatchTuning {
   quickFactor: number;
   /** A Retry-After longer than this is waited in the database, not in process. */
   quickMaxDelayMs: number;
+  /**
+   * The longest a Retry-After may park a row (default 1 hour): a hook answering `Retry-After: 31536000`
+   * would otherwise hold the event for a year. The capped attempt still counts toward maxAttempts.
+   */
+  maxRetryAfterMs: number;
   /** Delay of a retry scheduled in the database after `attempts` attempts, before jitter. */
   retryDelayMs(attempts: number): number;
   /** Lease time beyond the longest run of attempts, for slow writes and clock skew between replicas. */
@@ -29,6 +34,7 @@ export const defaultTuning: DispatchTuning = {
   quickMinDelayMs: 500,
   quickFactor: 2,
   quickMaxDelayMs: 5000,
+  maxRetryAfterMs: 3_600_000,
   retryDelayMs: (attempts) => Math.min(300_000, 10_000 * 2 ** Math.max(0, attempts - 1)),
   leaseMarginMs: 30_000,
   leaseMs: undefined,

@@ -325,6 +325,14 @@ describe('Dockerfile', () => {
     }
   });
 
+  it('runs the commands the README documents', () => {
+    const readme = read(path.join(repoRoot, 'README.md'));
+    expect(readme).toContain(`\`ENTRYPOINT ${JSON.stringify(execForm('ENTRYPOINT'))}\``);
+    expect(readme).toContain(`\`CMD ${JSON.stringify(execForm('CMD'))}\``);
+    expect(readme).toContain('docker build -t boxrelay .');
+    for (const port of (last('EXPOSE')?.args ?? '').split(/\s+/)) expect(readme).toContain(`${port}:${port}`);
+  });
+
   it('CMD is `serve`, a contract CLI verb, and the chart passes the same args', () => {
     const cmd = execForm('CMD');
     expect(cmd).toEqual(['serve']);

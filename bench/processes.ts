@@ -1,13 +1,25 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, closeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 
 export interface Spawned {
   child: ChildProcess;
   port: number;
+  /** CPU seconds (user + system) the process has used so far. */
+  cpuSeconds(): number;
   /** SIGTERM, then wait for the exit (SIGKILL after 15 s). */
   stop(): Promise<void>;
+}
+
+/** Linux clock ticks per second (`getconf CLK_TCK`), 100 on every common kernel. */
+const CLOCK_TICKS = 100;
+
+/** utime + stime of a process from /proc; a figure that the other tenants of the machine do not inflate. */
+function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
 /** A port nobody listens on right now (127.0.0.1 only). */
@@ -65,6 +77,7 @@ export async function spawnServer({ args, env, port, stdoutFile, cwd }: SpawnOpt
   return {
     child,
     port,
+    cpuSeconds: () => cpuSecondsOf(child.pid as number),
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);

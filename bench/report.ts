@@ -16,6 +16,8 @@ export interface Measurement {
   label: string;
   round: number;
   load: LoadResult;
+  /** The target's CPU time (user + system) per 2xx during the measurement. */
+  cpuMicrosPerRequest: number;
   fanout: FanoutResult | undefined;
   /** Bytes the relay wrote to stdout (its log), warm-up included. */
   logBytes: number | undefined;
@@ -61,15 +63,16 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
       (settings.rounds > 1 ? '; figures are medians (min–max)' : ''),
     '- Relay: `node bin/boxrelay.js serve`, SQLite (synchronous=FULL), stdout to a file, NATS configured',
     '',
-    '| target | accepted/s (2xx) | p50 ms | p99 ms | max ms | non-2xx | errors |',
-    '|---|---:|---:|---:|---:|---:|---:|',
+    '| target | accepted/s (2xx) | p50 ms | p99 ms | max ms | non-2xx | errors | CPU µs/2xx |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const [, group] of byKey) {
     const load = group.map((m) => m.load);
     lines.push(
       `| ${group[0]?.label} | ${spread(rate(group[0]?.key as string), int)} | ${spread(load.map((l) => l.p50), ms)} | ` +
         `${spread(load.map((l) => l.p99), ms)} | ${spread(load.map((l) => l.max), ms)} | ` +
-        `${int(load.reduce((s, l) => s + l.non2xx, 0))} | ${int(load.reduce((s, l) => s + l.errors, 0))} |`,
+        `${int(load.reduce((s, l) => s + l.non2xx, 0))} | ${int(load.reduce((s, l) => s + l.errors, 0))} | ` +
+        `${spread(group.map((m) => m.cpuMicrosPerRequest), int)} |`,
     );
   }
   lines.push('');
@@ -91,6 +94,8 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   const relayRuns = byKey.get('relay') ?? [];
   if (relayRuns.length) lines.push(`- relay p99: ${spread(relayRuns.map((m) => m.load.p99), ms)} ms (target < 25 ms)`);
 
+  const compared = ratio('relay', 'relay-compare');
+  if (compared) lines.push(`- relay / relay from ${settings.compare}: ${compared}`);
   const quiet = ratio('relay', 'relay-quiet');
   if (quiet) {
     const perLine = median(relayRuns.map((m) => (m.logBytes ?? 0) / Math.max(1, m.requests)));

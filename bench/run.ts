@@ -29,6 +29,9 @@ const targets: Target[] = [
   baseline('http', '(a) bare node:http + HMAC', 'bare-http.js', ctx),
   baseline('express', '(b) bare Express route + HMAC', 'bare-express.js', ctx),
   relay('relay', 'relay (LOG_LEVEL=info)', ctx, { logLevel: 'info', database: freshDatabase }),
+  ...(settings.compare
+    ? [relay('relay-compare', `relay from ${settings.compare}`, ctx, { logLevel: 'info', database: freshDatabase, checkout: settings.compare })]
+    : []),
   ...(settings.logCost ? [relay('relay-quiet', 'relay (LOG_LEVEL=warn)', ctx, { logLevel: 'warn', database: freshDatabase })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));
 const growth =
@@ -51,7 +54,9 @@ async function measure(target: Target, round: number): Promise<Measurement> {
     if (fanout && fanoutWorks) await fanout.counter.until(before, settings.fanoutTimeoutMs);
     const loadavgBefore = loadavg()[0] as number;
     log(`bench: ${target.label}, round ${round + 1}: ${settings.seconds} s at ${settings.connections} connections`);
+    const cpuBefore = running.server.cpuSeconds();
     const result: LoadResult = await runLoad(running.server.port, load);
+    const cpuSeconds = running.server.cpuSeconds() - cpuBefore;
     let fanoutResult: FanoutResult | undefined;
     if (fanout && fanoutWorks) {
       const { count, atNs } = await fanout.counter.until(before + result.accepted, settings.fanoutTimeoutMs);
@@ -67,6 +72,7 @@ async function measure(target: Target, round: number): Promise<Measurement> {
       label: target.label,
       round,
       load: result,
+      cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, result.accepted),
       fanout: fanoutResult,
       logBytes: running.logFile ? fileSize(running.logFile) : undefined,
       requests: before + result.accepted,

@@ -18,7 +18,9 @@ export interface Settings {
   profileDir: string | undefined;
   /** Where the markdown report goes. */
   results: string | undefined;
-  /** Only these targets (comma list of http,express,relay,relay-quiet,relay-1m). */
+  /** Another built checkout of boxrelay, measured right after the relay in each round (A/B of a change). */
+  compare: string | undefined;
+  /** Only these targets (comma list of http,express,relay,relay-compare,relay-quiet,relay-1m). */
   only: string[] | undefined;
 }
 
@@ -58,6 +60,7 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     fanoutTimeoutMs: num('fanout-timeout') * 1000,
     profileDir: get('profile'),
     results: get('results'),
+    compare: get('compare'),
     only: get('only')?.split(',').map((s) => s.trim()),
   };
 }

@@ -44,7 +44,12 @@ export function baseline(key: string, label: string, script: string, ctx: Contex
 let runs = 0;
 
 /** The relay exactly as users run it: `node bin/boxrelay.js serve` with env configuration. */
-export function relay(key: string, label: string, ctx: Context, options: { logLevel: string; database: () => string }): Target {
+export function relay(
+  key: string,
+  label: string,
+  ctx: Context,
+  options: { logLevel: string; database: () => string; checkout?: string },
+): Target {
   return {
     key,
     label,
@@ -70,7 +75,7 @@ export function relay(key: string, label: string, ctx: Context, options: { logLe
         fanout = { counter: await FanoutCounter.start(ctx.natsUrl, prefix), stream };
       }
       const profile = ctx.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`, `--cpu-prof-name=${key}-${tag}.cpuprofile`] : [];
-      const server = await spawnServer({ args: [...profile, join(ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root, stdoutFile: logFile });
+      const server = await spawnServer({ args: [...profile, join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root, stdoutFile: logFile });
       return {
         server,
         ...(fanout ? { fanout } : {}),

@@ -77,6 +77,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     config,
     store,
     secrets,
+    secretsFile,
     registry,
     publicApp,
     internalApp,

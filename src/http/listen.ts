@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface Listening {
@@ -14,6 +14,15 @@ export async function listen(handler: RequestListener, port: number, host: strin
     { maxHeaderSize: 16 * 1024, headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000 },
     handler,
   );
+  // Responses still being worked on when shutdown starts close their connection once sent, so the
+  // server does not wait out keep-alive timeouts of clients it has already answered.
+  const inFlight = new Set<ServerResponse>();
+  let closing = false;
+  server.on('request', (_req, res: ServerResponse) => {
+    inFlight.add(res);
+    res.once('close', () => inFlight.delete(res));
+    if (closing) res.setHeader('Connection', 'close');
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -26,6 +35,8 @@ export async function listen(handler: RequestListener, port: number, host: strin
     port: (server.address() as AddressInfo).port,
     close: (graceMs) =>
       new Promise<void>((resolve) => {
+        closing = true;
+        for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         timer.unref();
         server.close(() => {

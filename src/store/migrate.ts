@@ -1,4 +1,4 @@
-import { Migrator, type MigrationResultSet } from 'kysely';
+import { Migrator, sql, type MigrationResultSet } from 'kysely';
 import { migrations } from '../../migrations/index.js';
 import type { Database } from './database.js';
 
@@ -8,11 +8,21 @@ export class MigrationError extends Error {
 
 /** Runs pending migrations. Kysely's Migrator takes a lock, so replicas starting together migrate once. */
 export async function migrateToLatest(database: Database): Promise<MigrationResultSet['results']> {
-  const migrator = new Migrator({ db: database.kysely, provider: { getMigrations: async () => migrations } });
+  const migrator = new Migrator({
+    db: database.kysely,
+    provider: { getMigrations: async () => migrations },
+    // Kysely looks for its own tables in every schema; pin them to ours so one schema per deployment works.
+    migrationTableSchema: database.dialect === 'postgres' ? await currentSchema(database) : undefined,
+  });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new MigrationError(`migration ${failed} failed: ${(error as Error).message}`, { cause: error });
   }
   return results;
+}
+
+async function currentSchema(database: Database): Promise<string> {
+  const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(database.kysely);
+  return rows[0]?.schema ?? 'public';
 }

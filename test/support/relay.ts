@@ -4,15 +4,15 @@ import { configSchema, type Config } from '../../src/config/schema.js';
 import { createRelay, type Relay } from '../../src/main.js';
 import { ManualClock } from './clock.js';
 import { sqliteFile } from './databases.js';
-import { captureLogs } from './log-capture.js';
-import { SECRET, delivery, type DeliveryOptions } from './sign.js';
+import { captureLogs, type CapturedLogs } from './log-capture.js';
+import { SECRET, delivery, sendRaw, type DeliveryOptions } from './sign.js';
 
 export interface TestRelay {
   relay: Relay;
   config: Config;
   clock: ManualClock;
   registry: Registry;
-  logs: ReturnType<typeof captureLogs>;
+  logs: CapturedLogs;
   /** Posts a signed delivery to the real public app; timestamp defaults to the clock's now. */
   post(options?: Partial<DeliveryOptions>): Promise<request.Response & { deliveryId: string }>;
   close(): Promise<void>;
@@ -33,7 +33,7 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
     logs,
     async post(options = {}) {
       const d = delivery({ timestamp: clock.seconds, ...options });
-      const response = await request(relay.publicApp).post('/webhooks').set(d.headers).send(d.body);
+      const response = await sendRaw(request(relay.publicApp).post('/webhooks').set(d.headers), d.body);
       return Object.assign(response, { deliveryId: d.id });
     },
     close: () => relay.stop(),

@@ -1,3 +1,4 @@
+import type { Test } from 'supertest';
 import { randomBytes } from 'node:crypto';
 import { signDelivery } from '../../src/verify/signature.js';
 
@@ -59,4 +60,13 @@ export function delivery(options: DeliveryOptions): Delivery {
       'X-Service-Attempt': String(options.attempt ?? 1),
     },
   };
+}
+
+/**
+ * Sends the exact bytes: under a JSON content type supertest would JSON-encode a Buffer, so its
+ * serializer is replaced by one that hands the Buffer over untouched (typed as string by superagent).
+ */
+export function sendRaw(test: Test, body: Buffer): Test {
+  const bytes = body as unknown as string;
+  return test.serialize(() => bytes).send(bytes);
 }

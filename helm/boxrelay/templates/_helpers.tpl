@@ -1,0 +1,181 @@
+{{/* Chart name, truncated to 63 characters. */}}
+{{- define "boxrelay.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name, truncated to 63 characters (DNS label limit). */}}
+{{- define "boxrelay.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "boxrelay.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "boxrelay.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "boxrelay.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "boxrelay.labels" -}}
+helm.sh/chart: {{ include "boxrelay.chart" . }}
+{{ include "boxrelay.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "boxrelay.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "boxrelay.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "boxrelay.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
+
+{{/* Name of the Secret the chart creates for inline secret values. */}}
+{{- define "boxrelay.secretName" -}}
+{{- include "boxrelay.fullname" . }}
+{{- end }}
+
+{{/* "true" when PostgreSQL is configured (then: Deployment), "" for the SQLite default. */}}
+{{- define "boxrelay.usePostgres" -}}
+{{- if or .Values.secrets.postgres.url .Values.secrets.postgres.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the signing secrets file is configured. */}}
+{{- define "boxrelay.hasSigningSecrets" -}}
+{{- if or .Values.secrets.signing.secrets .Values.secrets.signing.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the hooks file is configured. */}}
+{{- define "boxrelay.hasHooks" -}}
+{{- if or .Values.secrets.hooks.hooks .Values.secrets.hooks.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/*
+Stops the render with one clear message per misconfiguration that Kubernetes would not catch.
+*/}}
+{{- define "boxrelay.validate" -}}
+{{- if and (not (include "boxrelay.usePostgres" .)) (gt (int .Values.replicaCount) 1) }}
+{{- fail "replicaCount > 1 needs PostgreSQL: the SQLite default lives on one ReadWriteOnce volume and serves exactly one replica. Set secrets.postgres.url (or secrets.postgres.existingSecret), or replicaCount: 1." }}
+{{- end }}
+{{- with .Values.secrets.postgres.url }}
+{{- if not (regexMatch "^postgres(ql)?://" .) }}
+{{- fail "secrets.postgres.url must be a postgres:// or postgresql:// URL" }}
+{{- end }}
+{{- end }}
+{{- if not (has .Values.config.natsMode (list "jetstream" "core" "")) }}
+{{- fail "config.natsMode must be jetstream or core (or empty for the relay's default)" }}
+{{- end }}
+{{- $nats := .Values.secrets.nats }}
+{{- if not (has $nats.auth (list "none" "creds" "token" "userPassword")) }}
+{{- fail "secrets.nats.auth must be one of none, creds, token, userPassword" }}
+{{- end }}
+{{- if not $nats.existingSecret }}
+{{- if and (eq $nats.auth "creds") (not $nats.creds) }}
+{{- fail "secrets.nats.auth is creds: set secrets.nats.creds or secrets.nats.existingSecret" }}
+{{- end }}
+{{- if and (eq $nats.auth "token") (not $nats.token) }}
+{{- fail "secrets.nats.auth is token: set secrets.nats.token or secrets.nats.existingSecret" }}
+{{- end }}
+{{- if and (eq $nats.auth "userPassword") (not (and $nats.user $nats.password)) }}
+{{- fail "secrets.nats.auth is userPassword: set secrets.nats.user and secrets.nats.password, or secrets.nats.existingSecret" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+One plain environment variable, or nothing when the value is empty.
+Numbers are rendered as integers (YAML numbers arrive as float64 and would print 1e+06).
+*/}}
+{{- define "boxrelay.envVar" -}}
+{{- $v := .value }}
+{{- if kindIs "float64" $v }}{{ $v = int64 $v }}{{ end }}
+{{- if and (not (kindIs "invalid" $v)) (ne (toString $v) "") }}
+- name: {{ .name }}
+  value: {{ toString $v | quote }}
+{{- end }}
+{{- end }}
+
+{{/* One environment variable read from a Secret. */}}
+{{- define "boxrelay.envFromSecret" -}}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secret }}
+      key: {{ .key }}
+{{- end }}
+
+{{/* The relay's environment: config.* (contract section 1 names) and the secret settings. */}}
+{{- define "boxrelay.env" -}}
+{{- include "boxrelay.envVar" (dict "name" "PORT" "value" .Values.config.port) }}
+{{- include "boxrelay.envVar" (dict "name" "HOST" "value" .Values.config.host) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_INTERNAL_PORT" "value" .Values.config.internalPort) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_INTERNAL_HOST" "value" .Values.config.internalHost) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_TOLERANCE_SECONDS" "value" .Values.config.toleranceSeconds) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_MAX_BODY_BYTES" "value" .Values.config.maxBodyBytes) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RETENTION_DAYS" "value" .Values.config.retentionDays) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_URL" "value" .Values.config.natsUrl) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_SUBJECT_PREFIX" "value" .Values.config.natsSubjectPrefix) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_MODE" "value" .Values.config.natsMode) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_STREAM" "value" .Values.config.natsStream) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_DUPLICATE_WINDOW" "value" .Values.config.natsDuplicateWindow) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_TLS_CA_FILE" "value" .Values.config.natsTlsCaFile) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SOURCE" "value" .Values.config.source) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_UPSTREAM_BASE_URL" "value" .Values.config.upstreamBaseUrl) }}
+{{- include "boxrelay.envVar" (dict "name" "LOG_LEVEL" "value" .Values.config.logLevel) }}
+{{- $s := .Values.secrets }}
+{{- $own := include "boxrelay.secretName" . }}
+{{- if include "boxrelay.usePostgres" . }}
+{{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_DATABASE" "secret" ($s.postgres.existingSecret | default $own) "key" $s.postgres.key) }}
+{{- else }}
+- name: BOXRELAY_DATABASE
+  value: /data/boxrelay.db
+{{- end }}
+{{- if include "boxrelay.hasSigningSecrets" . }}
+- name: BOXRELAY_SECRETS_FILE
+  value: /etc/boxrelay/signing/secrets
+{{- end }}
+{{- if include "boxrelay.hasHooks" . }}
+- name: BOXRELAY_HOOKS_FILE
+  value: /etc/boxrelay/hooks/hooks.yaml
+{{- end }}
+{{- if or $s.adminToken.value $s.adminToken.existingSecret }}
+{{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_ADMIN_TOKEN" "secret" ($s.adminToken.existingSecret | default $own) "key" $s.adminToken.key) }}
+{{- end }}
+{{- if or $s.upstreamApiKey.value $s.upstreamApiKey.existingSecret }}
+{{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_UPSTREAM_API_KEY" "secret" ($s.upstreamApiKey.existingSecret | default $own) "key" $s.upstreamApiKey.key) }}
+{{- end }}
+{{- $natsSecret := $s.nats.existingSecret | default $own }}
+{{- if eq $s.nats.auth "creds" }}
+- name: BOXRELAY_NATS_CREDS_FILE
+  value: /etc/boxrelay/nats/nats.creds
+{{- else if eq $s.nats.auth "token" }}
+{{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_NATS_TOKEN" "secret" $natsSecret "key" $s.nats.tokenKey) }}
+{{- else if eq $s.nats.auth "userPassword" }}
+{{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_NATS_USER" "secret" $natsSecret "key" $s.nats.userKey) }}
+{{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_NATS_PASSWORD" "secret" $natsSecret "key" $s.nats.passwordKey) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checksum of everything that only takes effect on a restart (environment, hooks file).
+The signing secrets are left out on purpose: the relay re-reads that file, no restart needed.
+*/}}
+{{- define "boxrelay.restartChecksum" -}}
+{{- $s := .Values.secrets }}
+{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "upstreamApiKey" $s.upstreamApiKey | toJson | sha256sum }}
+{{- end }}

@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config/load.js';
+import { configKeys, envNameOf } from '../src/config/schema.js';
+
+const files = (contents: Record<string, string>) => (path: string) => {
+  const text = contents[path];
+  if (text === undefined) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
+  return text;
+};
+
+const problemsOf = (fn: () => unknown): string[] => {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+};
+
+describe('configuration', () => {
+  it('has the contract defaults', () => {
+    const config = loadConfig({ env: {} });
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      internalPort: 9091,
+      internalHost: '0.0.0.0',
+      secrets: [],
+      toleranceSeconds: 300,
+      maxBodyBytes: 262144,
+      database: './data/boxrelay.db',
+      retentionDays: 30,
+      natsSubjectPrefix: 'sandbox',
+      natsMode: 'jetstream',
+      natsStream: 'SANDBOX_EVENTS',
+      natsDuplicateWindow: 3_600_000,
+      source: 'sandbox',
+      logLevel: 'info',
+      hooks: [],
+      sqliteSynchronous: 'FULL',
+    });
+    expect(config.natsUrl).toBeUndefined();
+    expect(config.adminToken).toBeUndefined();
+  });
+
+  it('names env vars as the contract does', () => {
+    expect(envNameOf('port')).toBe('PORT');
+    expect(envNameOf('host')).toBe('HOST');
+    expect(envNameOf('logLevel')).toBe('LOG_LEVEL');
+    expect(envNameOf('internalPort')).toBe('BOXRELAY_INTERNAL_PORT');
+    expect(envNameOf('natsTlsCaFile')).toBe('BOXRELAY_NATS_TLS_CA_FILE');
+    expect(envNameOf('upstreamApiKey')).toBe('BOXRELAY_UPSTREAM_API_KEY');
+    expect(configKeys.map(envNameOf)).toContain('BOXRELAY_NATS_DUPLICATE_WINDOW');
+  });
+
+  it('reads a YAML config file and lets env vars override it', () => {
+    const config = loadConfig({
+      env: { BOXRELAY_CONFIG: '/etc/boxrelay.yaml', BOXRELAY_TOLERANCE_SECONDS: '120', PORT: '9000' },
+      readFile: files({
+        '/etc/boxrelay.yaml': 'port: 7000\ntoleranceSeconds: 60\nsecrets: [whsec_a, whsec_b]\nnatsDuplicateWindow: 10m\nhooks:\n  - name: alerts\n    url: https://hooks.internal/x\n    events: ["box.error"]\n',
+      }),
+    });
+    expect(config.port).toBe(9000);
+    expect(config.toleranceSeconds).toBe(120);
+    expect(config.secrets).toEqual(['whsec_a', 'whsec_b']);
+    expect(config.natsDuplicateWindow).toBe(600_000);
+    expect(config.hooks[0]).toMatchObject({ name: 'alerts', events: ['box.error'], format: 'cloudevents', timeoutMs: 5000, maxAttempts: 8 });
+  });
+
+  it('reads a JSON config file and comma-separated secrets from the env', () => {
+    const config = loadConfig({
+      env: { BOXRELAY_CONFIG: '/c.json', BOXRELAY_SECRETS: ' whsec_new , whsec_old ,' },
+      readFile: files({ '/c.json': '{"retentionDays": 7, "secrets": "whsec_file"}' }),
+    });
+    expect(config.retentionDays).toBe(7);
+    expect(config.secrets).toEqual(['whsec_new', 'whsec_old']);
+  });
+
+  it('reads the hooks file', () => {
+    const config = loadConfig({
+      env: { BOXRELAY_HOOKS_FILE: '/hooks.yaml' },
+      readFile: files({ '/hooks.yaml': '- name: chat\n  url: http://127.0.0.1:3000/slack\n  format: slack\n  events: ["box.*"]\n' }),
+    });
+    expect(config.hooks).toEqual([
+      expect.objectContaining({ name: 'chat', format: 'slack', events: ['box.*'], headers: {} }),
+    ]);
+  });
+
+  it('reports every problem, one line each, naming the env var', () => {
+    const problems = problemsOf(() =>
+      loadConfig({
+        env: { PORT: 'eighty', BOXRELAY_NATS_MODE: 'fast', BOXRELAY_NATS_DUPLICATE_WINDOW: 'an hour', BOXRELAY_UPSTREAM_BASE_URL: 'ftp://x' },
+      }),
+    );
+    expect(problems).toHaveLength(4);
+    expect(problems.some((p) => p.startsWith('PORT:'))).toBe(true);
+    expect(problems.some((p) => p.startsWith('BOXRELAY_NATS_MODE:'))).toBe(true);
+    expect(problems.some((p) => p.startsWith('BOXRELAY_NATS_DUPLICATE_WINDOW:'))).toBe(true);
+    expect(problems.some((p) => p.startsWith('BOXRELAY_UPSTREAM_BASE_URL:'))).toBe(true);
+    for (const p of problems) expect(p).not.toContain('\n');
+  });
+
+  it('refuses unknown file settings, unreadable files and bad hooks', () => {
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/c.yaml' }, readFile: files({ '/c.yaml': 'prot: 1\n' }) }))).toEqual([
+      'config: unknown setting(s) prot',
+    ]);
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/nope.yaml' }, readFile: files({}) }))[0]).toContain('cannot read (ENOENT)');
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/c.yaml' }, readFile: files({ '/c.yaml': 'a: [' }) }))[0]).toContain('not valid YAML');
+    const hookProblems = problemsOf(() =>
+      loadConfig({
+        env: { BOXRELAY_HOOKS_FILE: '/h.yaml' },
+        readFile: files({ '/h.yaml': '- name: Bad Name\n  url: not-a-url\n- name: nats\n  url: https://x\n  format: teams\n' }),
+      }),
+    );
+    expect(hookProblems.length).toBeGreaterThanOrEqual(4);
+    expect(hookProblems.every((p) => p.startsWith('hooks file: hooks.'))).toBe(true);
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_NATS_USER: 'u' } }))).toEqual(['BOXRELAY_NATS_USER and BOXRELAY_NATS_PASSWORD go together']);
+  });
+
+  it('refuses duplicate hook names', () => {
+    const problems = problemsOf(() =>
+      loadConfig({ env: { BOXRELAY_HOOKS_FILE: '/h.yaml' }, readFile: files({ '/h.yaml': '- {name: a, url: "https://x"}\n- {name: a, url: "https://y"}\n' }) }),
+    );
+    expect(problems).toEqual(['hooks file: hooks: hook names must be unique']);
+  });
+});

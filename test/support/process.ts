@@ -1,0 +1,63 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+export const BIN = join(import.meta.dirname, '..', '..', 'bin', 'boxrelay.js');
+
+export interface RelayProcess {
+  child: ChildProcess;
+  port: number;
+  internalPort: number;
+  lines: string[];
+  exited: Promise<number | null>;
+  /** Resolves with the first stdout JSON line (already seen or to come) that matches. */
+  waitForLog(match: (entry: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
+}
+
+/** Runs `boxrelay serve` as users do (the built CLI, configured by env) and waits until it listens. */
+export async function spawnRelay(env: Record<string, string>): Promise<RelayProcess> {
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { PATH: process.env.PATH, PORT: '0', BOXRELAY_INTERNAL_PORT: '0', HOST: '127.0.0.1', BOXRELAY_INTERNAL_HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  const waiters: { match: (e: Record<string, unknown>) => boolean; resolve: (e: Record<string, unknown>) => void }[] = [];
+  const parse = (line: string) => {
+    try {
+      return JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return { msg: line };
+    }
+  };
+  for (const stream of [child.stdout, child.stderr]) {
+    createInterface({ input: stream! }).on('line', (line) => {
+      lines.push(line);
+      const entry = parse(line);
+      for (const w of [...waiters]) if (w.match(entry)) waiters.splice(waiters.indexOf(w), 1) && w.resolve(entry);
+    });
+  }
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  const waitForLog: RelayProcess['waitForLog'] = (match) => {
+    const seen = lines.map(parse).find(match);
+    return seen ? Promise.resolve(seen) : new Promise((resolve) => waiters.push({ match, resolve }));
+  };
+  const listening = await Promise.race([
+    waitForLog((e) => e.msg === 'boxrelay listening'),
+    exited.then((code) => {
+      throw new Error(`boxrelay exited with ${code} before listening:\n${lines.join('\n')}`);
+    }),
+  ]);
+  return { child, port: listening.port as number, internalPort: listening.internalPort as number, lines, exited, waitForLog };
+}
+
+/** Runs a CLI command to completion. */
+export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, stdout, stderr };
+}

@@ -94,8 +94,10 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   const relayRuns = byKey.get('relay') ?? [];
   if (relayRuns.length) lines.push(`- relay p99: ${spread(relayRuns.map((m) => m.load.p99), ms)} ms (target < 25 ms)`);
 
-  const compared = ratio('relay', 'relay-compare');
-  if (compared) lines.push(`- relay / relay from ${settings.compare}: ${compared}`);
+  settings.compare.forEach((checkout, i) => {
+    const compared = ratio('relay', `relay-compare-${i + 1}`);
+    if (compared) lines.push(`- relay / relay from ${checkout}: ${compared}`);
+  });
   const quiet = ratio('relay', 'relay-quiet');
   if (quiet) {
     const perLine = median(relayRuns.map((m) => (m.logBytes ?? 0) / Math.max(1, m.requests)));

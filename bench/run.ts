@@ -29,9 +29,9 @@ const targets: Target[] = [
   baseline('http', '(a) bare node:http + HMAC', 'bare-http.js', ctx),
   baseline('express', '(b) bare Express route + HMAC', 'bare-express.js', ctx),
   relay('relay', 'relay (LOG_LEVEL=info)', ctx, { logLevel: 'info', database: freshDatabase }),
-  ...(settings.compare
-    ? [relay('relay-compare', `relay from ${settings.compare}`, ctx, { logLevel: 'info', database: freshDatabase, checkout: settings.compare })]
-    : []),
+  ...settings.compare.map((checkout, i) =>
+    relay(`relay-compare-${i + 1}`, `relay from ${checkout}`, ctx, { logLevel: 'info', database: freshDatabase, checkout }),
+  ),
   ...(settings.logCost ? [relay('relay-quiet', 'relay (LOG_LEVEL=warn)', ctx, { logLevel: 'warn', database: freshDatabase })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));
 const growth =

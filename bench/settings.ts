@@ -18,9 +18,9 @@ export interface Settings {
   profileDir: string | undefined;
   /** Where the markdown report goes. */
   results: string | undefined;
-  /** Another built checkout of boxrelay, measured right after the relay in each round (A/B of a change). */
-  compare: string | undefined;
-  /** Only these targets (comma list of http,express,relay,relay-compare,relay-quiet,relay-1m). */
+  /** Other built checkouts of boxrelay (comma list), each measured after the relay in every round (A/B of a change). */
+  compare: string[];
+  /** Only these targets (comma list of http,express,relay,relay-compare-N,relay-quiet,relay-1m). */
   only: string[] | undefined;
 }
 
@@ -60,7 +60,7 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     fanoutTimeoutMs: num('fanout-timeout') * 1000,
     profileDir: get('profile'),
     results: get('results'),
-    compare: get('compare'),
+    compare: get('compare')?.split(',').map((s) => s.trim()) ?? [],
     only: get('only')?.split(',').map((s) => s.trim()),
   };
 }

@@ -1,11 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 
 export interface Spawned {
   child: ChildProcess;
   port: number;
+  /** Bytes the process wrote to stdout so far (read through a pipe, as a container runtime does). */
+  stdoutBytes(): number;
   /** CPU seconds (user + system) the process has used so far. */
   cpuSeconds(): number;
   /** SIGTERM, then wait for the exit (SIGKILL after 15 s). */
@@ -57,16 +59,17 @@ export interface SpawnOptions {
   args: string[];
   env: Record<string, string>;
   port: number;
-  /** Where the child's stdout goes: a file path, or nowhere. */
-  stdoutFile?: string;
   cwd: string;
 }
 
-/** Starts `node <args>` and waits until it answers HTTP on `port`; stderr is passed through. */
-export async function spawnServer({ args, env, port, stdoutFile, cwd }: SpawnOptions): Promise<Spawned> {
-  const out = stdoutFile ? openSync(stdoutFile, 'a') : 'ignore';
-  const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', out, 'inherit'] });
-  if (typeof out === 'number') closeSync(out);
+/**
+ * Starts `node <args>` and waits until it answers HTTP on `port`. Its stdout (the relay's log) is
+ * drained from a pipe, as in a container, not written to a file on the disk the database fsyncs to.
+ */
+export async function spawnServer({ args, env, port, cwd }: SpawnOptions): Promise<Spawned> {
+  const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let stdoutBytes = 0;
+  child.stdout?.on('data', (chunk: Buffer) => (stdoutBytes += chunk.length));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
     await waitForHttp(port, child);
@@ -77,6 +80,7 @@ export async function spawnServer({ args, env, port, stdoutFile, cwd }: SpawnOpt
   return {
     child,
     port,
+    stdoutBytes: () => stdoutBytes,
     cpuSeconds: () => cpuSecondsOf(child.pid as number),
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;

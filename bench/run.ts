@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,7 +8,7 @@ import { prefill } from './prefill.js';
 import { runNode } from './processes.js';
 import { renderReport, type FanoutResult, type Measurement } from './report.js';
 import { readSettings } from './settings.js';
-import { baseline, fileSize, relay, type Context, type Target } from './targets.js';
+import { baseline, relay, type Context, type Target } from './targets.js';
 
 const settings = readSettings(process.argv.slice(2), process.env);
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -74,7 +74,7 @@ async function measure(target: Target, round: number): Promise<Measurement> {
       load: result,
       cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, result.accepted),
       fanout: fanoutResult,
-      logBytes: running.logFile ? fileSize(running.logFile) : undefined,
+      logBytes: running.server.stdoutBytes(),
       requests: before + result.accepted,
       loadavg: loadavgBefore,
     };
@@ -99,7 +99,7 @@ try {
     await runNode([join(root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: grownDatabase }, root);
     prefill(grownDatabase, settings.prefill, natsUrl ? ['nats'] : []);
     prefillSeconds = (Date.now() - began) / 1000;
-    log(`bench: pre-filled in ${prefillSeconds.toFixed(1)} s (${Math.round(fileSize(grownDatabase) / 1e6)} MB)`);
+    log(`bench: pre-filled in ${prefillSeconds.toFixed(1)} s (${Math.round(statSync(grownDatabase).size / 1e6)} MB)`);
     const m = await measure(growth, 0);
     measurements.push(m);
     log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);

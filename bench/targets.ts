@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { BENCH_SECRET } from './deliveries.js';
 import { FanoutCounter } from './fanout.js';
@@ -9,8 +8,6 @@ export interface Running {
   server: Spawned;
   /** Present when the relay was started with NATS configured. */
   fanout?: { counter: FanoutCounter; stream: string };
-  /** The relay's stdout (its log), to tell the size of a log line. */
-  logFile?: string;
   stop(): Promise<void>;
 }
 
@@ -56,7 +53,6 @@ export function relay(
     async start() {
       const [port, internalPort] = [await freePort(), await freePort()];
       const tag = `${++runs}_${randomBytes(4).toString('hex')}`;
-      const logFile = join(ctx.tmp, `relay-${tag}.log`);
       const env: Record<string, string> = {
         BOXRELAY_SECRETS: BENCH_SECRET,
         PORT: String(port),
@@ -75,11 +71,10 @@ export function relay(
         fanout = { counter: await FanoutCounter.start(ctx.natsUrl, prefix), stream };
       }
       const profile = ctx.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`, `--cpu-prof-name=${key}-${tag}.cpuprofile`] : [];
-      const server = await spawnServer({ args: [...profile, join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root, stdoutFile: logFile });
+      const server = await spawnServer({ args: [...profile, join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root });
       return {
         server,
         ...(fanout ? { fanout } : {}),
-        logFile,
         async stop() {
           await server.stop();
           await fanout?.counter.stop(fanout.stream);
@@ -87,12 +82,4 @@ export function relay(
       };
     },
   };
-}
-
-export function fileSize(path: string): number {
-  try {
-    return statSync(path).size;
-  } catch {
-    return 0;
-  }
 }

@@ -1,5 +1,7 @@
 import type { Migration } from 'kysely';
 import * as initial from './001_initial.js';
+import * as pruneIndex from './002_prune_index.js';
+import * as outboxLanes from './003_outbox_lanes.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -7,4 +9,6 @@ import * as initial from './001_initial.js';
  */
 export const migrations: Record<string, Migration> = {
   '001_initial': initial,
+  '002_prune_index': pruneIndex,
+  '003_outbox_lanes': outboxLanes,
 };

@@ -1,15 +1,31 @@
 import { Registry } from 'prom-client';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
+import { createDispatcher } from './dispatch/dispatcher.js';
+import { createOperations } from './dispatch/operations.js';
+import type { DispatchTuning } from './dispatch/tuning.js';
+import { boxRoutes } from './http/admin/boxes.js';
+import { deadLetterRoutes } from './http/admin/dead-letters.js';
+import { eventRoutes } from './http/admin/events.js';
+import { replayRoutes } from './http/admin/replay.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
 import { createPublicApp } from './http/public-app.js';
-import { createReadiness } from './http/readiness.js';
+import { createReadiness, type DependencyStatus } from './http/readiness.js';
 import type { Logger } from './log.js';
-import { createMetrics } from './metrics/metrics.js';
-import { NATS_SINK, createSinkRouter } from './sinks/route.js';
+import { boxStateCounts, createMetrics } from './metrics/metrics.js';
+import { createHttpHookSink } from './sinks/http-hook.js';
+import { createNatsSink, type NatsSinkOptions } from './sinks/nats.js';
+import { configuredSinks, createSinkRouter } from './sinks/route.js';
+import type { Sink } from './sinks/sink.js';
+import { countBoxesByState } from './store/boxes.js';
+import { createOutbox } from './store/outbox.js';
+import { pruneExpired } from './store/prune.js';
+import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-schedule.js';
+import { createSecretsStore } from './store/secrets-store.js';
 import { openStore, type Store } from './store/store.js';
+import { createSecretCipher } from './upstream/secret-cipher.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
 
@@ -25,38 +41,94 @@ export interface RelayDeps {
   logger: Logger;
   clock?: Clock;
   registry?: Registry;
+  /** Timers of the daily retention run (tests fire them by hand). */
+  timers?: Timers;
+  /** Fan-out timing (tests shorten it); the poll interval comes from the config. */
+  dispatch?: Partial<DispatchTuning>;
+  nats?: Pick<NatsSinkOptions, 'ackTimeoutMs' | 'backoff'>;
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
 
 /**
- * Wires every part from the validated config. Nothing listens until `start()`, so tests can drive
- * `publicApp` and `internalApp` with supertest.
+ * Wires every part from the validated config. Nothing listens or sends until `start()`, so tests
+ * can drive `publicApp` and `internalApp` with supertest.
  */
-export async function createRelay({ config, logger, clock = systemClock, registry = new Registry() }: RelayDeps) {
+export async function createRelay({ config, logger, clock = systemClock, registry = new Registry(), timers, dispatch, nats: natsOptions }: RelayDeps) {
   const secretsFile = config.secretsFile
     ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) })
     : undefined;
   secretsFile?.load();
 
+  // Refused before the database is opened: a wrong key must not look like missing secrets.
+  const cipher = createSecretCipher(config.secretsEncryptionKey);
+  // The dispatcher exists only once the store is open; commits before that have nothing to wake.
+  let wakeDispatcher = () => {};
   const store: Store = await openStore({
     url: config.database,
     sqliteSynchronous: config.sqliteSynchronous,
     busyTimeoutMs: config.busyTimeoutMs,
+    onCommit: () => wakeDispatcher(),
   });
-  const secrets = new SecretRing({ env: config.secrets, file: secretsFile, clock });
-  if (secrets.accepted().length === 0) {
+  const secretsLogger = logger.child({ part: 'secrets' });
+  const secrets = new SecretRing({
+    env: config.secrets,
+    file: secretsFile,
+    database: createSecretsStore({ db: store.database.kysely, cipher, clock, logger: secretsLogger }),
+    clock,
+    onDatabaseChange: (list) => secretsLogger.info({ count: list.length }, 'database secrets changed'),
+  });
+  try {
+    // Read first: `upstream register` may have left the only secret in the database.
+    await secrets.refreshDatabase();
+    if (secrets.accepted().length === 0) throw new NoSecretError();
+  } catch (error) {
     await store.close();
-    throw new NoSecretError();
+    throw error;
   }
 
-  const natsEnabled = config.natsUrl !== undefined;
-  const sinks = [...(natsEnabled ? [NATS_SINK] : []), ...config.hooks.map((h) => h.name)];
-  const readiness = createReadiness({ storageWritable: () => store.checkWritable(clock.now()), clock });
-  const metrics = createMetrics(registry, {
-    sinks,
-    sources: { secrets: () => secrets.accepted(), ready: async () => (await readiness()).ok },
+  const kysely = store.database.kysely;
+  const sinkNames = configuredSinks(config);
+  const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
+  const nats = config.natsUrl
+    ? createNatsSink({ settings: { ...config, natsUrl: config.natsUrl }, logger, ...natsOptions })
+    : undefined;
+  const sinks: Sink[] = [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))];
+  const outbox = createOutbox(store.database);
+
+  const readiness = createReadiness({
+    storageWritable: () => store.checkWritable(clock.now()),
+    dependencies: (): Record<string, DependencyStatus> => (nats ? { nats: nats.check() } : {}),
+    clock,
   });
+  const metrics = createMetrics(registry, {
+    sinks: sinkNames,
+    sources: {
+      secrets: () => secrets.accepted(),
+      ready: async () => (await readiness()).ok,
+      boxesByState: async () => boxStateCounts(await countBoxesByState(kysely)),
+      // Work of a sink no longer configured is set aside, not pending.
+      pendingBySink: async () => {
+        const counts = await outbox.countBySink('pending');
+        return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
+      },
+      deadLettersBySink: () => outbox.countBySink('dead'),
+      sinkUp: () => Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])),
+    },
+  });
+
+  const dispatcher = createDispatcher({
+    outbox,
+    sinks,
+    clock,
+    logger,
+    metrics,
+    source: config.source,
+    exclusive: store.database.dialect === 'sqlite',
+    tuning: { pollMs: config.outboxPollMs, ...dispatch },
+  });
+  wakeDispatcher = dispatcher.wake;
+  const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: dispatcher.wake });
 
   const publicApp = createPublicApp({
     toleranceSeconds: config.toleranceSeconds,
@@ -64,36 +136,65 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     clock,
     secrets,
     writer: store.writer,
-    sinksFor: createSinkRouter({ natsEnabled, hooks: config.hooks }),
+    sinksFor,
     metrics,
     readiness,
     logger,
   });
-  const admin = config.adminToken ? createAdminRouter(config.adminToken, []) : undefined;
+  const admin = config.adminToken
+    ? createAdminRouter(config.adminToken, [
+        eventRoutes(kysely, config.source),
+        boxRoutes(kysely),
+        deadLetterRoutes(operations),
+        replayRoutes(operations),
+      ])
+    : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, logger });
 
   let listening: Listening[] = [];
+  let pruning: PruneSchedule | undefined;
   return {
     config,
     store,
+    outbox,
+    dispatcher,
     secrets,
     secretsFile,
     registry,
     publicApp,
     internalApp,
     async start() {
+      nats?.start();
+      await dispatcher.start();
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
       secretsFile?.start(config.secretsReloadMs);
-      logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks }, 'boxrelay listening');
+      secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
+        secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
+      );
+      pruning = schedulePrune({
+        prune: (signal) => pruneExpired(kysely, { now: clock.now(), retentionDays: config.retentionDays, signal }),
+        logger: logger.child({ part: 'retention' }),
+        timers,
+      });
+      logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks: sinkNames }, 'boxrelay listening');
       return { port: publicServer.port, internalPort: internalServer.port };
     },
-    /** Graceful: stop accepting, finish in-flight requests, then close the database. */
+    /**
+     * Graceful: stop accepting and finish in-flight requests; then the dispatcher finishes or
+     * releases its deliveries, NATS drains, and the database closes.
+     */
     async stop() {
+      const started = Date.now();
       secretsFile?.stop();
-      await Promise.all(listening.map((l) => l.close(config.shutdownTimeoutMs)));
+      await Promise.all([...listening.map((l) => l.close(config.shutdownTimeoutMs)), pruning?.stop()]);
+      pruning = undefined;
+      await secrets.stopDatabaseRefresh();
       listening = [];
+      // One shutdown budget for both: what the HTTP close used is not given to the sinks again.
+      await dispatcher.stop(Math.max(1000, config.shutdownTimeoutMs - (Date.now() - started)));
+      await Promise.all(sinks.map((sink) => sink.close()));
       await store.close();
       logger.info('boxrelay stopped');
     },

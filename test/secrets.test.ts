@@ -101,6 +101,36 @@ describe('secret ring', () => {
     expect(reads).toBe(2);
   });
 
+  it('lets concurrent misses share one database read, and answers 503 when that read fails', async () => {
+    const clock = new ManualClock(5_000_000);
+    let release: () => void = () => undefined;
+    let reads = 0;
+    let failing = false;
+    const database = {
+      list: async () => {
+        reads++;
+        if (failing) throw new Error('connection lost');
+        await new Promise<void>((resolve) => (release = resolve));
+        return [{ value: 'whsec_rotated' }];
+      },
+    };
+    const ring = new SecretRing({ env: ['whsec_env'], database, clock });
+    const signed = [1, 2, 3].map(() => delivery({ timestamp: 0, secret: 'whsec_rotated' }));
+    const verifying = signed.map((d) => ring.verify(d.id, '0', d.headers['X-Service-Signature'] as string, d.body));
+    await Promise.resolve();
+    release();
+    await expect(Promise.all(verifying)).resolves.toEqual([1, 1, 1]);
+    expect(reads).toBe(1);
+
+    failing = true;
+    clock.advance(1000);
+    const unknown = delivery({ timestamp: 0, secret: 'whsec_unknown' });
+    await expect(ring.verify(unknown.id, '0', unknown.headers['X-Service-Signature'] as string, unknown.body)).rejects.toMatchObject({
+      code: 'storage_unavailable',
+    });
+    expect(ring.accepted().map((s) => s.value)).toEqual(['whsec_env', 'whsec_rotated']); // the last set is kept
+  });
+
   it('derives the base64 key only when what follows whsec_ is base64', () => {
     expect(keysOf('whsec_dGVzdA==')).toHaveLength(2);
     expect(keysOf('whsec_not*base64')).toHaveLength(1);

@@ -1,10 +1,11 @@
 import { z } from 'zod';
+import { standardWebhooksKey } from '../verify/secrets.js';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /** "90s", "1h", "500ms" -> milliseconds. */
-const duration = z
+export const duration = z
   .string()
   .regex(DURATION, 'expected a duration such as 30s, 10m or 1h')
   .transform((text) => {
@@ -29,10 +30,15 @@ export const hookSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   events: z.array(z.string().min(1)).min(1).default(['*']),
   format: z.enum(['cloudevents', 'slack']).default('cloudevents'),
-  secret: optionalText,
+  secret: z
+    .string()
+    .refine((secret) => standardWebhooksKey(secret) !== undefined, 'a hook secret is whsec_ followed by base64 (Standard Webhooks)')
+    .optional(),
   headers: z.record(z.string(), z.string()).default({}),
   timeoutMs: positiveInt.default(5000),
   maxAttempts: positiveInt.max(100).default(8),
+  /** Requests in flight to this hook at once (so events may arrive out of order when above 1). */
+  concurrency: positiveInt.max(64).default(4),
 });
 
 export type HookConfig = z.infer<typeof hookSchema>;
@@ -69,6 +75,8 @@ export const configSchema = z.strictObject({
   natsUser: optionalText,
   natsPassword: optionalText,
   natsTlsCaFile: optionalText,
+  /** How often the dispatcher looks for work committed elsewhere (CLI, other replicas) and expired leases. */
+  outboxPollMs: positiveInt.default(2000),
   hooksFile: optionalText,
   hooks: hooksSchema.default([]),
   source: z.string().min(1).default('sandbox'),
@@ -76,6 +84,8 @@ export const configSchema = z.strictObject({
   upstreamBaseUrl: z.url({ protocol: /^https?$/ }).optional(),
   upstreamApiKey: optionalText,
   secretsEncryptionKey: optionalText,
+  /** How often database secrets are re-read without traffic (a miss re-reads at once anyway). */
+  databaseSecretsRefreshMs: positiveInt.default(30_000),
   shutdownTimeoutMs: positiveInt.default(25_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -1,17 +1,26 @@
 import type { Clock } from '../clock.js';
 
-export type CheckState = 'ok' | 'down';
+/** `error`: the dependency answers but refuses what the relay needs (e.g. a JetStream stream). */
+export type CheckState = 'ok' | 'down' | 'error';
+
+export interface DependencyStatus {
+  state: CheckState;
+  /** Why, for `error`: safe to show (no secrets). */
+  error?: string;
+}
 
 export interface ReadinessReport {
   ok: boolean;
   checks: Record<string, CheckState>;
+  /** The reason of each check in `error`, by dependency. */
+  errors?: Record<string, string>;
 }
 
 export interface ReadinessOptions {
   /** Proves storage can commit (a tiny durable write); throws or returns false when it cannot. */
   storageWritable(): Promise<boolean>;
   /** Other dependencies, reported but not deciding: the outbox holds the work while they are down. */
-  dependencies?(): Record<string, CheckState>;
+  dependencies?(): Record<string, DependencyStatus>;
   clock: Clock;
   /** Probes within this many ms reuse the last storage answer, so a public /readyz flood writes nothing. */
   cacheMs?: number;
@@ -31,6 +40,11 @@ export function createReadiness(options: ReadinessOptions): () => Promise<Readin
 
   return async () => {
     const storage = await storageOk();
-    return { ok: storage, checks: { storage: storage ? 'ok' : 'down', ...options.dependencies?.() } };
+    const report: ReadinessReport = { ok: storage, checks: { storage: storage ? 'ok' : 'down' } };
+    for (const [name, { state, error }] of Object.entries(options.dependencies?.() ?? {})) {
+      report.checks[name] = state;
+      if (error !== undefined) (report.errors ??= {})[name] = error;
+    }
+    return report;
   };
 }

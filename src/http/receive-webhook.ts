@@ -53,7 +53,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
         logger.warn({ requestId, deliveryId, type: event.type }, 'duplicate delivery with a different body; the first copy is kept');
       }
       if (!stored.duplicate) {
-        metrics.events.inc({ type: event.type });
+        metrics.events.inc({ type: metrics.eventTypeLabel(event.type) });
         metrics.eventDelay.observe(Math.max(0, receivedAt - Date.parse(event.createdAt)) / 1000);
       }
       sendJson(res, 200, { ok: true, id: event.id, duplicate: stored.duplicate });

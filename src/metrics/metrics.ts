@@ -30,6 +30,38 @@ export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered'] as const;
 export type WebhookOutcome = (typeof WEBHOOK_OUTCOMES)[number];
 export type SinkOutcome = (typeof SINK_OUTCOMES)[number];
 
+/**
+ * Folds stored box states into bounded `boxes{state}` label values: the documented states as they
+ * are, `other` for any state the upstream may add, `unknown` for boxes with no state yet (only
+ * `box.hydrated` seen). Box ids never become labels.
+ */
+export function boxStateCounts(rows: { state: string | null; count: number }[]): Record<string, number> {
+  const known: readonly string[] = BOX_STATES;
+  const counts: Record<string, number> = {};
+  for (const { state, count } of rows) {
+    const label = state === null ? 'unknown' : known.includes(state) ? state : 'other';
+    counts[label] = (counts[label] ?? 0) + count;
+  }
+  return counts;
+}
+
+/**
+ * Event types as label values: the documented ones and, for types the upstream adds later, the
+ * type itself up to a cap, after which `other`; signed input can then never grow the label set
+ * without bound.
+ */
+export function createTypeLabeler(maxExtraTypes = 50): (type: string) => string {
+  const known = new Set<string>(BOX_EVENT_TYPES);
+  return (type) => {
+    if (known.has(type)) return type;
+    if (known.size < BOX_EVENT_TYPES.length + maxExtraTypes && /^[A-Za-z0-9_.-]{1,64}$/.test(type)) {
+      known.add(type);
+      return type;
+    }
+    return 'other';
+  };
+}
+
 /** Values read at scrape time from the database and the running parts. */
 export interface MetricSources {
   pendingBySink?(): Promise<Record<string, number>>;
@@ -100,6 +132,15 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     registers,
   });
 
+  /** Storage unreadable: undefined, so a gauge keeps its last counts rather than fail the whole scrape (ready shows it). */
+  const countsOrKeep = async (read?: () => Promise<Record<string, number>>): Promise<Record<string, number> | undefined> => {
+    try {
+      return (await read?.()) ?? {};
+    } catch {
+      return undefined;
+    }
+  };
+
   const bySinkGauge = (name: string, help: string, read?: () => Promise<Record<string, number>>) =>
     new Gauge({
       name: `${prefix}${name}`,
@@ -107,7 +148,8 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
       labelNames: ['sink'] as const,
       registers,
       async collect() {
-        const counts = (await read?.()) ?? {};
+        const counts = await countsOrKeep(read);
+        if (!counts) return;
         for (const sink of new Set([...options.sinks, ...Object.keys(counts)])) this.set({ sink }, counts[sink] ?? 0);
       },
     });
@@ -120,7 +162,8 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     labelNames: ['state'] as const,
     registers,
     async collect() {
-      const counts = (await sources.boxesByState?.()) ?? {};
+      const counts = await countsOrKeep(sources.boxesByState);
+      if (!counts) return;
       this.reset();
       for (const state of new Set([...BOX_STATES, ...Object.keys(counts)])) this.set({ state }, counts[state] ?? 0);
     },
@@ -169,6 +212,7 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
   });
 
   return {
+    eventTypeLabel: createTypeLabeler(),
     webhookRequests,
     events,
     signatureMatches,

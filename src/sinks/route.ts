@@ -28,3 +28,8 @@ export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookCon
     return sinks;
   };
 }
+
+/** The configured sinks' names: `nats` when NATS is on, then each hook. */
+export function configuredSinks(config: { natsUrl?: string | undefined; hooks: Pick<HookConfig, 'name'>[] }): string[] {
+  return [...(config.natsUrl !== undefined ? [NATS_SINK] : []), ...config.hooks.map((h) => h.name)];
+}

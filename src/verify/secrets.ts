@@ -1,4 +1,4 @@
-import { InvalidSignatureError } from '../errors.js';
+import { InvalidSignatureError, StorageUnavailableError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import { computeSignature, matchesAny, parseSignatureHeader } from './signature.js';
 
@@ -33,13 +33,16 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
  * what follows `whsec_` is base64, its decoded bytes (the Standard Webhooks rule).
  */
 export function keysOf(secret: string): Buffer[] {
-  const keys = [Buffer.from(secret, 'utf8')];
+  const standard = standardWebhooksKey(secret);
+  return standard ? [Buffer.from(secret, 'utf8'), standard] : [Buffer.from(secret, 'utf8')];
+}
+
+/** The Standard Webhooks key of a `whsec_<base64>` secret; undefined for any other form. */
+export function standardWebhooksKey(secret: string): Buffer | undefined {
   const encoded = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : '';
-  if (BASE64.test(encoded)) {
-    const decoded = Buffer.from(encoded, 'base64');
-    if (decoded.length > 0) keys.push(decoded);
-  }
-  return keys;
+  if (!BASE64.test(encoded)) return undefined;
+  const decoded = Buffer.from(encoded, 'base64');
+  return decoded.length > 0 ? decoded : undefined;
 }
 
 export interface SecretRingOptions {
@@ -49,6 +52,8 @@ export interface SecretRingOptions {
   clock: Clock;
   /** Least time between two database re-reads triggered by misses. */
   databaseRefreshMs?: number;
+  /** Called when a database read returns a different set (values are for comparing, never for logs). */
+  onDatabaseChange?: (secrets: SigningSecret[]) => void;
 }
 
 /**
@@ -60,6 +65,8 @@ export class SecretRing {
   private lastDatabaseRead = Number.NEGATIVE_INFINITY;
   private readonly keyCache = new Map<string, Buffer[]>();
   private readonly refreshMs: number;
+  private reading: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: SecretRingOptions) {
     this.refreshMs = options.databaseRefreshMs ?? 1000;
@@ -77,24 +84,58 @@ export class SecretRing {
       .map((s, slot) => ({ ...s, slot }));
   }
 
-  /** Reads the database's secrets now (start-up, and after `upstream rotate`). */
-  async refreshDatabase(): Promise<void> {
-    if (!this.options.database) return;
-    this.lastDatabaseRead = this.options.clock.now();
-    this.databaseSecrets = await this.options.database.list();
+  /**
+   * Reads the database's secrets now (start-up, the periodic refresh, a miss). Concurrent callers
+   * share one read, so a burst of deliveries signed with a new secret waits for it instead of failing.
+   */
+  refreshDatabase(): Promise<void> {
+    const database = this.options.database;
+    if (!database) return Promise.resolve();
+    this.reading ??= (async () => {
+      this.lastDatabaseRead = this.options.clock.now();
+      const next = await database.list();
+      const changed = !sameSecrets(next, this.databaseSecrets);
+      this.databaseSecrets = next;
+      if (changed) this.options.onDatabaseChange?.(next);
+    })().finally(() => {
+      this.reading = undefined;
+    });
+    return this.reading;
+  }
+
+  /**
+   * Re-reads the database every `intervalMs`, so expiry gauges and `secrets_valid` follow a rotation
+   * done elsewhere even without traffic. A failed read keeps the last set and goes to `onError`.
+   */
+  startDatabaseRefresh(intervalMs: number, onError: (error: unknown) => void): void {
+    if (!this.options.database || this.timer) return;
+    this.timer = setInterval(() => void this.refreshDatabase().catch(onError), intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the periodic refresh and waits for a read in flight, so the database can be closed. */
+  async stopDatabaseRefresh(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.reading?.catch(() => undefined);
   }
 
   /**
    * Returns the slot of the secret that verifies the delivery. Throws MalformedSignatureError when
    * the header has no well-formed v1 item and InvalidSignatureError when nothing matches, after one
-   * database re-read (rate-limited) so a rotation done by another replica is seen at once.
+   * database re-read (rate-limited) so a rotation done by another replica is seen at once;
+   * StorageUnavailableError when that re-read fails.
    */
   async verify(deliveryId: string, timestamp: string, signatureHeader: string, body: Buffer): Promise<number> {
     const candidates = parseSignatureHeader(signatureHeader);
     const slot = this.findSlot(deliveryId, timestamp, candidates, body);
     if (slot !== undefined) return slot;
-    if (this.options.database && this.options.clock.now() - this.lastDatabaseRead >= this.refreshMs) {
-      await this.refreshDatabase();
+    const due = this.options.clock.now() - this.lastDatabaseRead >= this.refreshMs;
+    if (this.options.database && (this.reading !== undefined || due)) {
+      // Unable to tell whether a newer secret would verify it: 503, so the upstream tries again later.
+      await this.refreshDatabase().catch((error: unknown) => {
+        throw new StorageUnavailableError({ cause: error });
+      });
       const retried = this.findSlot(deliveryId, timestamp, candidates, body);
       if (retried !== undefined) return retried;
     }
@@ -118,4 +159,8 @@ export class SecretRing {
     }
     return keys;
   }
+}
+
+function sameSecrets(a: SigningSecret[], b: SigningSecret[]): boolean {
+  return a.length === b.length && a.every((s, i) => s.value === b[i]?.value && s.expiresAt === b[i]?.expiresAt);
 }

@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import request from 'supertest';
 import { configSchema, type Config } from '../../src/config/schema.js';
-import { createRelay, type Relay } from '../../src/main.js';
+import { createRelay, type Relay, type RelayDeps } from '../../src/main.js';
 import { ManualClock } from './clock.js';
 import { sqliteFile } from './databases.js';
 import { captureLogs, type CapturedLogs } from './log-capture.js';
@@ -18,13 +18,17 @@ export interface TestRelay {
   close(): Promise<void>;
 }
 
+export interface TestRelayOptions extends Pick<RelayDeps, 'dispatch' | 'nats'> {
+  clock?: ManualClock;
+}
+
 /** A real relay (real database file, real apps) with a manual clock and captured logs. */
-export async function testRelay(overrides: Partial<Record<keyof Config, unknown>> = {}): Promise<TestRelay> {
+export async function testRelay(overrides: Partial<Record<keyof Config, unknown>> = {}, options: TestRelayOptions = {}): Promise<TestRelay> {
   const config = configSchema.parse({ secrets: [SECRET], database: sqliteFile(), port: 0, internalPort: 0, host: '127.0.0.1', internalHost: '127.0.0.1', ...overrides });
-  const clock = new ManualClock();
+  const clock = options.clock ?? new ManualClock();
   const registry = new Registry();
   const logs = captureLogs();
-  const relay = await createRelay({ config, logger: logs.logger, clock, registry });
+  const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, nats: options.nats });
   return {
     relay,
     config,

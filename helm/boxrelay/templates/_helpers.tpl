@@ -159,6 +159,9 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- if or $s.upstreamApiKey.value $s.upstreamApiKey.existingSecret }}
 {{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_UPSTREAM_API_KEY" "secret" ($s.upstreamApiKey.existingSecret | default $own) "key" $s.upstreamApiKey.key) }}
 {{- end }}
+{{- if or $s.secretsEncryptionKey.value $s.secretsEncryptionKey.existingSecret }}
+{{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_SECRETS_ENCRYPTION_KEY" "secret" ($s.secretsEncryptionKey.existingSecret | default $own) "key" $s.secretsEncryptionKey.key) }}
+{{- end }}
 {{- $natsSecret := $s.nats.existingSecret | default $own }}
 {{- if eq $s.nats.auth "creds" }}
 - name: BOXRELAY_NATS_CREDS_FILE
@@ -177,5 +180,5 @@ The signing secrets are left out on purpose: the relay re-reads that file, no re
 */}}
 {{- define "boxrelay.restartChecksum" -}}
 {{- $s := .Values.secrets }}
-{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "upstreamApiKey" $s.upstreamApiKey | toJson | sha256sum }}
+{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "upstreamApiKey" $s.upstreamApiKey "secretsEncryptionKey" $s.secretsEncryptionKey | toJson | sha256sum }}
 {{- end }}

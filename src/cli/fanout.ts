@@ -1,0 +1,109 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { systemClock } from '../clock.js';
+import type { Config } from '../config/schema.js';
+import { createOperations, type Operations } from '../dispatch/operations.js';
+import { configuredSinks, createSinkRouter } from '../sinks/route.js';
+import { migrateToLatest } from '../store/migrate.js';
+import { createOutbox, type DeadLetter } from '../store/outbox.js';
+import { withDatabase } from './database.js';
+
+/**
+ * Works on the database directly, so no server needs to run; a running server takes up retried
+ * and replayed rows at its next poll.
+ */
+function withOperations<T>(config: Config, fn: (operations: Operations) => Promise<T>): Promise<T> {
+  return withDatabase(config, async (database) => {
+    await migrateToLatest(database);
+    return fn(
+      createOperations({
+        outbox: createOutbox(database),
+        sinks: configuredSinks(config),
+        sinksFor: createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks }),
+        clock: systemClock,
+      }),
+    );
+  });
+}
+
+function wholeNumber(value: string): number {
+  if (!/^\d{1,15}$/.test(value)) throw new InvalidArgumentError('expected a whole number');
+  return Number(value);
+}
+
+function limitOption(value: string): number {
+  const limit = wholeNumber(value);
+  if (limit < 1 || limit > 1000) throw new InvalidArgumentError('expected 1 to 1000');
+  return limit;
+}
+
+const plural = (count: number, one: string, many = `${one}s`) => `${count} ${count === 1 ? one : many}`;
+
+function printDeadLetters(rows: DeadLetter[], json: boolean): void {
+  if (json) {
+    for (const d of rows) console.log(JSON.stringify({ ...d, failedAt: new Date(d.failedAt).toISOString() }));
+    return;
+  }
+  console.log(['ID', 'SINK', 'ATTEMPTS', 'FAILED AT', 'EVENT', 'LAST ERROR'].join('\t'));
+  for (const d of rows) {
+    console.log([d.id, d.sink, d.attempts, new Date(d.failedAt).toISOString(), d.eventId, d.lastError ?? ''].join('\t'));
+  }
+}
+
+interface TargetOptions {
+  all?: boolean;
+  sink?: string;
+}
+
+/** `<id>` or `--all [--sink]`, never both or neither. */
+function target(id: number | undefined, options: TargetOptions): number | undefined {
+  if ((id === undefined) === !options.all) throw new InvalidArgumentError('give a dead letter id, or --all (optionally with --sink)');
+  if (id !== undefined && options.sink !== undefined) throw new InvalidArgumentError('--sink goes with --all');
+  return id;
+}
+
+/** `boxrelay dead-letters list|retry|discard` and `boxrelay replay`. */
+export function fanoutCommands(loadConfig: () => Config): Command[] {
+  const deadLetters = new Command('dead-letters').description('list, retry or discard events a sink gave up on');
+  deadLetters
+    .command('list')
+    .description('list dead letters, oldest first')
+    .option('--sink <name>', 'only this sink')
+    .option('--limit <n>', 'at most this many (1-1000)', limitOption, 100)
+    .option('--after <id>', 'those after this id (the next page)', wholeNumber)
+    .option('--json', 'one JSON object a line')
+    .action((options: { sink?: string; limit: number; after?: number; json?: boolean }) =>
+      withOperations(loadConfig(), async (operations) => {
+        const rows = await operations.list({ sink: options.sink, after: options.after, limit: options.limit + 1 });
+        printDeadLetters(rows.slice(0, options.limit), options.json === true);
+        const last = rows[options.limit - 1];
+        if (rows.length > options.limit && last && !options.json) console.error(`more: --after ${last.id}`);
+      }),
+    );
+  /** `retry` and `discard`: one dead letter by id, or `--all` of them (of one `--sink`). */
+  const onDeadLetters = (verb: 'retry' | 'discard', done: string, description: string, all: string) =>
+    deadLetters
+      .command(`${verb} [id]`)
+      .description(description)
+      .option('--all', all)
+      .option('--sink <name>', 'with --all: only this sink')
+      .action((id: string | undefined, options: TargetOptions) =>
+        withOperations(loadConfig(), async (operations) => {
+          const one = target(id === undefined ? undefined : wholeNumber(id), options);
+          const count = one === undefined ? await operations[`${verb}All`](options.sink) : (await operations[verb](one), 1);
+          console.log(`${done} ${plural(count, 'dead letter')}`);
+        }),
+      );
+  onDeadLetters('retry', 'retried', 'queue dead letters again with a fresh attempt budget', 'every dead letter (of configured sinks)');
+  onDeadLetters('discard', 'discarded', 'delete dead letters for good', 'every dead letter');
+
+  const replay = new Command('replay')
+    .description('send the stored deliveries received since a time again (same event ids)')
+    .requiredOption('--since <time>', 'ISO 8601 time with a zone, e.g. 2026-11-21T10:00:00Z')
+    .option('--sink <name>', 'only this sink (still within its event filter)')
+    .action((options: { since: string; sink?: string }) =>
+      withOperations(loadConfig(), async (operations) => {
+        console.log(`queued ${plural(await operations.replay(options), 'sink delivery', 'sink deliveries')}`);
+      }),
+    );
+  return [deadLetters, replay];
+}

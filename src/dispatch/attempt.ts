@@ -1,0 +1,88 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import pRetry from 'p-retry';
+import type { CloudEvent } from '../events/cloudevent.js';
+import { asSinkFailure, type Sink, type SinkFailure } from '../sinks/sink.js';
+import { jittered, type DispatchTuning } from './tuning.js';
+
+export type Outcome =
+  | { kind: 'delivered'; attempts: number; failures: number }
+  | { kind: 'retry'; attempts: number; failures: number; error: SinkFailure | undefined; nextAttemptAt: number }
+  | { kind: 'dead'; attempts: number; failures: number; error: SinkFailure };
+
+export interface AttemptRun {
+  sink: Sink;
+  event: CloudEvent;
+  /** Attempts recorded on the row before this claim. */
+  attempts: number;
+  tuning: DispatchTuning;
+  now(): number;
+  /** Stopping: no new attempt starts and in-process waits end (the row is left due). */
+  stopping: AbortSignal;
+  /** Passed to the sink: cuts an attempt in flight (after the stop grace). */
+  cut: AbortSignal;
+  /** Each attempt's duration in seconds. */
+  observe(seconds: number): void;
+}
+
+/**
+ * Attempts one event on one sink. A fresh event's retryable failures are retried in process
+ * (p-retry: exponential, randomized, with Retry-After as a lower bound) for a few seconds; what is
+ * left is a retry scheduled in the database, or a dead letter once the failure is permanent or the
+ * sink's attempts are used up.
+ */
+export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
+  const { sink, tuning } = run;
+  let attempts = run.attempts;
+  let failures = 0;
+  let delivered = false;
+  let last: SinkFailure | undefined;
+
+  const sinkDown = () => sink.onUp !== undefined && !sink.up();
+  const mayRetryNow = (failure: SinkFailure) =>
+    failure.retryable && attempts < sink.maxAttempts && (failure.retryAfterMs ?? 0) <= tuning.quickMaxDelayMs && !sinkDown();
+
+  try {
+    await pRetry(
+      async () => {
+        attempts++;
+        const started = performance.now();
+        try {
+          await sink.deliver(run.event, run.cut);
+          delivered = true;
+        } catch (error) {
+          failures++;
+          last = asSinkFailure(error);
+          throw last;
+        } finally {
+          run.observe((performance.now() - started) / 1000);
+        }
+      },
+      {
+        // Only a fresh event is retried in process; a scheduled retry is one attempt per claim.
+        retries: run.attempts === 0 ? tuning.quickRetries : 0,
+        minTimeout: tuning.quickMinDelayMs,
+        factor: tuning.quickFactor,
+        randomize: true,
+        signal: run.stopping,
+        shouldRetry: ({ error }) => mayRetryNow(error as SinkFailure),
+        // p-retry waits at least minTimeout * factor^n next; wait out the rest of a Retry-After first.
+        onFailedAttempt: async ({ error, retriesLeft, retriesConsumed }) => {
+          const failure = error as SinkFailure;
+          if (retriesLeft === 0 || !mayRetryNow(failure)) return;
+          const rest = (failure.retryAfterMs ?? 0) - tuning.quickMinDelayMs * tuning.quickFactor ** retriesConsumed;
+          if (rest > 0) await sleep(rest, undefined, { signal: run.stopping });
+        },
+      },
+    );
+  } catch {
+    // The outcome is decided from what the attempts did, below.
+  }
+  // p-retry also throws when a stop arrives after the last attempt succeeded.
+  if (delivered) return { kind: 'delivered', attempts, failures };
+  const now = run.now();
+  if (!last) return { kind: 'retry', attempts, failures, error: undefined, nextAttemptAt: now };
+  if (!last.retryable || attempts >= sink.maxAttempts) return { kind: 'dead', attempts, failures, error: last };
+  // A sink known to be down is waited for (its lane claims nothing until it is back), not backed off.
+  const delay = run.stopping.aborted || sinkDown() ? 0 : jittered(tuning.retryDelayMs(attempts));
+  return { kind: 'retry', attempts, failures, error: last, nextAttemptAt: now + Math.max(delay, last.retryAfterMs ?? 0) };
+}

@@ -1,0 +1,34 @@
+import type { Request } from 'express';
+import type { Operations } from '../../dispatch/operations.js';
+import { InvalidRequestError } from '../../errors.js';
+import type { DeadLetter } from '../../store/outbox.js';
+import { pageOf, queryText, readPage } from './pagination.js';
+import type { AdminRoutes } from './router.js';
+
+/** An id from the path; anything that is not one names no dead letter (404). */
+const idOf = (req: Request): number => (/^\d{1,15}$/.test(String(req.params.id)) ? Number(req.params.id) : Number.NaN);
+
+const view = (d: DeadLetter) => ({ ...d, failedAt: new Date(d.failedAt).toISOString() });
+
+/** `GET /admin/dead-letters`, `POST /admin/dead-letters/:id/retry`, `DELETE /admin/dead-letters/:id`. */
+export function deadLetterRoutes(operations: Operations): AdminRoutes {
+  return {
+    mount(router) {
+      router.get('/dead-letters', async (req, res) => {
+        const page = readPage(req);
+        if (page.after !== undefined && typeof page.after !== 'number') throw new InvalidRequestError('cursor is not one this server issued');
+        const rows = await operations.list({ sink: queryText(req, 'sink'), after: page.after, limit: page.limit + 1 });
+        const { items, nextCursor } = pageOf(rows, page, (d) => d.id);
+        res.json({ ok: true, deadLetters: items.map(view), nextCursor });
+      });
+      router.post('/dead-letters/:id/retry', async (req, res) => {
+        await operations.retry(idOf(req));
+        res.status(202).json({ ok: true });
+      });
+      router.delete('/dead-letters/:id', async (req, res) => {
+        await operations.discard(idOf(req));
+        res.status(204).end();
+      });
+    },
+  };
+}

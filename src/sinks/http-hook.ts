@@ -1,0 +1,87 @@
+import type { Clock } from '../clock.js';
+import type { HookConfig } from '../config/schema.js';
+import type { CloudEvent } from '../events/cloudevent.js';
+import { computeSignature } from '../verify/signature.js';
+import { standardWebhooksKey } from '../verify/secrets.js';
+import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
+import { slackBody } from './slack.js';
+
+export interface HttpHookOptions {
+  hook: HookConfig;
+  clock: Clock;
+  fetch?: typeof fetch;
+}
+
+const CONTENT_TYPE = { cloudevents: 'application/cloudevents+json', slack: 'application/json' } as const;
+
+/** `Retry-After` as seconds or an HTTP date, in ms from now; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now: number): number | undefined {
+  if (value === null) return undefined;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const at = Date.parse(trimmed);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** 408, 429 and 5xx may pass on another try; any other non-2xx answer will not. */
+const retryableStatus = (status: number) => status === 408 || status === 429 || status >= 500;
+
+/**
+ * One outgoing HTTP hook (contract section 5): one POST per attempt, signed as Standard Webhooks
+ * when a secret is set. `webhook-id` is the event id, stable across retries, so receivers dedupe.
+ */
+export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: HttpHookOptions): Sink {
+  const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
+  let answering = true;
+
+  const request = (event: CloudEvent): { body: string; headers: Headers } => {
+    const body = hook.format === 'slack' ? slackBody(event) : JSON.stringify(event);
+    const timestamp = String(Math.floor(clock.now() / 1000));
+    // Extra headers first, so they cannot replace the ones receivers verify.
+    const headers = new Headers(hook.headers);
+    headers.set('content-type', CONTENT_TYPE[hook.format]);
+    headers.set('user-agent', 'boxrelay');
+    headers.set('webhook-id', event.id);
+    headers.set('webhook-timestamp', timestamp);
+    if (key) {
+      const signature = computeSignature(key, event.id, timestamp, Buffer.from(body, 'utf8')).toString('base64');
+      headers.set('webhook-signature', `v1,${signature}`);
+    }
+    return { body, headers };
+  };
+
+  return {
+    name: hook.name,
+    concurrency: hook.concurrency,
+    maxAttempts: hook.maxAttempts,
+    attemptTimeoutMs: hook.timeoutMs,
+    async deliver(event, signal) {
+      const timeout = AbortSignal.timeout(hook.timeoutMs);
+      let response: Response;
+      try {
+        response = await fetchFn(hook.url, {
+          method: 'POST',
+          ...request(event),
+          redirect: 'manual',
+          signal: AbortSignal.any([signal, timeout]),
+        });
+      } catch (error) {
+        answering = false;
+        if (timeout.aborted) throw new RetryableFailure('timeout', `no answer within ${hook.timeoutMs} ms`, { cause: error });
+        if (signal.aborted) throw new RetryableFailure('aborted', 'the relay is stopping', { cause: error });
+        const cause = (error as { cause?: { code?: string } }).cause?.code;
+        throw new RetryableFailure('connection_error', cause ?? (error as Error).message, { cause: error });
+      }
+      // The status is all that counts; dropping the body frees the connection.
+      await response.body?.cancel().catch(() => {});
+      answering = response.status < 500;
+      if (response.ok) return;
+      const message = `hook answered ${response.status}`;
+      if (!retryableStatus(response.status)) throw new PermanentFailure(`http_${response.status}`, message);
+      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), clock.now());
+      throw new RetryableFailure(`http_${response.status}`, message, { retryAfterMs });
+    },
+    up: () => answering,
+    async close() {},
+  };
+}

@@ -1,0 +1,258 @@
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  connect,
+  credsAuthenticator,
+  headers,
+  nanos,
+  type NatsConnection,
+  type NodeConnectionOptions,
+} from '@nats-io/transport-node';
+import type { Config } from '../config/schema.js';
+import type { CloudEvent } from '../events/cloudevent.js';
+import type { DependencyStatus } from '../http/readiness.js';
+import type { Logger } from '../log.js';
+import { subjectCovers, subjectFor } from './nats-subject.js';
+import { NATS_SINK } from './route.js';
+import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
+
+export type NatsSettings = Pick<
+  Config,
+  | 'natsMode'
+  | 'natsSubjectPrefix'
+  | 'natsStream'
+  | 'natsDuplicateWindow'
+  | 'natsCredsFile'
+  | 'natsToken'
+  | 'natsUser'
+  | 'natsPassword'
+  | 'natsTlsCaFile'
+> & { natsUrl: string };
+
+export interface NatsSinkOptions {
+  settings: NatsSettings;
+  logger: Logger;
+  /** How long a publish waits for the JetStream ack (or a core flush). */
+  ackTimeoutMs?: number;
+  /** Publishes in flight at once: acks are awaited side by side, not one round trip each. */
+  concurrency?: number;
+  /** (Re)connect delays grow from min to max; a refused stream set-up is retried after max. */
+  backoff?: { minMs: number; maxMs: number };
+}
+
+export interface NatsSink extends Sink {
+  /** Connects in the background; deliveries wait in the outbox until the sink is up. */
+  start(): void;
+  /** `/readyz` detail: down while disconnected, error (with the reason) when the stream is refused. */
+  check(): DependencyStatus;
+}
+
+/**
+ * The NATS sink. JetStream mode publishes with `Nats-Msg-Id` = event id and waits for the ack, after
+ * making sure a stream captures `<prefix>.>`; core mode publishes and flushes. The connection is
+ * retried forever, so an outage only parks the work in the outbox.
+ */
+export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurrency = 256, backoff = { minMs: 250, maxMs: 5000 } }: NatsSinkOptions): NatsSink {
+  const log = logger.child({ sink: NATS_SINK });
+  const prefix = settings.natsSubjectPrefix;
+  const captured = `${prefix}.>`;
+  const jetStreamMode = settings.natsMode === 'jetstream';
+  const closing = new AbortController();
+  const listeners = new Set<() => void>();
+
+  let nc: NatsConnection | undefined;
+  let js: JetStreamClient | undefined;
+  let connected = false;
+  let stream: { state: 'pending' | 'ready' } | { state: 'refused'; error: string } = { state: 'pending' };
+  let failures = 0;
+  const nextDelay = () => Math.min(backoff.maxMs, backoff.minMs * 2 ** failures++) * (0.75 + Math.random() / 2);
+
+  const isUp = () => connected && (!jetStreamMode || stream.state === 'ready');
+  const notifyIfUp = () => {
+    if (isUp()) for (const listener of listeners) listener();
+  };
+
+  const options: NodeConnectionOptions = {
+    servers: settings.natsUrl.split(',').map((s) => s.trim()),
+    name: 'boxrelay',
+    maxReconnectAttempts: -1,
+    reconnectDelayHandler: nextDelay,
+    timeout: ackTimeoutMs,
+    pingInterval: 10_000,
+    ...(settings.natsCredsFile ? { authenticator: credsAuthenticator(() => readFileSync(settings.natsCredsFile as string)) } : {}),
+    ...(settings.natsToken ? { token: settings.natsToken } : {}),
+    ...(settings.natsUser ? { user: settings.natsUser, pass: settings.natsPassword } : {}),
+    ...(settings.natsTlsCaFile ? { tls: { caFile: settings.natsTlsCaFile } } : {}),
+  };
+
+  /** The first stream whose subjects take all of `<prefix>.>`, if any. */
+  const capturingStream = async (jsm: JetStreamManager): Promise<string | undefined> => {
+    for await (const name of jsm.streams.names(captured)) {
+      const info = await jsm.streams.info(name);
+      if (info.config.subjects?.some((s) => subjectCovers(s, captured))) return name;
+    }
+    return undefined;
+  };
+
+  const setUpStream = async (connection: NatsConnection): Promise<void> => {
+    const report = oncePerReason((reason: string) => log.error({ stream: settings.natsStream }, reason));
+    while (!closing.signal.aborted && connection === nc) {
+      try {
+        const jsm = await jetstreamManager(connection, { timeout: ackTimeoutMs });
+        const existing = await capturingStream(jsm);
+        if (existing) {
+          log.info({ stream: existing, subjects: captured }, 'publishing to the existing JetStream stream that captures the subjects');
+        } else {
+          await jsm.streams.add({
+            name: settings.natsStream,
+            subjects: [captured],
+            duplicate_window: nanos(settings.natsDuplicateWindow),
+          });
+          log.info({ stream: settings.natsStream, subjects: captured }, 'created the JetStream stream');
+        }
+        stream = { state: 'ready' };
+        notifyIfUp();
+        return;
+      } catch (error) {
+        const reason = `JetStream stream ${settings.natsStream} for ${captured} could not be set up: ${(error as Error).message}`;
+        stream = { state: 'refused', error: reason };
+        report(reason);
+        await sleep(backoff.maxMs, undefined, { signal: closing.signal }).catch(() => {});
+      }
+    }
+  };
+
+  /** One set-up at a time, whether asked by the first connect or a reconnect. */
+  let settingUp: Promise<void> | undefined;
+  const ensureStream = (connection: NatsConnection): Promise<void> =>
+    (settingUp ??= setUpStream(connection).finally(() => (settingUp = undefined)));
+
+  const watch = async (connection: NatsConnection): Promise<void> => {
+    for await (const status of connection.status()) {
+      if (status.type === 'disconnect') {
+        connected = false;
+        log.warn({ server: status.server }, 'NATS disconnected; deliveries wait in the outbox');
+      } else if (status.type === 'reconnect') {
+        connected = true;
+        failures = 0;
+        log.info({ server: status.server }, 'NATS reconnected');
+        // The server may be a new one that lost the stream.
+        if (jetStreamMode) void ensureStream(connection);
+        else notifyIfUp();
+      }
+    }
+  };
+
+  const connectLoop = async (): Promise<void> => {
+    const report = oncePerReason(
+      (error: Error) => log.warn({ err: error }, 'NATS unreachable; deliveries wait in the outbox'),
+      (error) => error.message,
+    );
+    while (!closing.signal.aborted) {
+      try {
+        const connection = await connect(options);
+        if (closing.signal.aborted) return void (await connection.close());
+        nc = connection;
+        js = jetstream(connection, { timeout: ackTimeoutMs });
+        connected = true;
+        failures = 0;
+        log.info({ server: connection.getServer(), mode: settings.natsMode }, 'NATS connected');
+        void watch(connection);
+        void connection.closed().then((error) => {
+          connected = false;
+          if (closing.signal.aborted) return;
+          // Only a fatal error (e.g. repeated auth failures) ends a connection that reconnects forever.
+          log.error({ err: error }, 'NATS connection closed; connecting again');
+          nc = undefined;
+          void connectLoop();
+        });
+        if (jetStreamMode) await ensureStream(connection);
+        else notifyIfUp();
+        return;
+      } catch (error) {
+        report(error as Error);
+        await sleep(nextDelay(), undefined, { signal: closing.signal }).catch(() => {});
+      }
+    }
+  };
+
+  /** Core publishes have no ack; a flush (the server's PONG) proves the message reached it. */
+  const flushed = async (connection: NatsConnection): Promise<void> => {
+    if (!(await settlesWithin(connection.flush(), ackTimeoutMs))) {
+      throw new RetryableFailure('nats_flush_timeout', `no flush from NATS within ${ackTimeoutMs} ms`);
+    }
+  };
+
+  return {
+    name: NATS_SINK,
+    concurrency,
+    maxAttempts: Number.POSITIVE_INFINITY,
+    attemptTimeoutMs: ackTimeoutMs,
+    start() {
+      void connectLoop();
+    },
+    async deliver(event: CloudEvent) {
+      const connection = nc;
+      if (!connection || !connected) throw new RetryableFailure('nats_down', 'not connected to NATS');
+      const subject = subjectFor(prefix, event);
+      const payload = JSON.stringify(event);
+      const maxPayload = connection.info?.max_payload ?? Number.POSITIVE_INFINITY;
+      if (Buffer.byteLength(payload) > maxPayload) {
+        throw new PermanentFailure('nats_payload_too_large', `event exceeds the server's max_payload of ${maxPayload} bytes`);
+      }
+      if (!jetStreamMode) {
+        const h = headers();
+        h.set('Nats-Msg-Id', event.id);
+        connection.publish(subject, payload, { headers: h });
+        return flushed(connection);
+      }
+      if (stream.state !== 'ready' || !js) {
+        throw new RetryableFailure('nats_stream_unavailable', stream.state === 'refused' ? stream.error : 'stream not set up yet');
+      }
+      try {
+        await js.publish(subject, payload, { msgID: event.id, timeout: ackTimeoutMs });
+      } catch (error) {
+        throw new RetryableFailure('nats_no_ack', (error as Error).message, { cause: error });
+      }
+    },
+    up: isUp,
+    onUp(listener) {
+      listeners.add(listener);
+    },
+    check() {
+      if (stream.state === 'refused') return { state: 'error', error: stream.error };
+      return { state: isUp() ? 'ok' : 'down' };
+    },
+    /** Sends what is buffered and closes; a connection that is down is just closed. */
+    async close() {
+      closing.abort();
+      const connection = nc;
+      nc = undefined;
+      if (!connection || connection.isClosed()) return;
+      if (!connected) return connection.close();
+      if (!(await settlesWithin(connection.drain(), ackTimeoutMs))) await connection.close();
+    },
+  };
+}
+
+/** A failure retried in a loop is logged once per distinct reason, not at every attempt. */
+function oncePerReason<T>(log: (failure: T) => void, reasonOf: (failure: T) => string = String): (failure: T) => void {
+  let last: string | undefined;
+  return (failure) => {
+    const reason = reasonOf(failure);
+    if (reason !== last) log(failure);
+    last = reason;
+  };
+}
+
+/** True when `promise` resolves within `ms`; false when it rejects or takes longer. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(resolve, ms, false)));
+  try {
+    return await Promise.race([promise.then(() => true, () => false), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

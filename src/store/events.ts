@@ -1,0 +1,44 @@
+import type { Kysely } from 'kysely';
+import type { Schema } from './schema.js';
+
+/** The position of an event in the listing order: receipt time, then id for events of the same ms. */
+export interface EventPosition {
+  receivedAt: number;
+  id: string;
+}
+
+export interface EventQuery {
+  type?: string | undefined;
+  boxId?: string | undefined;
+  /** Epoch ms: only events received at or after it. */
+  since?: number | undefined;
+  /** Return events strictly older than this position (keyset pagination). */
+  before?: EventPosition | undefined;
+  limit: number;
+}
+
+export interface StoredEvent extends EventPosition {
+  payload: string;
+}
+
+/**
+ * Stored events, newest first by (received_at, id). Keyset pagination: a page continues strictly
+ * below the last position returned, so rows arriving meanwhile (newer) never shift or repeat a page.
+ */
+export async function listEvents(kysely: Kysely<Schema>, query: EventQuery): Promise<StoredEvent[]> {
+  let select = kysely.selectFrom('deliveries').select(['id', 'received_at', 'payload']);
+  if (query.type !== undefined) select = select.where('type', '=', query.type);
+  if (query.boxId !== undefined) select = select.where('box_id', '=', query.boxId);
+  if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
+  const before = query.before;
+  if (before !== undefined) {
+    select = select.where((eb) =>
+      eb.or([
+        eb('received_at', '<', before.receivedAt),
+        eb.and([eb('received_at', '=', before.receivedAt), eb('id', '<', before.id)]),
+      ]),
+    );
+  }
+  const rows = await select.orderBy('received_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
+  return rows.map((r) => ({ id: r.id, receivedAt: r.received_at, payload: r.payload }));
+}

@@ -1,0 +1,104 @@
+import { sql, type Kysely } from 'kysely';
+import type { OutboxStatus, Schema } from './schema.js';
+
+export const DAY_MS = 86_400_000;
+
+export interface PruneOptions {
+  /** Epoch ms. */
+  now: number;
+  retentionDays: number;
+  /** Rows per DELETE: small, so no statement holds the (SQLite: synchronous) connection for long. */
+  batchSize?: number;
+  /** Stops between batches (shutdown); what was removed so far stays removed. */
+  signal?: AbortSignal | undefined;
+}
+
+export interface PruneResult {
+  /** Epoch ms: what was received (or last seen) before this was removed. */
+  cutoff: number;
+  deliveries: number;
+  outbox: number;
+  boxes: number;
+}
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Runs one bounded DELETE until it removes less than a full batch, letting requests in between. */
+async function deleteInBatches(
+  deleteBatch: () => Promise<{ numDeletedRows: bigint }>,
+  batchSize: number,
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  let total = 0;
+  while (!signal?.aborted) {
+    const removed = Number((await deleteBatch()).numDeletedRows);
+    total += removed;
+    if (removed < batchSize) break;
+    await nextTurn();
+  }
+  return total;
+}
+
+/**
+ * Retention: removes finished fan-out rows and deliveries older than `retentionDays`, and boxes not
+ * heard of for as long. A delivery stays while any of its outbox rows is pending or dead (work not
+ * yet handled), so retention never loses undelivered events. Removing a delivery ends its dedup
+ * protection: the dedup window is the retention period. Every statement stands alone (no
+ * transaction), as the SQLite connection is shared with the group-commit writer.
+ */
+export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions): Promise<PruneResult> {
+  const batchSize = options.batchSize ?? 500;
+  const cutoff = options.now - options.retentionDays * DAY_MS;
+  // A literal, not a parameter: SQLite uses the partial index outbox_done_created_at only then.
+  const done = sql.lit<OutboxStatus>('done');
+
+  const outbox = await deleteInBatches(
+    () =>
+      kysely
+        .deleteFrom('outbox')
+        .where('id', 'in', (eb) =>
+          eb.selectFrom('outbox').select('id').where('status', '=', done).where('created_at', '<', cutoff).limit(batchSize),
+        )
+        .executeTakeFirstOrThrow(),
+    batchSize,
+    options.signal,
+  );
+
+  const deliveries = await deleteInBatches(
+    () =>
+      kysely
+        .deleteFrom('deliveries')
+        .where('id', 'in', (eb) =>
+          eb
+            .selectFrom('deliveries as d')
+            .select('d.id')
+            .where('d.received_at', '<', cutoff)
+            .where(({ not, exists, selectFrom }) =>
+              not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'd.id'))),
+            )
+            .limit(batchSize),
+        )
+        .executeTakeFirstOrThrow(),
+    batchSize,
+    options.signal,
+  );
+
+  const boxes = await deleteInBatches(
+    () =>
+      kysely
+        .deleteFrom('boxes')
+        .where('id', 'in', (eb) => eb.selectFrom('boxes').select('id').where('last_seen_at', '<', cutoff).limit(batchSize))
+        .executeTakeFirstOrThrow(),
+    batchSize,
+    options.signal,
+  );
+
+  return { cutoff, deliveries, outbox, boxes };
+}
+
+export function describePrune(result: PruneResult): string {
+  return (
+    `removed deliveries: ${result.deliveries}, done outbox rows: ${result.outbox}, boxes: ${result.boxes} ` +
+    `(older than ${new Date(result.cutoff).toISOString()})`
+  );
+}

@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import { createOutbox } from '../src/store/outbox.js';
+import { openStore } from '../src/store/store.js';
+import { postgresSchema } from './support/databases.js';
+import { fanoutFixture, hook, outboxRows, storedRows } from './support/fanout-relay.js';
+import { recordEvent, waitFor } from './support/fanout.js';
+import type { HookServer } from './support/hook-server.js';
+
+describe('dispatcher', () => {
+  const { server, relay, defer } = fanoutFixture();
+  const ids = (s: HookServer) => s.requests.map((r) => r.headers['webhook-id']);
+
+  it('delivers in order of arrival, with no more requests in flight than the hook concurrency', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const target = await server(() => {
+      most = Math.max(most, ++inFlight);
+      setTimeout(() => inFlight--, 15);
+      return { status: 200, delayMs: 15 };
+    });
+    const t = await relay({ hooks: [hook('serial', target.url, { concurrency: 1 })] }, { start: false });
+    const posted = [];
+    for (let i = 0; i < 10; i++) posted.push((await t.post({ boxId: `bx_${i}` })).deliveryId);
+    await t.relay.start();
+    await target.received(10);
+    expect(ids(target)).toEqual(posted);
+    expect(most).toBe(1);
+  });
+
+  it('on stop lets calls in flight finish within the grace, then cuts and releases the rest', async () => {
+    const slow = await server(() => ({ status: 200, delayMs: 100 }));
+    const a = await relay({ hooks: [hook('h', slow.url)] });
+    await a.post();
+    await slow.received(1);
+    await a.close();
+    expect((await storedRows(a, 'h'))[0]).toMatchObject({ status: 'done', attempts: 1 });
+
+    const silent = await server(() => 'hang');
+    const b = await relay({ hooks: [hook('h', silent.url, { concurrency: 2 })], shutdownTimeoutMs: 200 });
+    for (let i = 0; i < 3; i++) await b.post();
+    await silent.received(2);
+    await b.close();
+    const rows = await storedRows(b, 'h');
+    expect(rows.map((r) => [r.status, r.attempts, r.lease_owner, r.next_attempt_at <= b.clock.now()])).toEqual([
+      ['pending', 1, null, true],
+      ['pending', 1, null, true],
+      ['pending', 0, null, true],
+    ]);
+    expect(rows[0]!.last_error).toBe('aborted: the relay is stopping');
+
+    const answering = await server();
+    await relay({ database: b.config.database, hooks: [hook('h', answering.url)] });
+    await answering.received(3);
+    expect(new Set(ids(answering)).size).toBe(3);
+  });
+
+  it('picks up work committed by another process at the next poll', async () => {
+    const target = await server();
+    const t = await relay({ hooks: [hook('h', target.url)] });
+    const other = await openStore({ url: t.config.database });
+    defer(() => other.close());
+    const id = await recordEvent(other, { receivedAt: t.clock.now(), sinks: ['h'] });
+    const [req] = await target.received(1);
+    expect(req!.headers['webhook-id']).toBe(id);
+    expect(await createOutbox(other.database).replay({ since: 0, now: t.clock.now(), sinksFor: () => ['h'] })).toBe(1);
+    await target.received(2);
+  });
+
+  it('shares the work of one PostgreSQL database between replicas, each event delivered once', async () => {
+    const target = await server(() => ({ status: 200, delayMs: 5 }));
+    const database = await postgresSchema();
+    const hooks = [hook('h', target.url, { concurrency: 3 })];
+    const a = await relay({ database, hooks });
+    const b = await relay({ database, hooks });
+    const posted = new Set<string>();
+    for (let i = 0; i < 40; i++) posted.add((await (i % 2 ? a : b).post({ boxId: `bx_${i}` })).deliveryId);
+    await target.received(40);
+    await waitFor(async () => (await outboxRows(a, 'h')).every((r) => r.status === 'done'), 'every row done');
+    expect(new Set(ids(target))).toEqual(posted);
+    expect(target.requests).toHaveLength(40);
+  });
+});

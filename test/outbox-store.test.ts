@@ -1,0 +1,166 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createSinkRouter } from '../src/sinks/route.js';
+import { SINK_NOT_CONFIGURED, createOutbox, type Outbox } from '../src/store/outbox.js';
+import { openStore, type Store } from '../src/store/store.js';
+import { engines } from './support/databases.js';
+import { recordEvent } from './support/fanout.js';
+
+const T0 = Date.UTC(2026, 10, 21, 10, 0, 0);
+const hooks = [
+  { name: 'alerts', url: 'http://127.0.0.1:1/a', events: ['box.error'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1 },
+  { name: 'all', url: 'http://127.0.0.1:1/b', events: ['*'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1 },
+];
+const sinksFor = createSinkRouter({ natsEnabled: true, hooks });
+
+describe.each(engines)('outbox on $name', (engine) => {
+  let store: Store;
+  let outbox: Outbox;
+
+  const open = async () => {
+    store = await openStore({ url: await engine.url() });
+    outbox = createOutbox(store.database);
+  };
+  afterEach(async () => store?.close());
+
+  const status = async (id: number) =>
+    store.database.kysely.selectFrom('outbox').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+
+  it('claims due rows of one sink in arrival order, leased to one owner at a time', async () => {
+    await open();
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push(await recordEvent(store, { receivedAt: T0 + i, sinks: ['nats'] }));
+    await recordEvent(store, { receivedAt: T0 + 10, sinks: ['all'] });
+
+    const first = await outbox.claim({ sink: 'nats', owner: 'a', now: T0 + 100, leaseMs: 1000, limit: 3 });
+    expect(first.map((r) => r.deliveryId)).toEqual(ids.slice(0, 3));
+    expect(first.every((r) => r.sink === 'nats' && r.attempts === 0 && r.payload?.includes(r.deliveryId))).toBe(true);
+
+    const second = await outbox.claim({ sink: 'nats', owner: 'b', now: T0 + 100, leaseMs: 1000, limit: 10 });
+    expect(second.map((r) => r.deliveryId)).toEqual(ids.slice(3));
+    expect(await outbox.claim({ sink: 'nats', owner: 'b', now: T0 + 100, leaseMs: 1000, limit: 10 })).toEqual([]);
+
+    // Not yet due: nothing; a lease that ran out makes the row claimable by someone else.
+    expect(await outbox.claim({ sink: 'all', owner: 'a', now: T0 + 9, leaseMs: 1000, limit: 10 })).toEqual([]);
+    const expired = await outbox.claim({ sink: 'nats', owner: 'c', now: T0 + 1100, leaseMs: 1000, limit: 10 });
+    expect(expired).toHaveLength(5);
+    expect((await status(expired[0]!.id)).lease_owner).toBe('c');
+  });
+
+  it('answers when a lane should look again, ignoring its own leases', async () => {
+    await open();
+    await recordEvent(store, { receivedAt: T0, sinks: ['nats'] });
+    await recordEvent(store, { receivedAt: T0 + 50, sinks: ['nats'] });
+    expect(await outbox.nextDueAt('nats', 'me')).toBe(T0);
+    const [row] = await outbox.claim({ sink: 'nats', owner: 'me', now: T0 + 10, leaseMs: 1000, limit: 1 });
+    expect(await outbox.nextDueAt('nats', 'me')).toBe(T0 + 50);
+    expect(await outbox.nextDueAt('nats', 'other')).toBe(T0 + 50);
+    await outbox.claim({ sink: 'nats', owner: 'me', now: T0 + 60, leaseMs: 1000, limit: 1 });
+    expect(await outbox.nextDueAt('nats', 'me')).toBeNull();
+    // Another process sees our rows claimable when our leases end.
+    expect(await outbox.nextDueAt('nats', 'other')).toBe(T0 + 10 + 1000);
+    expect(row).toBeDefined();
+    expect(await outbox.nextDueAt('alerts', 'me')).toBeNull();
+  });
+
+  it('records done, retries and dead letters; only the lease holder settles a retry', async () => {
+    await open();
+    for (let i = 0; i < 4; i++) await recordEvent(store, { receivedAt: T0, sinks: ['alerts'] });
+    const [a, b, c, d] = await outbox.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
+
+    await outbox.markDone([{ id: a!.id, attempts: 1 }, { id: b!.id, attempts: 3 }], T0 + 5);
+    expect(await status(a!.id)).toMatchObject({ status: 'done', attempts: 1, updated_at: T0 + 5, lease_owner: null });
+    expect(await status(b!.id)).toMatchObject({ status: 'done', attempts: 3 });
+
+    await outbox.scheduleRetry({ id: c!.id, owner: 'someone-else', attempts: 2, lastError: 'x', now: T0 }, T0 + 999);
+    expect(await status(c!.id)).toMatchObject({ attempts: 0, lease_owner: 'me' });
+    await outbox.scheduleRetry({ id: c!.id, owner: 'me', attempts: 2, lastError: 'http_503', now: T0 + 6 }, T0 + 60_000);
+    expect(await status(c!.id)).toMatchObject({
+      status: 'pending',
+      attempts: 2,
+      last_error: 'http_503',
+      next_attempt_at: T0 + 60_000,
+      lease_owner: null,
+      lease_until: null,
+    });
+
+    await outbox.markDead({ id: d!.id, owner: 'me', attempts: 1, lastError: 'http_400', now: T0 + 7 });
+    expect(await status(d!.id)).toMatchObject({ status: 'dead', attempts: 1, last_error: 'http_400', updated_at: T0 + 7 });
+    expect(await outbox.countBySink('pending')).toEqual({ alerts: 1 });
+    expect(await outbox.countBySink('dead')).toEqual({ alerts: 1 });
+  });
+
+  it('releases leases: a stopping owner its own, SQLite start every one', async () => {
+    await open();
+    await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'all'] });
+    const [row] = await outbox.claim({ sink: 'nats', owner: 'me', now: T0, leaseMs: 60_000, limit: 1 });
+    await outbox.release([row!.id], 'other');
+    expect((await status(row!.id)).lease_owner).toBe('me');
+    await outbox.release([row!.id], 'me');
+    expect(await status(row!.id)).toMatchObject({ lease_owner: null, lease_until: null, attempts: 0, status: 'pending' });
+
+    await outbox.claim({ sink: 'nats', owner: 'a', now: T0, leaseMs: 60_000, limit: 1 });
+    await outbox.claim({ sink: 'all', owner: 'b', now: T0, leaseMs: 60_000, limit: 1 });
+    expect(await outbox.releaseAll()).toBe(2);
+    expect(await outbox.claim({ sink: 'nats', owner: 'c', now: T0, leaseMs: 60_000, limit: 5 })).toHaveLength(1);
+  });
+
+  it('sets aside work of sinks no longer configured, out of the pending counts', async () => {
+    await open();
+    await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'alerts', 'gone'] });
+    expect(await outbox.setAside(['nats', 'alerts'], T0 + 1)).toBe(1);
+    expect(await outbox.countBySink('pending')).toEqual({ nats: 1, alerts: 1 });
+    const [dead] = await outbox.listDeadLetters({ limit: 10 });
+    expect(dead).toMatchObject({ sink: 'gone', lastError: SINK_NOT_CONFIGURED, failedAt: T0 + 1, attempts: 0 });
+    expect(await outbox.setAside([], T0 + 2)).toBe(2);
+  });
+
+  it('lists dead letters by page and sink, retries and discards them', async () => {
+    await open();
+    for (let i = 0; i < 5; i++) await recordEvent(store, { receivedAt: T0 + i, sinks: ['alerts', 'all'] });
+    for (const sink of ['alerts', 'all']) {
+      for (const row of await outbox.claim({ sink, owner: 'me', now: T0 + 10, leaseMs: 1000, limit: 10 })) {
+        await outbox.markDead({ id: row.id, owner: 'me', attempts: 3, lastError: 'http_500', now: T0 + 20 });
+      }
+    }
+    const page1 = await outbox.listDeadLetters({ sink: 'alerts', limit: 3 });
+    expect(page1.map((d) => d.sink)).toEqual(['alerts', 'alerts', 'alerts']);
+    const page2 = await outbox.listDeadLetters({ sink: 'alerts', after: page1.at(-1)!.id, limit: 3 });
+    expect(page2).toHaveLength(2);
+    expect(new Set([...page1, ...page2].map((d) => d.eventId)).size).toBe(5);
+    expect(await outbox.listDeadLetters({ limit: 100 })).toHaveLength(10);
+
+    const target = page1[0]!;
+    expect(await outbox.findDeadLetter(target.id)).toEqual(target);
+    expect(await outbox.retryDeadLetters({ id: target.id, configured: ['nats'], now: T0 + 30 })).toBe(0);
+    expect(await outbox.retryDeadLetters({ id: target.id, configured: ['alerts'], now: T0 + 30 })).toBe(1);
+    expect(await status(target.id)).toMatchObject({ status: 'pending', attempts: 0, next_attempt_at: T0 + 30 });
+    expect(await outbox.findDeadLetter(target.id)).toBeUndefined();
+    expect(await outbox.retryDeadLetters({ id: target.id, configured: ['alerts'], now: T0 + 30 })).toBe(0);
+
+    expect(await outbox.discardDeadLetters({ id: page2[0]!.id })).toBe(1);
+    expect(await outbox.discardDeadLetters({ id: page2[0]!.id })).toBe(0);
+    expect(await outbox.retryDeadLetters({ sink: 'all', configured: ['alerts', 'all'], now: T0 + 40 })).toBe(5);
+    expect(await outbox.discardDeadLetters({})).toBe(3);
+    expect(await outbox.countBySink('dead')).toEqual({});
+    expect(await outbox.countBySink('pending')).toEqual({ alerts: 1, all: 5 });
+  });
+
+  it('replays stored deliveries since a time, through each sink event filter', async () => {
+    await open();
+    await recordEvent(store, { receivedAt: T0, type: 'box.error', sinks: [] });
+    const recent = [
+      await recordEvent(store, { receivedAt: T0 + 100, type: 'box.ready', sinks: [] }),
+      await recordEvent(store, { receivedAt: T0 + 200, type: 'box.error', sinks: [] }),
+      await recordEvent(store, { receivedAt: T0 + 300, type: 'box.archived', sinks: [] }),
+    ];
+    expect(await outbox.replay({ since: T0 + 100, now: T0 + 1000, sinksFor, sink: 'alerts' })).toBe(1);
+    expect(await outbox.replay({ since: T0 + 100, now: T0 + 1000, sinksFor })).toBe(3 + 1 + 3);
+    expect(await outbox.countBySink('pending')).toEqual({ nats: 3, alerts: 2, all: 3 });
+
+    const natsRows = await outbox.claim({ sink: 'nats', owner: 'me', now: T0 + 1000, leaseMs: 1000, limit: 10 });
+    expect(natsRows.map((r) => r.deliveryId)).toEqual(recent);
+    const alerts = await outbox.claim({ sink: 'alerts', owner: 'me', now: T0 + 1000, leaseMs: 1000, limit: 10 });
+    expect(alerts.map((r) => r.deliveryId)).toEqual([recent[1], recent[1]]);
+    expect(await outbox.replay({ since: T0 + 5000, now: T0 + 5000, sinksFor })).toBe(0);
+  });
+});

@@ -1,0 +1,89 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { pruneExpired, DAY_MS } from '../src/store/prune.js';
+import { engines } from './support/databases.js';
+import { testRelay, type TestRelay } from './support/relay.js';
+
+const RETENTION_DAYS = 30;
+
+for (const engine of engines) {
+  describe(`retention on ${engine.name}`, () => {
+    let t: TestRelay;
+    beforeEach(async () => {
+      t = await testRelay({
+        database: await engine.url(),
+        retentionDays: RETENTION_DAYS,
+        // Every event goes to `alerts`; box.error also to `audit`: two outbox rows.
+        hooks: [
+          { name: 'alerts', url: 'http://127.0.0.1:9/a' },
+          { name: 'audit', url: 'http://127.0.0.1:9/b', events: ['box.error'] },
+        ],
+      });
+    });
+    afterEach(() => t.close());
+
+    const db = () => t.relay.store.database.kysely;
+    const setOutbox = (deliveryId: string, sink: string, status: 'done' | 'dead') =>
+      db().updateTable('outbox').set({ status }).where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute();
+    const deliveryIds = async () => (await db().selectFrom('deliveries').select('id').orderBy('id').execute()).map((r) => r.id).sort();
+    const outboxRows = async () =>
+      (await db().selectFrom('outbox').select(['delivery_id', 'sink', 'status']).execute())
+        .map((r) => `${r.delivery_id}/${r.sink}/${r.status}`)
+        .sort();
+    const boxIds = async () => (await db().selectFrom('boxes').select('id').execute()).map((r) => r.id).sort();
+
+    it('removes old handled deliveries, their done rows and silent boxes; keeps unhandled work and recent data', async () => {
+      const now = t.clock.now();
+      t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
+      const handled = (await t.post({ boxId: 'bx_old' })).deliveryId;
+      const pending = (await t.post({ boxId: 'bx_old' })).deliveryId;
+      const dead = (await t.post({ boxId: 'bx_old' })).deliveryId;
+      const half = (await t.post({ type: 'box.error', boxId: 'bx_old' })).deliveryId;
+      const oldOfLiveBox = (await t.post({ boxId: 'bx_live' })).deliveryId;
+      t.clock.set(now - (RETENTION_DAYS - 1) * DAY_MS);
+      const recent = (await t.post({ boxId: 'bx_live' })).deliveryId;
+      t.clock.set(now);
+      for (const id of [handled, oldOfLiveBox, recent]) await setOutbox(id, 'alerts', 'done');
+      await setOutbox(dead, 'alerts', 'dead');
+      await setOutbox(half, 'alerts', 'done'); // its `audit` row is still pending
+
+      const result = await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
+
+      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, outbox: 3, boxes: 1 });
+      expect(await deliveryIds()).toEqual([pending, dead, half, recent].sort());
+      expect(await outboxRows()).toEqual(
+        [`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${half}/audit/pending`, `${recent}/alerts/done`].sort(),
+      );
+      expect(await boxIds()).toEqual(['bx_live']);
+
+      // Once handled, the kept delivery goes on the next run.
+      await setOutbox(pending, 'alerts', 'done');
+      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1, outbox: 1, boxes: 0 });
+      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0, outbox: 0, boxes: 0 });
+    });
+
+    it('ends the dedup window of a pruned delivery: the same id is then accepted as new', async () => {
+      const now = t.clock.now();
+      const id = 'evt_0123456789abcdef0123456789abcdef';
+      t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
+      expect((await t.post({ id })).body.duplicate).toBe(false);
+      t.clock.set(now);
+      expect((await t.post({ id })).body.duplicate).toBe(true);
+      await setOutbox(id, 'alerts', 'done');
+      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1 });
+      expect((await t.post({ id })).body.duplicate).toBe(false);
+    });
+
+    it('yields to the event loop between batches, and stops there when aborted', async () => {
+      const now = t.clock.now();
+      t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
+      for (let i = 0; i < 6; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'done');
+      t.clock.set(now);
+      const stop = new AbortController();
+      // Runs only if the prune lets the event loop turn; then the prune must stop at its next batch.
+      setImmediate(() => stop.abort());
+      const options = { now, retentionDays: RETENTION_DAYS, batchSize: 2 };
+      expect(await pruneExpired(db(), { ...options, signal: stop.signal })).toMatchObject({ outbox: 2, deliveries: 0, boxes: 0 });
+      expect(await pruneExpired(db(), options)).toMatchObject({ outbox: 4, deliveries: 6, boxes: 6 });
+    });
+  });
+}

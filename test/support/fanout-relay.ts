@@ -1,0 +1,76 @@
+import type { Selectable } from 'kysely';
+import type { Registry } from 'prom-client';
+import { afterEach } from 'vitest';
+import type { HookConfig } from '../../src/config/schema.js';
+import type { DispatchTuning } from '../../src/dispatch/tuning.js';
+import type { OutboxTable } from '../../src/store/schema.js';
+import { openStore, type Store } from '../../src/store/store.js';
+import { hookServer, type HookServer } from './hook-server.js';
+import { testRelay, type TestRelay, type TestRelayOptions } from './relay.js';
+
+export const ADMIN_TOKEN = 'admin-token-for-tests';
+export const adminAuth = { Authorization: `Bearer ${ADMIN_TOKEN}` };
+
+/** Fan-out timing for tests: millisecond in-process waits, scheduled retries due at once. */
+export const fastTuning: Partial<DispatchTuning> = {
+  pollMs: 200,
+  quickMinDelayMs: 5,
+  quickFactor: 2,
+  retryDelayMs: () => 0,
+};
+
+export function hook(name: string, url: string, extra: Partial<HookConfig> = {}): Partial<HookConfig> {
+  return { name, url, ...extra };
+}
+
+/** The outbox rows of one sink, in id order. */
+export function outboxRows(t: TestRelay | Store, sink: string): Promise<Selectable<OutboxTable>[]> {
+  const store = 'relay' in t ? t.relay.store : t;
+  return store.database.kysely.selectFrom('outbox').selectAll().where('sink', '=', sink).orderBy('id').execute();
+}
+
+/** The same, read through a store of its own (for a relay already stopped). */
+export async function storedRows(t: TestRelay, sink: string): Promise<Selectable<OutboxTable>[]> {
+  const store = await openStore({ url: t.config.database });
+  try {
+    return await outboxRows(store, sink);
+  } finally {
+    await store.close();
+  }
+}
+
+/** A metric's value for the given labels (0 when absent). */
+export async function metricValue(registry: Registry, name: string, labels: Record<string, string>): Promise<number> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric ${name}`);
+  const { values } = await metric.get();
+  const found = values.find((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value));
+  return found?.value ?? 0;
+}
+
+/**
+ * Per-test resources of the fan-out suites: hook servers and relays (fast timing, admin token)
+ * that are closed after each test, last first, and `defer` for anything else.
+ */
+export function fanoutFixture() {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  const defer = (cleanup: () => Promise<unknown>) => void cleanups.push(async () => void (await cleanup()));
+  return {
+    defer,
+    async server(...args: Parameters<typeof hookServer>): Promise<HookServer> {
+      const s = await hookServer(...args);
+      defer(() => s.close());
+      return s;
+    },
+    /** A relay, started unless `start: false`. */
+    async relay(overrides: Record<string, unknown>, { start = true, ...options }: TestRelayOptions & { start?: boolean } = {}): Promise<TestRelay> {
+      const t = await testRelay({ adminToken: ADMIN_TOKEN, ...overrides }, { dispatch: fastTuning, ...options });
+      defer(() => t.close());
+      if (start) await t.relay.start();
+      return t;
+    },
+  };
+}

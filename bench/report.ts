@@ -121,16 +121,24 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
     }
   }
 
-  const grown = byKey.get('relay-1m')?.[0];
-  if (grown) {
-    const empty = median(rate('relay'));
-    const change = empty ? (grown.load.acceptedPerSecond / empty - 1) * 100 : NaN;
+  const grown = byKey.get('relay-1m') ?? [];
+  if (grown.length > 0) {
+    const full = median(rate('relay-1m'));
+    const empties = rate('relay');
+    const change = empties.length ? (full / median(empties) - 1) * 100 : undefined;
+    const versus =
+      change === undefined ? '' : ` vs ${int(median(empties))}/s empty (${change >= 0 ? '+' : ''}${change.toFixed(1)}%, target >= -10%)`;
     lines.push(
-      `- Growth: with ${int(settings.prefill)} deliveries stored ${int(grown.load.acceptedPerSecond)}/s vs ${int(empty)}/s empty ` +
-        `(${change >= 0 ? '+' : ''}${change.toFixed(1)}%, target >= -10%), p99 ${ms(grown.load.p99)} ms; pre-fill took ${prefillSeconds.toFixed(0)} s`,
+      `- Growth: with ${int(settings.prefill)} deliveries stored ${int(full)}/s${versus}, ` +
+        `p99 ${spread(grown.map((m) => m.load.p99), ms)} ms; pre-fill took ${prefillSeconds.toFixed(0)} s`,
     );
-    if (grown.fanout?.drainMs != null) lines.push(`- Growth fan-out: drained ${int(grown.fanout.drainMs)} ms after the last 200`);
+    const drains = grown.flatMap((m) => (m.fanout?.drainMs != null ? [m.fanout.drainMs] : []));
+    if (drains.length > 0) lines.push(`- Growth fan-out: drained ${spread(drains, int)} ms after the last 200`);
   }
+  settings.compare.forEach((checkout, i) => {
+    const compared = ratio('relay-1m', `relay-1m-compare-${i + 1}`);
+    if (compared) lines.push(`- relay / relay from ${checkout}, ${int(settings.prefill)} stored: ${compared}`);
+  });
   lines.push(`- 1-minute load average before each measurement: ${measurements.map((m) => m.loadavg.toFixed(1)).join(', ')}`);
   return lines.join('\n');
 }

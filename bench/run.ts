@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,10 +34,18 @@ const targets: Target[] = [
   ),
   ...(settings.logCost ? [relay('relay-quiet', 'relay (LOG_LEVEL=warn)', ctx, { logLevel: 'warn', database: freshDatabase })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));
-const growth =
-  settings.prefill > 0 && (!settings.only || settings.only.includes('relay-1m'))
-    ? relay('relay-1m', `relay, ${settings.prefill.toLocaleString('en')} stored`, ctx, { logLevel: 'info', database: () => grownDatabase })
-    : undefined;
+// The same pre-filled file for every checkout: each run adds a few thousand rows to a million.
+const stored = settings.prefill.toLocaleString('en');
+const growth: Target[] = [
+  relay('relay-1m', `relay, ${stored} stored`, ctx, { logLevel: 'info', database: () => grownDatabase }),
+  ...settings.compare.map((checkout, i) =>
+    relay(`relay-1m-compare-${i + 1}`, `relay from ${checkout}, ${stored} stored`, ctx, {
+      logLevel: 'info',
+      database: () => grownDatabase,
+      checkout,
+    }),
+  ),
+].filter((t) => settings.prefill > 0 && (!settings.only || settings.only.includes(t.key)));
 
 /** Whether the relay build fans out to NATS: decided once, by whether anything arrives. */
 let fanoutWorks: boolean | undefined;
@@ -84,25 +92,34 @@ async function measure(target: Target, round: number): Promise<Measurement> {
 }
 
 const measurements: Measurement[] = [];
+const measureAndKeep = async (target: Target, round: number): Promise<void> => {
+  const m = await measure(target, round);
+  measurements.push(m);
+  log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);
+};
 const startedAt = new Date();
 try {
   for (let round = 0; round < settings.rounds; round++) {
     for (const target of targets) {
-      const m = await measure(target, round);
-      measurements.push(m);
-      log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);
+      await measureAndKeep(target, round);
     }
   }
-  if (growth) {
-    log(`bench: pre-filling ${settings.prefill} deliveries`);
+  if (growth.length > 0) {
     const began = Date.now();
-    await runNode([join(root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: grownDatabase }, root);
-    prefill(grownDatabase, settings.prefill, natsUrl ? ['nats'] : []);
+    if (settings.prefillCache && existsSync(settings.prefillCache)) {
+      log(`bench: pre-filled deliveries copied from ${settings.prefillCache}`);
+      copyFileSync(settings.prefillCache, grownDatabase);
+    } else {
+      log(`bench: pre-filling ${settings.prefill} deliveries`);
+      await runNode([join(root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: grownDatabase }, root);
+      prefill(grownDatabase, settings.prefill, natsUrl ? ['nats'] : []);
+      if (settings.prefillCache) copyFileSync(grownDatabase, settings.prefillCache);
+    }
     prefillSeconds = (Date.now() - began) / 1000;
     log(`bench: pre-filled in ${prefillSeconds.toFixed(1)} s (${Math.round(statSync(grownDatabase).size / 1e6)} MB)`);
-    const m = await measure(growth, 0);
-    measurements.push(m);
-    log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);
+    for (let round = 0; round < settings.rounds; round++) {
+      for (const target of growth) await measureAndKeep(target, round);
+    }
   }
 } finally {
   rmSync(tmp, { recursive: true, force: true });

@@ -7,6 +7,8 @@ export interface Settings {
   connections: number;
   /** Deliveries already stored for the growth run; 0 skips it. */
   prefill: number;
+  /** A pre-filled file kept between runs (made on the first): quick growth experiments, not for figures. */
+  prefillCache: string | undefined;
   /** How many times the baselines and the relay are measured back to back. */
   rounds: number;
   /** Also measure the relay at LOG_LEVEL=warn (no per-delivery line), for the cost of logging. */
@@ -54,6 +56,7 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     warmup: num('warmup'),
     connections: Math.max(1, num('connections')),
     prefill: Math.floor(num('prefill')),
+    prefillCache: get('prefill-cache'),
     rounds: Math.max(1, Math.floor(num('rounds'))),
     logCost: get('log-cost') !== '0',
     natsUrl: get('nats-url') as string,

@@ -140,5 +140,13 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
     if (compared) lines.push(`- relay / relay from ${checkout}, ${int(settings.prefill)} stored: ${compared}`);
   });
   lines.push(`- 1-minute load average before each measurement: ${measurements.map((m) => m.loadavg.toFixed(1)).join(', ')}`);
+  lines.push(
+    '',
+    'CPU µs/2xx: user + system CPU time of the target process during the measurement, per 2xx answer (from',
+    '/proc; threads included). On a shared machine it moves far less than throughput does.',
+    '',
+    `Reproduce: \`npm run bench\` (\`BENCH_ROUNDS=${settings.rounds} npm run bench\` for this file); \`BENCH_SECONDS\`, \`BENCH_PREFILL\`,`,
+    '`BENCH_ONLY`, `BENCH_COMPARE`, `BENCH_PROFILE`: see bench/settings.ts.',
+  );
   return lines.join('\n');
 }

@@ -1,3 +1,9 @@
+/**
+ * `npm run bench`: the relay exactly as users run it against two baselines in their own processes,
+ * (a) bare node:http + HMAC and (b) a bare Express route + HMAC, under the same autocannon load, back
+ * to back; then the fan-out to NATS and the relay on a database already holding a million deliveries.
+ * Prints the report and writes it to bench/results.md. Settings: bench/settings.ts.
+ */
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -28,9 +28,7 @@ COPY package.json package-lock.json ./
 RUN npm ci
 
 COPY . .
-# `migrations/` is copied to the final image as well; make sure it exists even when empty.
-RUN mkdir -p migrations \
- && npm run build \
+RUN npm run build \
  && npm prune --omit=dev
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +51,6 @@ COPY --from=build /app/node_modules ./node_modules
 # dist/ holds the compiled CLI/server (dist/src) and the compiled migrations (dist/migrations).
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/bin ./bin
-COPY --from=build /app/migrations ./migrations
 
 # Numeric user, so Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001

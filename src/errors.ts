@@ -25,7 +25,8 @@ export type ErrorCode =
   | 'method_not_allowed'
   | 'storage_unavailable'
   | 'unauthorized'
-  | 'invalid_request';
+  | 'invalid_request'
+  | 'internal_error';
 
 export class MissingHeaderError extends RelayError {
   readonly code = 'missing_header';
@@ -110,4 +111,12 @@ export class UnauthorizedError extends RelayError {
 
 export class InvalidRequestError extends RelayError {
   readonly code = 'invalid_request';
+}
+
+/** A fault of the relay itself; the cause is logged, never sent. */
+export class InternalError extends RelayError {
+  readonly code = 'internal_error';
+  constructor(options?: ErrorOptions) {
+    super('internal error', options);
+  }
 }

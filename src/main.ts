@@ -24,6 +24,7 @@ import { createOutbox } from './store/outbox.js';
 import { pruneExpired } from './store/prune.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-schedule.js';
 import { createSecretsStore } from './store/secrets-store.js';
+import { databaseOptionsOf } from './store/database.js';
 import { openStore, type Store } from './store/store.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
 import { SecretRing } from './verify/secrets.js';
@@ -64,12 +65,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
   const cipher = createSecretCipher(config.secretsEncryptionKey);
   // The dispatcher exists only once the store is open; commits before that have nothing to wake.
   let wakeDispatcher = () => {};
-  const store: Store = await openStore({
-    url: config.database,
-    sqliteSynchronous: config.sqliteSynchronous,
-    busyTimeoutMs: config.busyTimeoutMs,
-    onCommit: () => wakeDispatcher(),
-  });
+  const store: Store = await openStore({ ...databaseOptionsOf(config), onCommit: () => wakeDispatcher() });
   const secretsLogger = logger.child({ part: 'secrets' });
   const secrets = new SecretRing({
     env: config.secrets,
@@ -125,7 +121,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     metrics,
     source: config.source,
     exclusive: store.database.dialect === 'sqlite',
-    tuning: { pollMs: config.outboxPollMs, ...dispatch },
+    tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
   });
   wakeDispatcher = dispatcher.wake;
   const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: dispatcher.wake });

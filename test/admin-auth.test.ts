@@ -3,13 +3,29 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, adminClient, adminConfig } from './support/admin.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
-const ADMIN_PATHS: ['get' | 'delete', string][] = [
+const ADMIN_PATHS: ['get' | 'delete' | 'post', string][] = [
   ['get', '/admin/events'],
   ['get', '/admin/boxes'],
   ['get', '/admin/boxes/bx_1'],
   ['delete', '/admin/boxes/bx_1'],
+  ['get', '/admin/dead-letters'],
+  ['delete', '/admin/dead-letters/1'],
+  ['post', '/admin/dead-letters/1/retry'],
+  ['post', '/admin/replay'],
   ['get', '/admin/anything'],
 ];
+
+/** Each admin route and the methods it serves; every other method is 405. */
+const ADMIN_ROUTES: [string, string[]][] = [
+  ['/admin/events', ['get']],
+  ['/admin/boxes', ['get']],
+  ['/admin/boxes/bx_1', ['get', 'delete']],
+  ['/admin/dead-letters', ['get']],
+  ['/admin/dead-letters/1', ['delete']],
+  ['/admin/dead-letters/1/retry', ['post']],
+  ['/admin/replay', ['post']],
+];
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 
 let t: TestRelay;
 afterEach(() => t.close());
@@ -33,7 +49,7 @@ describe('/admin with BOXRELAY_ADMIN_TOKEN unset', () => {
 describe('/admin with a token', () => {
   it('answers 401 without the token or with a wrong one, on every admin path', async () => {
     t = await testRelay(adminConfig);
-    const wrong = [undefined, '', `Bearer ${ADMIN_TOKEN}x`, `Bearer ${ADMIN_TOKEN.slice(0, -1)}`, `bearer ${ADMIN_TOKEN}`, ADMIN_TOKEN, `Basic ${ADMIN_TOKEN}`, 'Bearer '];
+    const wrong = [undefined, '', `Bearer ${ADMIN_TOKEN}x`, `Bearer ${ADMIN_TOKEN.slice(0, -1)}`, `Bearer${ADMIN_TOKEN}`, ADMIN_TOKEN, `Basic ${ADMIN_TOKEN}`, 'Bearer '];
     for (const [method, path] of ADMIN_PATHS) {
       for (const auth of wrong) {
         const call = request(t.relay.internalApp)[method](path);
@@ -50,12 +66,28 @@ describe('/admin with a token', () => {
     t = await testRelay(adminConfig);
     const admin = adminClient(t);
     expect((await admin.get('/admin/events')).status).toBe(200);
+    // The scheme is case-insensitive (RFC 7235); the token is not.
+    for (const auth of [`bearer ${ADMIN_TOKEN}`, `BEARER ${ADMIN_TOKEN}`, `BeArEr  ${ADMIN_TOKEN}`]) {
+      expect((await request(t.relay.internalApp).get('/admin/events').set('Authorization', auth)).status, auth).toBe(200);
+    }
+    expect((await request(t.relay.internalApp).get('/admin/events').set('Authorization', `bearer ${ADMIN_TOKEN.toUpperCase()}`)).status).toBe(401);
     expect((await admin.get('/admin/boxes')).status).toBe(200);
     const unknown = await admin.get('/admin/anything');
     expect(unknown.status).toBe(404);
     expect(unknown.body).toEqual(errorBody('not_found'));
     expect((await admin.call('post', '/admin/boxes')).status).toBe(405);
     admin.expectNoSecrets();
+  });
+
+  it('answers 405 method_not_allowed for any other method on every admin route', async () => {
+    t = await testRelay(adminConfig);
+    for (const [path, served] of ADMIN_ROUTES) {
+      for (const method of METHODS.filter((m) => !served.includes(m))) {
+        const response = await request(t.relay.internalApp)[method](path).set('Authorization', `Bearer ${ADMIN_TOKEN}`).send({});
+        expect(response.status, `${method} ${path}`).toBe(405);
+        expect(response.body, `${method} ${path}`).toEqual(errorBody('method_not_allowed'));
+      }
+    }
   });
 
   it('refuses a bad limit, cursor, since or repeated filter with 400 invalid_request', async () => {

@@ -11,7 +11,7 @@ import YAML from 'yaml';
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RULES = 'helm/boxrelay/files/alerts.rules.yml';
 const RULE_TESTS = 'test/alerts.rules.test.yml';
-const contract = fs.readFileSync(path.resolve(repoRoot, '../shared/relay-contract.md'), 'utf8');
+const contract = fs.readFileSync(path.join(repoRoot, 'docs', 'relay-contract.md'), 'utf8');
 const PROMTOOL = process.env.PROMTOOL || 'promtool';
 
 /** Alerts this rule file must define (see docs/deployment.md, "Alert rules"). */

@@ -1,5 +1,5 @@
 // Static checks of the deployment files: the Helm chart (helm/boxrelay) and the Dockerfile,
-// against the relay contract (../shared/relay-contract.md) and package.json.
+// against the relay contract (docs/relay-contract.md) and package.json.
 // No helm or docker binary is needed: plain YAML is parsed, templates are scanned as text.
 import { describe, it, expect } from 'vitest';
 import fs from 'node:fs';
@@ -10,7 +10,7 @@ import YAML from 'yaml';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const chartDir = path.join(repoRoot, 'helm', 'boxrelay');
-const contractPath = path.resolve(repoRoot, '../shared/relay-contract.md');
+const contractPath = path.join(repoRoot, 'docs', 'relay-contract.md');
 
 const read = (p: string): string => fs.readFileSync(p, 'utf8');
 type Obj = Record<string, unknown>;
@@ -320,7 +320,7 @@ describe('Dockerfile', () => {
       const target = path.posix.resolve(workdir, path.posix.dirname(bin), m[1]!);
       expect(copied.some((c) => target === c || target.startsWith(c + '/')), target).toBe(true);
     }
-    for (const p of ['package.json', 'node_modules', 'dist', 'bin', 'migrations']) {
+    for (const p of ['package.json', 'node_modules', 'dist', 'bin']) {
       expect(copied).toContain(path.posix.resolve(workdir, p));
     }
   });

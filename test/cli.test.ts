@@ -1,10 +1,12 @@
 import { request as httpRequest } from 'node:http';
 import { once } from 'node:events';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { sqliteFile } from './support/databases.js';
-import { runCli, spawnRelay, type RelayProcess } from './support/process.js';
+import { requireBuild, runCli, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
+
+beforeAll(requireBuild);
 
 let relay: RelayProcess | undefined;
 afterEach(async () => {

@@ -42,6 +42,8 @@ describe('configuration', () => {
     });
     expect(config.natsUrl).toBeUndefined();
     expect(config.adminToken).toBeUndefined();
+    // Unset: each sink's lease is computed from its timeout and retries.
+    expect(config.outboxLeaseMs).toBeUndefined();
   });
 
   it('names env vars as the contract does', () => {
@@ -51,6 +53,7 @@ describe('configuration', () => {
     expect(envNameOf('internalPort')).toBe('BOXRELAY_INTERNAL_PORT');
     expect(envNameOf('natsTlsCaFile')).toBe('BOXRELAY_NATS_TLS_CA_FILE');
     expect(envNameOf('upstreamApiKey')).toBe('BOXRELAY_UPSTREAM_API_KEY');
+    expect(envNameOf('outboxLeaseMs')).toBe('BOXRELAY_OUTBOX_LEASE_MS');
     expect(configKeys.map(envNameOf)).toContain('BOXRELAY_NATS_DUPLICATE_WINDOW');
   });
 

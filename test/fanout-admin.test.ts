@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createOutbox } from '../src/store/outbox.js';
-import { requireBuild, runCli } from './support/cli.js';
+import { requireBuild, runCli } from './support/process.js';
 import { ManualClock } from './support/clock.js';
 import { adminAuth, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
@@ -49,7 +49,11 @@ describe('admin API: dead letters and replay', () => {
     await picky.received(4);
     await waitFor(async () => (await outboxRows(t, 'picky')).find((r) => r.id === one!.id)?.status === 'done', 'the retry delivered');
     expect((await request(app).post(`/admin/dead-letters/${one!.id}/retry`).set(adminAuth)).status).toBe(404);
-    expect((await request(app).post('/admin/dead-letters/abc/retry').set(adminAuth)).body.code).toBe('not_found');
+    // An id that cannot be one is a malformed request, not a dead letter already gone.
+    for (const [method, path] of [['post', '/admin/dead-letters/abc/retry'], ['post', '/admin/dead-letters/1.5/retry'], ['delete', '/admin/dead-letters/-1'], ['delete', '/admin/dead-letters/1234567890123456']] as const) {
+      const refused = await request(app)[method](path).set(adminAuth);
+      expect([refused.status, refused.body.code, refused.body.message], path).toEqual([400, 'invalid_request', 'a dead letter id is a whole number']);
+    }
 
     expect((await request(app).delete(`/admin/dead-letters/${two!.id}`).set(adminAuth)).status).toBe(204);
     expect((await request(app).delete(`/admin/dead-letters/${two!.id}`).set(adminAuth)).status).toBe(404);
@@ -57,7 +61,7 @@ describe('admin API: dead letters and replay', () => {
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'picky', outcome: 'delivered' })).toBe(1);
 
     const since = new Date(t.clock.now() - 60_000).toISOString();
-    for (const bad of [{}, { since: 'yesterday' }, { since, sink: 'nope' }, { since, extra: 1 }, { since: 5 }]) {
+    for (const bad of [{}, { since: 'yesterday' }, { since: '2026-02-30T10:00:00Z' }, { since, sink: 'nope' }, { since, extra: 1 }, { since: 5 }]) {
       const refused = await request(app).post('/admin/replay').set(adminAuth).send(bad);
       expect([refused.status, refused.body.code]).toEqual([400, 'invalid_request']);
     }

@@ -1,31 +1,26 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, expect, it } from 'vitest';
 import { openStore } from '../src/store/store.js';
-import { BIN, cleanEnv, requireBuild } from './support/cli.js';
+import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
-import { SHARED_NATS, freePort, natsClient, uniqueNames } from './support/nats.js';
+import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { SECRET, delivery } from './support/sign.js';
 
 beforeAll(requireBuild);
 
 const { defer, server } = fanoutFixture();
 
-/** `boxrelay serve` as its own process; its output is kept for the failure message. */
-function serve(env: Record<string, string>): { child: ChildProcess; output: string[]; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [BIN, 'serve'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-  const output: string[] = [];
-  child.stdout!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+/** `boxrelay serve` as its own process, killed at the end if still running. */
+async function serve(env: Record<string, string>): Promise<RelayProcess> {
+  const relay = await spawnRelay(env);
   defer(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
+    if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
+    await relay.exited;
   });
-  return { child, output, exited };
+  return relay;
 }
 
 it('delivers all 100 to NATS and the hook after a SIGKILL right after the last 200', async () => {
@@ -38,35 +33,28 @@ it('delivers all 100 to NATS and the hook after a SIGKILL right after the last 2
 
   const dir = mkdtempSync(join(tmpdir(), 'boxrelay-crash-'));
   writeFileSync(join(dir, 'hooks.yaml'), `- name: crash\n  url: ${target.url}\n  concurrency: 2\n`);
-  const [port, internalPort] = [await freePort(), await freePort()];
   const env = {
     BOXRELAY_SECRETS: SECRET,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    BOXRELAY_INTERNAL_HOST: '127.0.0.1',
-    BOXRELAY_INTERNAL_PORT: String(internalPort),
     BOXRELAY_DATABASE: join(dir, 'relay.db'),
     BOXRELAY_NATS_URL: SHARED_NATS,
     BOXRELAY_NATS_SUBJECT_PREFIX: prefix,
     BOXRELAY_NATS_STREAM: stream,
     BOXRELAY_HOOKS_FILE: join(dir, 'hooks.yaml'),
     BOXRELAY_OUTBOX_POLL_MS: '200',
-    LOG_LEVEL: 'warn',
   };
+  const first = await serve(env);
   const natsReady = async () => {
-    const res = await fetch(`http://127.0.0.1:${internalPort}/readyz`).catch(() => undefined);
+    const res = await fetch(`http://127.0.0.1:${first.internalPort}/readyz`).catch(() => undefined);
     return res?.status === 200 && ((await res.json()) as { checks: { nats: string } }).checks.nats === 'ok';
   };
-
-  const first = serve(env);
-  await waitFor(natsReady, `the relay to be ready (${first.output.join('')})`);
+  await waitFor(natsReady, `the relay to be ready (${first.lines.join('\n')})`);
   const posted: string[] = [];
   for (let batch = 0; batch < 10; batch++) {
     const statuses = await Promise.all(
       Array.from({ length: 10 }, async (_, i) => {
         const d = delivery({ timestamp: Math.floor(Date.now() / 1000), boxId: `bx_${batch}_${i}` });
         posted.push(d.id);
-        const res = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+        const res = await fetch(`http://127.0.0.1:${first.port}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
         return res.status;
       }),
     );
@@ -81,11 +69,11 @@ it('delivers all 100 to NATS and the hook after a SIGKILL right after the last 2
   expect(unfinished.size).toBeGreaterThan(0);
   expect(await outboxRows(store, 'nats')).toHaveLength(100);
 
-  const second = serve(env);
+  const second = await serve(env);
   await waitFor(async () => {
     const rows = [...(await outboxRows(store, 'nats')), ...(await outboxRows(store, 'crash'))];
     return rows.length === 200 && rows.every((r) => r.status === 'done');
-  }, `every row to be done (${second.output.join('')})`, 25_000);
+  }, `every row to be done (${second.lines.join('\n')})`, 25_000);
 
   // NATS: exactly once in the stream (a re-publish after the kill is dropped by Nats-Msg-Id).
   expect((await client.jsm.streams.info(stream)).state.messages).toBe(100);

@@ -80,6 +80,38 @@ describe('outgoing HTTP hooks', () => {
     expect((await outboxRows(s, 'later'))[0]?.attempts).toBe(2);
   });
 
+  it('under a short configured lease, retries in process only what fits in it; a longer wait moves to the database', async () => {
+    const target = await server((_req, i) => (i === 0 ? 500 : i === 1 ? { status: 429, headers: { 'Retry-After': '3' } } : 200));
+    // Attempts of a claim may run for half of the 4 s lease: a quick retry fits, a 3 s Retry-After does not.
+    const t = await relay({ outboxLeaseMs: 4000, hooks: [hook('short', target.url, { timeoutMs: 200 })] });
+    await t.post();
+    await waitFor(async () => (await outboxRows(t, 'short'))[0]?.attempts === 2, 'two attempts to be recorded');
+    expect((await outboxRows(t, 'short'))[0]).toMatchObject({ status: 'pending', next_attempt_at: t.clock.now() + 3000, lease_owner: null });
+    expect(target.requests).toHaveLength(2);
+    const scheduled = () => t.logs.entries().filter((e) => e.msg === 'delivery failed; retry scheduled').map((e) => e.error);
+    expect(scheduled()).toEqual(['http_429: hook answered 429']);
+
+    t.clock.advance(3000);
+    t.relay.dispatcher.wake();
+    await target.received(3);
+    await waitFor(async () => (await outboxRows(t, 'short'))[0]?.status === 'done', 'the retry to deliver');
+    expect((await outboxRows(t, 'short'))[0]?.attempts).toBe(3);
+  });
+
+  it('caps a Retry-After at one hour, and the capped attempt counts toward maxAttempts', async () => {
+    const target = await server(() => ({ status: 503, headers: { 'Retry-After': '31536000' } }));
+    const t = await relay({ hooks: [hook('slow', target.url, { maxAttempts: 2 })] });
+    await t.post();
+    await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.attempts === 1, 'the first attempt to be recorded');
+    expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ status: 'pending', next_attempt_at: t.clock.now() + 3_600_000 });
+
+    t.clock.advance(3_600_000);
+    t.relay.dispatcher.wake();
+    await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.status === 'dead', 'the second attempt to use up maxAttempts');
+    expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ attempts: 2, last_error: 'http_503: hook answered 503' });
+    expect(target.requests).toHaveLength(2);
+  });
+
   it('signs as Standard Webhooks, verified by the standardwebhooks library', async () => {
     const target = await server();
     const t = await relay(
@@ -133,6 +165,11 @@ describe('outgoing HTTP hooks', () => {
     expect(dead.body.deadLetters[0]).toMatchObject({ sink: 'old', lastError: 'sink not configured', attempts: 0 });
     expect(await metricValue(again.registry, 'boxrelay_outbox_pending', { sink: 'old' })).toBe(0);
     expect(await metricValue(again.registry, 'boxrelay_dead_letters', { sink: 'old' })).toBe(2);
+    // The log says how to undo it, for a replica that started with an older config than its peers.
+    const logged = again.logs.entries().filter((e) => e.sink === 'old' && e.rows === 2);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 40 });
+    expect(logged[0]!.msg).toContain('boxrelay dead-letters retry --all --sink old');
 
     const retry = await request(again.relay.internalApp)
       .post(`/admin/dead-letters/${dead.body.deadLetters[0].id}/retry`)

@@ -122,8 +122,9 @@ describe('/metrics on the internal port', () => {
     }
 
     const after = outcomes(await scrape());
+    // internal_error (a fault of the relay itself) has its own test and must not have moved here.
     for (const outcome of WEBHOOK_OUTCOMES) {
-      expect((after[outcome] ?? NaN) - (before[outcome] ?? NaN), outcome).toBe(1);
+      expect((after[outcome] ?? NaN) - (before[outcome] ?? NaN), outcome).toBe(outcome === 'internal_error' ? 0 : 1);
     }
   });
 

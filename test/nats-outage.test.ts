@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { expect, it } from 'vitest';
-import { fanoutFixture, metricValue, outboxRows } from './support/fanout-relay.js';
+import { fanoutFixture, fastTuning, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { natsClient, ownNats, uniqueNames } from './support/nats.js';
 import type { TestRelay } from './support/relay.js';
@@ -56,4 +56,45 @@ it('authenticates with the configured user and password, or token, and stays dow
   expect(await natsCheck(wrong)).toBe('down');
   expect(wrong.logs.text()).not.toContain('wrong-pass');
   expect((await wrong.post()).status).toBe(200);
+});
+
+it('sets the JetStream stream up again when it is deleted while connected, then publishes the waiting event promptly', async () => {
+  const nats = await ownNats();
+  defer(() => nats.kill());
+  const client = await natsClient(nats.url);
+  defer(() => client.close());
+  const { prefix, stream } = uniqueNames();
+  // Scheduled retries an hour out: only the sink coming back may explain a prompt delivery.
+  const t = await relay(
+    { natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream },
+    { nats: { backoff: { minMs: 50, maxMs: 300 } }, dispatch: { ...fastTuning, quickRetries: 0, retryDelayMs: () => 3_600_000 } },
+  );
+  const natsCheck = async () => (await request(t.relay.internalApp).get('/readyz')).body.checks.nats as string;
+  await waitFor(async () => (await natsCheck()) === 'ok', 'NATS to be up');
+  expect((await t.post({ boxId: 'bx_before' })).status).toBe(200);
+  await waitFor(async () => (await outboxRows(t, 'nats')).every((r) => r.status === 'done'), 'the first event to be published');
+
+  // Gone, and (for a while) not creatable: a stream on other subjects of the prefix overlaps it.
+  expect(await client.jsm.streams.delete(stream)).toBe(true);
+  await client.jsm.streams.add({ name: `${stream}_BLOCKER`, subjects: [`${prefix}.other.>`] });
+  const posted = await t.post({ boxId: 'bx_after' });
+  expect(posted.status).toBe(200);
+
+  await t.logs.waitFor((entry) => entry.msg === 'JetStream stream is gone; setting it up again');
+  await waitFor(async () => (await natsCheck()) === 'error', 'the refused set-up to show in /readyz');
+  expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: 'nats' })).toBe(0);
+  expect((await outboxRows(t, 'nats')).find((r) => r.delivery_id === posted.deliveryId)?.status).toBe('pending');
+
+  expect(await client.jsm.streams.delete(`${stream}_BLOCKER`)).toBe(true);
+  await waitFor(async () => (await outboxRows(t, 'nats')).every((r) => r.status === 'done'), 'the second event to be published');
+  const info = await client.jsm.streams.info(stream);
+  expect(info.config.subjects).toEqual([`${prefix}.>`]);
+  expect(info.state.messages).toBe(1);
+  expect((await client.jsm.streams.getMessage(stream, { seq: 1 }))!.header.get('Nats-Msg-Id')).toBe(posted.deliveryId);
+  const row = (await outboxRows(t, 'nats')).find((r) => r.delivery_id === posted.deliveryId)!;
+  expect(row.attempts).toBe(2);
+  expect(await natsCheck()).toBe('ok');
+  expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: 'nats' })).toBe(1);
+  expect(t.logs.entries().filter((e) => e.msg === 'created the JetStream stream')).toHaveLength(2);
+  expect(t.logs.entries().filter((e) => e.msg === 'JetStream stream is gone; setting it up again')).toHaveLength(1);
 });

@@ -1,10 +1,12 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parseEvent } from '../src/events/parse-event.js';
 import { DAY_MS } from '../src/store/prune.js';
 import { openStore } from '../src/store/store.js';
 import { sqliteFile } from './support/databases.js';
-import { runCli } from './support/process.js';
+import { requireBuild, runCli } from './support/process.js';
 import { eventId } from './support/sign.js';
+
+beforeAll(requireBuild);
 
 /** A database holding deliveries received `ages` days ago (no fan-out work left). */
 async function seeded(ages: number[]): Promise<string> {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase, type Database } from '../src/store/database.js';
-import { migrateToLatest } from '../src/store/migrate.js';
+import type { Database } from '../src/store/database.js';
+import { openMigrated } from '../src/store/migrate.js';
 import { createSecretsStore } from '../src/store/secrets-store.js';
 import { createSecretCipher } from '../src/upstream/secret-cipher.js';
 import { ManualClock } from './support/clock.js';
@@ -15,8 +15,7 @@ const OTHER = 'wh_fedcba9876543210fedcba98';
 describe.each(engines)('secrets store on $name', (engine) => {
   let database: Database;
   beforeEach(async () => {
-    database = openDatabase({ url: await engine.url() });
-    await migrateToLatest(database);
+    ({ database } = await openMigrated({ url: await engine.url() }));
   });
   afterEach(async () => {
     await database.close();

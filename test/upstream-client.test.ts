@@ -10,7 +10,7 @@ import {
   UpstreamResponseLostError,
   UpstreamUnreachableError,
 } from '../src/upstream/errors.js';
-import { createSecretCipher, SecretCipherError, secretCipherFromEnv } from '../src/upstream/secret-cipher.js';
+import { createSecretCipher, SecretCipherError } from '../src/upstream/secret-cipher.js';
 import { startFakeSandbox, type FakeSandbox } from './support/fake-sandbox.js';
 
 const input = { name: 'relay', url: 'https://relay.example.com/webhooks', events: ['box.ready', 'box.error'] };
@@ -283,12 +283,12 @@ describe('secret cipher', () => {
   });
 
   it('passes plaintext through without a key, and reads plaintext rows with one', () => {
-    for (const cipher of [createSecretCipher(undefined), createSecretCipher('  '), secretCipherFromEnv({})]) {
+    for (const cipher of [createSecretCipher(undefined), createSecretCipher('  ')]) {
       expect(cipher.enabled).toBe(false);
       expect(cipher.encrypt(secret)).toBe(secret);
       expect(cipher.decrypt(secret)).toBe(secret);
     }
-    const keyed = secretCipherFromEnv({ BOXRELAY_SECRETS_ENCRYPTION_KEY: 'a passphrase from the env' });
+    const keyed = createSecretCipher('a passphrase');
     expect(keyed.enabled).toBe(true);
     expect(keyed.decrypt(secret)).toBe(secret);
   });

@@ -1,17 +1,18 @@
 import type { Config } from '../config/schema.js';
-import { openDatabase, type Database } from '../store/database.js';
+import { databaseOptionsOf } from '../store/database.js';
+import { openMigrated, type MigratedDatabase } from '../store/migrate.js';
 
-/** The database named by the config, opened as `serve` opens it. */
-export function openConfiguredDatabase(config: Config): Database {
-  return openDatabase({ url: config.database, sqliteSynchronous: config.sqliteSynchronous, busyTimeoutMs: config.busyTimeoutMs });
+/** The database named by the config, opened and migrated as `serve` opens it. */
+export function openConfiguredDatabase(config: Config): Promise<MigratedDatabase> {
+  return openMigrated(databaseOptionsOf(config));
 }
 
-/** Opens the configured database for one command and closes it after. */
-export async function withDatabase<T>(config: Config, fn: (database: Database) => Promise<T>): Promise<T> {
-  const database = openConfiguredDatabase(config);
+/** Opens (and migrates) the configured database for one command and closes it after. */
+export async function withDatabase<T>(config: Config, fn: (opened: MigratedDatabase) => Promise<T>): Promise<T> {
+  const opened = await openConfiguredDatabase(config);
   try {
-    return await fn(database);
+    return await fn(opened);
   } finally {
-    await database.close();
+    await opened.database.close();
   }
 }

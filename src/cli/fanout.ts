@@ -3,7 +3,6 @@ import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { createOperations, type Operations } from '../dispatch/operations.js';
 import { configuredSinks, createSinkRouter } from '../sinks/route.js';
-import { migrateToLatest } from '../store/migrate.js';
 import { createOutbox, type DeadLetter } from '../store/outbox.js';
 import { withDatabase } from './database.js';
 
@@ -12,17 +11,16 @@ import { withDatabase } from './database.js';
  * and replayed rows at its next poll.
  */
 function withOperations<T>(config: Config, fn: (operations: Operations) => Promise<T>): Promise<T> {
-  return withDatabase(config, async (database) => {
-    await migrateToLatest(database);
-    return fn(
+  return withDatabase(config, ({ database }) =>
+    fn(
       createOperations({
         outbox: createOutbox(database),
         sinks: configuredSinks(config),
         sinksFor: createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks }),
         clock: systemClock,
       }),
-    );
-  });
+    ),
+  );
 }
 
 function wholeNumber(value: string): number {

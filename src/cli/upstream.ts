@@ -4,7 +4,6 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { BOX_EVENT_TYPES } from '../metrics/metrics.js';
 import { openConfiguredDatabase } from './database.js';
-import { migrateToLatest } from '../store/migrate.js';
 import { createSecretsStore, type SecretsStore } from '../store/secrets-store.js';
 import type { UpstreamClient, Webhook } from '../upstream/client.js';
 import { createSecretCipher, type SecretCipher } from '../upstream/secret-cipher.js';
@@ -12,7 +11,7 @@ import { createSecretCipher, type SecretCipher } from '../upstream/secret-cipher
 /**
  * `boxrelay upstream list|register|rotate`: manage this relay's webhook endpoint at the Sandbox
  * Service and keep the secrets it hands out in the database, where every replica reads them.
- * Each command is a function of its dependencies so tests drive it in process; src/cli/main.ts only
+ * Each command is a function of its dependencies so tests drive it in process; src/cli/program.ts only
  * builds the dependencies from the configuration.
  */
 
@@ -54,13 +53,7 @@ export interface UpstreamSecrets {
 /** The database as `serve` sees it (migrated), for the commands that store secrets. */
 export async function openUpstreamSecrets(config: Config, clock: Clock, logger: Logger): Promise<UpstreamSecrets> {
   const cipher = createSecretCipher(config.secretsEncryptionKey);
-  const database = openConfiguredDatabase(config);
-  try {
-    await migrateToLatest(database);
-  } catch (error) {
-    await database.close();
-    throw error;
-  }
+  const { database } = await openConfiguredDatabase(config);
   return { secrets: createSecretsStore({ db: database.kysely, cipher, clock, logger }), cipher, close: () => database.close() };
 }
 

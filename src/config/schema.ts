@@ -27,7 +27,10 @@ export const hookSchema = z.strictObject({
     .string()
     .regex(/^[a-z0-9-]+$/, 'hook names use only a-z, 0-9 and -')
     .refine((name) => name !== 'nats', '"nats" is the NATS sink\'s name'),
-  url: z.url({ protocol: /^https?$/ }),
+  // Credentials in a URL would be refused by fetch and echoed in its error; use `headers` instead.
+  url: z
+    .url({ protocol: /^https?$/ })
+    .refine((url) => !/^[a-z]+:\/\/[^/?#]*@/i.test(url), 'put credentials in headers (Authorization), not in the URL'),
   events: z.array(z.string().min(1)).min(1).default(['*']),
   format: z.enum(['cloudevents', 'slack']).default('cloudevents'),
   secret: z
@@ -77,6 +80,11 @@ export const configSchema = z.strictObject({
   natsTlsCaFile: optionalText,
   /** How often the dispatcher looks for work committed elsewhere (CLI, other replicas) and expired leases. */
   outboxPollMs: positiveInt.default(2000),
+  /**
+   * How long a replica holds the fan-out rows it works on; the rows of a replica that died are sent
+   * by another once it runs out. Unset: per sink, its longest run of attempts plus 30 s.
+   */
+  outboxLeaseMs: positiveInt.optional(),
   hooksFile: optionalText,
   hooks: hooksSchema.default([]),
   source: z.string().min(1).default('sandbox'),

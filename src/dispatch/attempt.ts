@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { CloudEvent } from '../events/cloudevent.js';
+import { waitRestOfRetryAfter } from '../http/retry-after.js';
 import { asSinkFailure, type Sink, type SinkFailure } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
@@ -14,6 +14,8 @@ export interface AttemptRun {
   event: CloudEvent;
   /** Attempts recorded on the row before this claim. */
   attempts: number;
+  /** The claim's lease less its margin: a retry that could not end within it is scheduled in the database. */
+  workMs: number;
   tuning: DispatchTuning;
   now(): number;
   /** Stopping: no new attempt starts and in-process waits end (the row is left due). */
@@ -37,9 +39,16 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   let delivered = false;
   let last: SinkFailure | undefined;
 
+  const backoff = { minTimeout: tuning.quickMinDelayMs, factor: tuning.quickFactor };
   const sinkDown = () => sink.onUp !== undefined && !sink.up();
+  // Another attempt starts only while it can end before the lease does (p-retry's maxRetryTime).
+  const startBy = Math.max(0, run.workMs - sink.attemptTimeoutMs);
+  const started = performance.now();
   const mayRetryNow = (failure: SinkFailure) =>
-    failure.retryable && attempts < sink.maxAttempts && (failure.retryAfterMs ?? 0) <= tuning.quickMaxDelayMs && !sinkDown();
+    failure.retryable &&
+    attempts < sink.maxAttempts &&
+    (failure.retryAfterMs ?? 0) <= Math.min(tuning.quickMaxDelayMs, startBy - (performance.now() - started)) &&
+    !sinkDown();
 
   try {
     await pRetry(
@@ -60,17 +69,15 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       {
         // Only a fresh event is retried in process; a scheduled retry is one attempt per claim.
         retries: run.attempts === 0 ? tuning.quickRetries : 0,
-        minTimeout: tuning.quickMinDelayMs,
-        factor: tuning.quickFactor,
+        ...backoff,
         randomize: true,
+        maxRetryTime: startBy,
         signal: run.stopping,
         shouldRetry: ({ error }) => mayRetryNow(error as SinkFailure),
-        // p-retry waits at least minTimeout * factor^n next; wait out the rest of a Retry-After first.
         onFailedAttempt: async ({ error, retriesLeft, retriesConsumed }) => {
           const failure = error as SinkFailure;
           if (retriesLeft === 0 || !mayRetryNow(failure)) return;
-          const rest = (failure.retryAfterMs ?? 0) - tuning.quickMinDelayMs * tuning.quickFactor ** retriesConsumed;
-          if (rest > 0) await sleep(rest, undefined, { signal: run.stopping });
+          await waitRestOfRetryAfter(failure.retryAfterMs, backoff, retriesConsumed, run.stopping);
         },
       },
     );
@@ -84,5 +91,6 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   if (!last.retryable || attempts >= sink.maxAttempts) return { kind: 'dead', attempts, failures, error: last };
   // A sink known to be down is waited for (its lane claims nothing until it is back), not backed off.
   const delay = run.stopping.aborted || sinkDown() ? 0 : jittered(tuning.retryDelayMs(attempts));
-  return { kind: 'retry', attempts, failures, error: last, nextAttemptAt: now + Math.max(delay, last.retryAfterMs ?? 0) };
+  const retryAfter = Math.min(last.retryAfterMs ?? 0, tuning.maxRetryAfterMs);
+  return { kind: 'retry', attempts, failures, error: last, nextAttemptAt: now + Math.max(delay, retryAfter) };
 }

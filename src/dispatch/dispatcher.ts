@@ -7,7 +7,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
 import type { ClaimedRow, Outbox } from '../store/outbox.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
-import { defaultTuning, leaseMsFor, type DispatchTuning } from './tuning.js';
+import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 
 export interface DispatcherDeps {
   outbox: Outbox;
@@ -79,7 +79,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     return outbox.scheduleRetry({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now }, outcome.nextAttemptAt);
   };
 
-  const work = async (sink: Sink, row: ClaimedRow): Promise<void> => {
+  const work = async (sink: Sink, row: ClaimedRow, workMs: number): Promise<void> => {
     if (row.payload === null) {
       // Pruned after the row was written (retention): nothing left to send.
       return outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
@@ -88,6 +88,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       sink,
       event: toCloudEvent(row.payload, deps.source),
       attempts: row.attempts,
+      workMs,
       tuning,
       now: () => clock.now(),
       stopping: stopping.signal,
@@ -98,7 +99,14 @@ export function createDispatcher(deps: DispatcherDeps) {
   };
 
   const createLane = (sink: Sink) => {
-    const leaseMs = leaseMsFor(sink.attemptTimeoutMs, tuning);
+    const leaseMs = tuning.leaseMs ?? leaseMsFor(sink.attemptTimeoutMs, tuning);
+    const workMs = workMsFor(leaseMs, tuning);
+    if (workMs < sink.attemptTimeoutMs) {
+      log.warn(
+        { sink: sink.name, leaseMs, attemptTimeoutMs: sink.attemptTimeoutMs },
+        'the outbox lease is short for this sink: an attempt still running when its lease ends may be sent again by another replica',
+      );
+    }
     let busy = 0;
     let pumping = false;
     let again = false;
@@ -109,7 +117,7 @@ export function createDispatcher(deps: DispatcherDeps) {
 
     const start = (row: ClaimedRow) => {
       busy++;
-      const task = work(sink, row)
+      const task = work(sink, row, workMs)
         .catch((error: unknown) => log.error({ err: error, sink: sink.name, outboxId: row.id }, 'could not settle a delivery; its lease will expire'))
         .finally(() => {
           busy--;
@@ -179,8 +187,14 @@ export function createDispatcher(deps: DispatcherDeps) {
     /** Sets aside work of removed sinks, frees stale leases, then starts every lane and the poll. */
     async start(): Promise<void> {
       const now = clock.now();
-      const setAside = await outbox.setAside(deps.sinks.map((s) => s.name), now);
-      if (setAside > 0) log.warn({ rows: setAside }, 'work for sinks no longer configured is set aside as dead letters');
+      for (const [sink, rows] of Object.entries(await outbox.setAside(deps.sinks.map((s) => s.name), now))) {
+        // Also what a replica started with an older config than its peers does to a new sink's work.
+        log.warn(
+          { sink, rows },
+          `pending work for sink ${sink}, not configured here, is set aside as dead letters; if the sink is still wanted ` +
+            `(another replica or a newer config has it), run with that config: boxrelay dead-letters retry --all --sink ${sink}`,
+        );
+      }
       if (deps.exclusive) {
         const released = await outbox.releaseAll();
         if (released > 0) log.info({ rows: released }, 'released leases left by the previous run');

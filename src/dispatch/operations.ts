@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
+import { requireSince } from '../iso-time.js';
 import type { DeadLetter, Outbox } from '../store/outbox.js';
 
 export interface OperationsDeps {
@@ -22,7 +23,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
     return sink;
   };
   const requireDeadLetter = async (id: number): Promise<DeadLetter> => {
-    const found = Number.isSafeInteger(id) ? await outbox.findDeadLetter(id) : undefined;
+    const found = await outbox.findDeadLetter(wholeId(id));
     if (!found) throw new NotFoundError(`no dead letter ${id}`);
     return found;
   };
@@ -46,7 +47,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
     },
 
     async discard(id: number): Promise<void> {
-      const discarded = Number.isSafeInteger(id) ? await outbox.discardDeadLetters({ id }) : 0;
+      const discarded = await outbox.discardDeadLetters({ id: wholeId(id) });
       if (discarded === 0) throw new NotFoundError(`no dead letter ${id}`);
     },
 
@@ -55,7 +56,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
 
     /** Queues the deliveries received since `since` (ISO 8601 with zone) again; returns how many rows. */
     async replay({ since, sink }: { since: string; sink?: string | undefined }): Promise<number> {
-      const sinceMs = parseInstant(since);
+      const sinceMs = requireSince(since);
       const queued = await outbox.replay({ since: sinceMs, now: clock.now(), sinksFor, sink: configuredSink(sink) });
       if (queued > 0) wake();
       return queued;
@@ -63,10 +64,8 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
   };
 }
 
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
-
-function parseInstant(text: string): number {
-  const ms = ISO_INSTANT.test(text) ? Date.parse(text) : Number.NaN;
-  if (Number.isNaN(ms)) throw new InvalidRequestError('since must be an ISO 8601 time with a zone, e.g. 2026-11-21T10:00:00Z');
-  return ms;
+/** An id that cannot name a row (NaN from an unreadable path, a fraction) is a malformed request, not a 404. */
+function wholeId(id: number): number {
+  if (!Number.isSafeInteger(id) || id < 0) throw new InvalidRequestError('a dead letter id is a whole number');
+  return id;
 }

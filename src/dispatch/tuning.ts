@@ -11,10 +11,20 @@ export interface DispatchTuning {
   quickFactor: number;
   /** A Retry-After longer than this is waited in the database, not in process. */
   quickMaxDelayMs: number;
+  /**
+   * The longest a Retry-After may park a row (default 1 hour): a hook answering `Retry-After: 31536000`
+   * would otherwise hold the event for a year. The capped attempt still counts toward maxAttempts.
+   */
+  maxRetryAfterMs: number;
   /** Delay of a retry scheduled in the database after `attempts` attempts, before jitter. */
   retryDelayMs(attempts: number): number;
   /** Lease time beyond the longest run of attempts, for slow writes and clock skew between replicas. */
   leaseMarginMs: number;
+  /**
+   * One lease for every sink (BOXRELAY_OUTBOX_LEASE_MS) instead of each sink's `leaseMsFor`: how
+   * soon the rows of a replica that died are sent by another. Undefined: computed per sink.
+   */
+  leaseMs: number | undefined;
 }
 
 export const defaultTuning: DispatchTuning = {
@@ -24,8 +34,10 @@ export const defaultTuning: DispatchTuning = {
   quickMinDelayMs: 500,
   quickFactor: 2,
   quickMaxDelayMs: 5000,
+  maxRetryAfterMs: 3_600_000,
   retryDelayMs: (attempts) => Math.min(300_000, 10_000 * 2 ** Math.max(0, attempts - 1)),
   leaseMarginMs: 30_000,
+  leaseMs: undefined,
 };
 
 /** Exponential backoff is jittered (x0.8..1.2) so retries of one outage do not arrive together. */
@@ -38,4 +50,14 @@ export function leaseMsFor(attemptTimeoutMs: number, tuning: DispatchTuning): nu
   const waits = Array.from({ length: tuning.quickRetries }, (_, i) => 2 * tuning.quickMinDelayMs * tuning.quickFactor ** i);
   const waiting = waits.reduce((sum, wait) => sum + wait + tuning.quickMaxDelayMs, 0);
   return (tuning.quickRetries + 1) * attemptTimeoutMs + waiting + tuning.leaseMarginMs;
+}
+
+/**
+ * How long the attempts of one claim may run: the lease less its margin, and at most half a
+ * configured lease, so a short lease still leaves time to write the outcome back. For a computed
+ * lease this never cuts the quick retries short; for a short configured one, retries that would
+ * outlive it are scheduled in the database instead.
+ */
+export function workMsFor(leaseMs: number, tuning: DispatchTuning): number {
+  return leaseMs - Math.min(tuning.leaseMarginMs, leaseMs / 2);
 }

@@ -9,7 +9,8 @@ const eventSchema = z.looseObject({
   data: z.record(z.string(), z.unknown()),
 });
 
-const boxSchema = z.looseObject({ id: z.string().min(1), name: z.string().optional() });
+// Only the id is required (contract section 2); a missing or odd name must not cost the event.
+const boxSchema = z.looseObject({ id: z.string().min(1) });
 
 export interface ParsedEvent {
   id: string;
@@ -51,7 +52,7 @@ export function parseEvent(body: Buffer, deliveryId: string): ParsedEvent {
     createdAt: event.createdAt,
     createdAtIso: new Date(event.createdAt).toISOString(),
     boxId: box.success ? box.data.id : null,
-    boxName: box.success ? (box.data.name ?? null) : null,
+    boxName: box.success && typeof box.data.name === 'string' ? box.data.name : null,
     state: typeof event.data.state === 'string' ? event.data.state : null,
     previousState: typeof event.data.previousState === 'string' ? event.data.previousState : null,
     payload,

@@ -8,17 +8,22 @@ export interface Listening {
   close(graceMs: number): Promise<void>;
 }
 
-/** A server with slow-client limits: a peer cannot hold a connection open by trickling headers or a body. */
+/**
+ * A server with slow-client limits: a peer cannot hold a connection open by trickling headers or a
+ * body. Idle keep-alive outlasts the usual 60 s of load balancers, which would otherwise reuse a
+ * connection the server is closing and answer 502.
+ */
 export async function listen(handler: RequestListener, port: number, host: string): Promise<Listening> {
   const server = createServer(
-    { maxHeaderSize: 16 * 1024, headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000 },
+    { maxHeaderSize: 16 * 1024, headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 65_000 },
     handler,
   );
   // Responses still being worked on when shutdown starts close their connection once sent, so the
   // server does not wait out keep-alive timeouts of clients it has already answered.
   const inFlight = new Set<ServerResponse>();
   let closing = false;
-  server.on('request', (_req, res: ServerResponse) => {
+  // Prepended: it must run before the app, which may answer at once.
+  server.prependListener('request', (_req, res: ServerResponse) => {
     inFlight.add(res);
     res.once('close', () => inFlight.delete(res));
     if (closing) res.setHeader('Connection', 'close');

@@ -1,9 +1,10 @@
 import type { RequestListener } from 'node:http';
 import express, { type Express } from 'express';
+import { InternalError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ReadinessReport } from './readiness.js';
 import { assignRequestId, newRequestId } from './request-id.js';
-import { errorHandler, methodNotAllowed, notFound, sendUnexpected } from './send-error.js';
+import { errorHandler, methodNotAllowed, notFound, sendRelayError } from './send-error.js';
 import { receiveWebhook, type ReceiveWebhook, type ReceiveWebhookDeps } from './receive-webhook.js';
 
 export interface PublicAppDeps extends ReceiveWebhookDeps {
@@ -43,12 +44,12 @@ export function createPublicApp(deps: PublicAppDeps): RequestListener {
   };
 }
 
-/** A bug after the answer went out cuts the connection, as Express's final handler does. */
+/** The handler answers every error itself; this is for a bug past that (as Express's final handler). */
 function answer(receive: ReceiveWebhook, logger: Logger, ...[req, res, requestId]: Parameters<ReceiveWebhook>): void {
   receive(req, res, requestId).catch((error: unknown) => {
-    if (!res.headersSent) return sendUnexpected(logger, res, error, requestId, req.url ?? '');
     logger.error({ err: error, requestId, path: req.url }, 'unhandled error');
-    req.socket.destroy();
+    if (res.headersSent) req.socket.destroy();
+    else sendRelayError(res, new InternalError({ cause: error }), requestId);
   });
 }
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../clock.js';
-import { RelayError } from '../errors.js';
+import { InternalError } from '../errors.js';
 import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
 import type { Logger } from '../log.js';
 import type { Metrics, WebhookOutcome } from '../metrics/metrics.js';
@@ -8,7 +8,7 @@ import type { DeliveryWriter } from '../store/delivery-sql.js';
 import { checkTimestamp, readDeliveryHeaders } from '../verify/delivery-headers.js';
 import type { SecretRing } from '../verify/secrets.js';
 import { readBody } from './read-body.js';
-import { sendJson, sendRelayError } from './send-error.js';
+import { asRelayError, sendJson, sendRelayError } from './send-error.js';
 
 export interface ReceiveWebhookDeps {
   toleranceSeconds: number;
@@ -58,9 +58,10 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       }
       sendJson(res, 200, { ok: true, id: event.id, duplicate: stored.duplicate });
     } catch (error) {
-      if (!(error instanceof RelayError)) throw error;
-      outcome = error.code as WebhookOutcome;
-      sendRelayError(res, error, requestId);
+      const refusal = asRelayError(error);
+      if (refusal instanceof InternalError) logger.error({ err: error, requestId, deliveryId }, 'delivery failed inside the relay');
+      outcome = refusal.code as WebhookOutcome;
+      sendRelayError(res, refusal, requestId);
     }
     metrics.webhookRequests.inc({ outcome });
     const log = outcome === 'accepted' || outcome === 'duplicate' ? 'info' : 'warn';

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
-import { MethodNotAllowedError, NotFoundError, RelayError } from '../errors.js';
+import { InternalError, InvalidRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError, RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { statusByCode } from './status.js';
 
@@ -37,26 +37,26 @@ export function sendError(res: Response, error: RelayError): void {
 export const notFound: RequestHandler = (_req, res) => sendError(res, new NotFoundError());
 export const methodNotAllowed: RequestHandler = (_req, res) => sendError(res, new MethodNotAllowedError());
 
-/** Anything that is not a RelayError is logged and answered as a plain 500 with this body. */
-function unexpected(logger: Logger, error: unknown, requestId: string, path: string) {
-  logger.error({ err: error, requestId, path }, 'unhandled error');
-  return { ok: false, code: 'internal_error', message: 'internal error', requestId };
+/**
+ * Any error as one of ours: Express's own body-parser errors (admin JSON) become their closest
+ * code, without their message; anything else is an internal error.
+ */
+export function asRelayError(error: unknown): RelayError {
+  if (error instanceof RelayError) return error;
+  const { type, status } = error as { type?: string; status?: number };
+  if (type === 'entity.too.large') return new PayloadTooLargeError(Number((error as { limit?: number }).limit) || 0);
+  if (typeof status === 'number' && status >= 400 && status < 500) return new InvalidRequestError('malformed request');
+  return new InternalError({ cause: error });
 }
 
-export function sendUnexpected(logger: Logger, res: ServerResponse, error: unknown, requestId: string, path: string): void {
-  sendJson(res, 500, unexpected(logger, error, requestId, path));
-}
-
-/** Last handler: known errors keep their code; anything else is logged and answered as a plain 500. */
+/** Last handler: every error answers with a code; internal ones are logged with their cause. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (error: unknown, req: Request, res: Response, next) => {
     if (res.headersSent) return next(error);
-    if (error instanceof RelayError) return sendError(res, error);
-    // Express's own body and URL errors carry a status; keep it but not their message.
-    const status = (error as { status?: number }).status;
-    if (typeof status === 'number' && status >= 400 && status < 500) {
-      return void res.status(status).json({ ok: false, code: 'invalid_request', message: 'bad request', requestId: res.locals.requestId });
+    const relayError = asRelayError(error);
+    if (relayError instanceof InternalError) {
+      logger.error({ err: error, requestId: res.locals.requestId, path: req.path }, 'unhandled error');
     }
-    res.status(500).json(unexpected(logger, error, res.locals.requestId as string, req.path));
+    sendError(res, relayError);
   };
 }

@@ -15,4 +15,5 @@ export const statusByCode: Readonly<Record<ErrorCode, number>> = {
   storage_unavailable: 503,
   unauthorized: 401,
   invalid_request: 400,
+  internal_error: 500,
 };

@@ -24,6 +24,7 @@ export const WEBHOOK_OUTCOMES = [
   'invalid_event',
   'delivery_id_mismatch',
   'storage_unavailable',
+  'internal_error',
 ] as const;
 export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered'] as const;
 
@@ -150,6 +151,8 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
       async collect() {
         const counts = await countsOrKeep(read);
         if (!counts) return;
+        // Reset first: a sink whose last row was handled must read 0, not its last count.
+        this.reset();
         for (const sink of new Set([...options.sinks, ...Object.keys(counts)])) this.set({ sink }, counts[sink] ?? 0);
       },
     });
@@ -185,7 +188,10 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     help: 'Signing secrets accepted now',
     registers,
     collect() {
-      this.set(sources.secrets?.().length ?? 0);
+      const accepted = sources.secrets?.() ?? [];
+      this.set(accepted.length);
+      // Slots that appear after a reload or a rotation start at 0 too, so increase() sees their first match.
+      for (const { slot } of accepted) signatureMatches.inc({ slot: String(slot) }, 0);
     },
   });
 

@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { HookConfig } from '../config/schema.js';
 import type { CloudEvent } from '../events/cloudevent.js';
+import { parseRetryAfter } from '../http/retry-after.js';
 import { computeSignature } from '../verify/signature.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
@@ -13,15 +14,6 @@ export interface HttpHookOptions {
 }
 
 const CONTENT_TYPE = { cloudevents: 'application/cloudevents+json', slack: 'application/json' } as const;
-
-/** `Retry-After` as seconds or an HTTP date, in ms from now; undefined when absent or unreadable. */
-export function parseRetryAfter(value: string | null, now: number): number | undefined {
-  if (value === null) return undefined;
-  const trimmed = value.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const at = Date.parse(trimmed);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
-}
 
 /** 408, 429 and 5xx may pass on another try; any other non-2xx answer will not. */
 const retryableStatus = (status: number) => status === 408 || status === 429 || status >= 500;

@@ -1,7 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import {
+  RequestError,
   connect,
   credsAuthenticator,
   headers,
@@ -44,7 +52,7 @@ export interface NatsSinkOptions {
 export interface NatsSink extends Sink {
   /** Connects in the background; deliveries wait in the outbox until the sink is up. */
   start(): void;
-  /** `/readyz` detail: down while disconnected, error (with the reason) when the stream is refused. */
+  /** `/readyz` detail: down while disconnected or while the stream is set up (again), error (with the reason) when it is refused. */
   check(): DependencyStatus;
 }
 
@@ -65,6 +73,10 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   let js: JetStreamClient | undefined;
   let connected = false;
   let stream: { state: 'pending' | 'ready' } | { state: 'refused'; error: string } = { state: 'pending' };
+  /** Counts the set-ups that ended ready, so a publish sent before the latest one cannot undo it. */
+  let streamGeneration = 0;
+  /** When a lost stream was last set up again: once per `backoff.maxMs` at most. */
+  let lastRecoveryAt = Number.NEGATIVE_INFINITY;
   let failures = 0;
   const nextDelay = () => Math.min(backoff.maxMs, backoff.minMs * 2 ** failures++) * (0.75 + Math.random() / 2);
 
@@ -115,6 +127,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
           log.info({ stream: settings.natsStream, subjects: captured }, 'created the JetStream stream');
         }
         stream = { state: 'ready' };
+        streamGeneration++;
         notifyIfUp();
         return;
       } catch (error) {
@@ -130,6 +143,23 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   let settingUp: Promise<void> | undefined;
   const ensureStream = (connection: NatsConnection): Promise<void> =>
     (settingUp ??= setUpStream(connection).finally(() => (settingUp = undefined)));
+
+  /**
+   * The stream vanished while connected (`nats stream rm`): the sink is down (nothing is claimed,
+   * `sink_up` 0, `/readyz` down) until one set-up has found or created it again, which wakes the
+   * lane. Publishes failing together share that one set-up; a stream that keeps vanishing is set
+   * up again once per `backoff.maxMs` at most.
+   */
+  const recoverStream = async (connection: NatsConnection, generation: number): Promise<void> => {
+    if (generation !== streamGeneration || stream.state !== 'ready') return;
+    stream = { state: 'pending' };
+    log.error({ stream: settings.natsStream, subjects: captured }, 'JetStream stream is gone; setting it up again');
+    const wait = lastRecoveryAt + backoff.maxMs - performance.now();
+    if (wait > 0) await sleep(wait, undefined, { signal: closing.signal }).catch(() => {});
+    lastRecoveryAt = performance.now();
+    // A reconnect may have set it up meanwhile.
+    if (stream.state !== 'ready') await ensureStream(connection);
+  };
 
   const watch = async (connection: NatsConnection): Promise<void> => {
     for await (const status of connection.status()) {
@@ -213,10 +243,13 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (stream.state !== 'ready' || !js) {
         throw new RetryableFailure('nats_stream_unavailable', stream.state === 'refused' ? stream.error : 'stream not set up yet');
       }
+      const generation = streamGeneration;
       try {
         await js.publish(subject, payload, { msgID: event.id, timeout: ackTimeoutMs });
       } catch (error) {
-        throw new RetryableFailure('nats_no_ack', (error as Error).message, { cause: error });
+        if (!noStreamCaptures(error)) throw new RetryableFailure('nats_no_ack', (error as Error).message, { cause: error });
+        void recoverStream(connection, generation);
+        throw new RetryableFailure('nats_stream_missing', `no JetStream stream captures ${subject}`, { cause: error });
       }
     },
     up: isUp,
@@ -237,6 +270,16 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (!(await settlesWithin(connection.drain(), ackTimeoutMs))) await connection.close();
     },
   };
+}
+
+/**
+ * A publish that no stream took: nobody answered the request (the library reports it as "jetstream
+ * is not enabled", caused by a no-responders RequestError) or the server named the stream missing.
+ */
+function noStreamCaptures(error: unknown): boolean {
+  if (error instanceof JetStreamApiError) return error.code === JetStreamApiCodes.StreamNotFound;
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  return cause instanceof RequestError && cause.isNoResponders();
 }
 
 /** A failure retried in a loop is logged once per distinct reason, not at every attempt. */

@@ -8,10 +8,6 @@ export function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${escaped.join('.*')}$`);
 }
 
-export function hookAccepts(hook: Pick<HookConfig, 'events'>, type: string): boolean {
-  return hook.events.some((glob) => globToRegExp(glob).test(type));
-}
-
 /** Which sinks get a fan-out row for an event type; cached per type, since types are few. */
 export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookConfig[] }): (type: string) => string[] {
   const matchers = options.hooks.map((hook) => ({ name: hook.name, patterns: hook.events.map(globToRegExp) }));

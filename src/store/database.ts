@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
+import type { Config } from '../config/schema.js';
 import type { Schema } from './schema.js';
 
 export interface DatabaseOptions {
@@ -10,6 +11,11 @@ export interface DatabaseOptions {
   url: string;
   sqliteSynchronous?: 'FULL' | 'EXTRA' | 'NORMAL';
   busyTimeoutMs?: number;
+}
+
+/** The database settings of the configuration, as `serve` and every command open it. */
+export function databaseOptionsOf(config: Pick<Config, 'database' | 'sqliteSynchronous' | 'busyTimeoutMs'>): DatabaseOptions {
+  return { url: config.database, sqliteSynchronous: config.sqliteSynchronous, busyTimeoutMs: config.busyTimeoutMs };
 }
 
 export type Database =

@@ -1,6 +1,6 @@
-import { Migrator, sql, type MigrationResultSet } from 'kysely';
+import { Migrator, sql, type MigrationResult, type MigrationResultSet } from 'kysely';
 import { migrations } from '../../migrations/index.js';
-import type { Database } from './database.js';
+import { openDatabase, type Database, type DatabaseOptions } from './database.js';
 
 export class MigrationError extends Error {
   readonly code = 'migration_failed';
@@ -20,6 +20,23 @@ export async function migrateToLatest(database: Database): Promise<MigrationResu
     throw new MigrationError(`migration ${failed} failed: ${(error as Error).message}`, { cause: error });
   }
   return results;
+}
+
+export interface MigratedDatabase {
+  database: Database;
+  /** What this opening applied (empty when the schema was already the latest). */
+  migrations: MigrationResult[];
+}
+
+/** Opens the database and migrates it to the latest schema; one whose migration fails is closed again. */
+export async function openMigrated(options: DatabaseOptions): Promise<MigratedDatabase> {
+  const database = openDatabase(options);
+  try {
+    return { database, migrations: (await migrateToLatest(database)) ?? [] };
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
 }
 
 async function currentSchema(database: Database): Promise<string> {

@@ -199,15 +199,30 @@ export function createOutbox(database: Database) {
       return Number(result.numUpdatedRows);
     },
 
-    /** Pending work of sinks no longer configured becomes dead letters instead of waiting forever. */
-    async setAside(configured: string[], now: number): Promise<number> {
-      const result = await db
-        .updateTable('outbox')
-        .set({ status: 'dead', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...leaseCleared })
+    /**
+     * Pending work of sinks no longer configured becomes dead letters instead of waiting forever;
+     * returns how many rows of each such sink. One statement a sink: each is atomic, and the counts
+     * name the sinks without reading back every row.
+     */
+    async setAside(configured: string[], now: number): Promise<Record<string, number>> {
+      const unknown = await db
+        .selectFrom('outbox')
+        .select('sink')
+        .distinct()
         .where('status', '=', 'pending')
         .$if(configured.length > 0, (q) => q.where('sink', 'not in', configured))
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows);
+        .execute();
+      const setAside: Record<string, number> = {};
+      for (const { sink } of unknown) {
+        const result = await db
+          .updateTable('outbox')
+          .set({ status: 'dead', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...leaseCleared })
+          .where('status', '=', 'pending')
+          .where('sink', '=', sink)
+          .executeTakeFirst();
+        if (result.numUpdatedRows > 0n) setAside[sink] = Number(result.numUpdatedRows);
+      }
+      return setAside;
     },
 
     async countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>> {

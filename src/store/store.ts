@@ -1,6 +1,6 @@
-import { openDatabase, type Database, type DatabaseOptions } from './database.js';
+import type { Database, DatabaseOptions } from './database.js';
 import type { DeliveryWriter } from './delivery-sql.js';
-import { migrateToLatest } from './migrate.js';
+import { openMigrated } from './migrate.js';
 import { createPostgresDeliveryWriter } from './postgres-delivery-writer.js';
 import { createSqliteDeliveryWriter } from './sqlite-delivery-writer.js';
 
@@ -19,13 +19,7 @@ export interface StoreOptions extends DatabaseOptions {
 
 /** Opens the database named by the config, migrates it, and picks the engine's write path. */
 export async function openStore(options: StoreOptions): Promise<Store> {
-  const database = openDatabase(options);
-  try {
-    await migrateToLatest(database);
-  } catch (error) {
-    await database.close();
-    throw error;
-  }
+  const { database } = await openMigrated(options);
   const writer =
     database.dialect === 'sqlite'
       ? createSqliteDeliveryWriter(database.sqlite, options.onCommit)

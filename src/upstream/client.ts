@@ -1,5 +1,6 @@
 import pRetry from 'p-retry';
 import { z } from 'zod';
+import { parseRetryAfter, waitRestOfRetryAfter } from '../http/retry-after.js';
 import {
   InvalidWebhookIdError,
   UpstreamApiError,
@@ -169,7 +170,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       upstreamMessage: sanitize(body === undefined && text.trim() !== '' ? `${message} (non-JSON body)` : message),
       requestId: sanitizeOptional(fields.requestId ?? response.headers.get('x-request-id') ?? undefined),
       details: nested?.details,
-      retryAfterMs: parseRetryAfter(response.headers.get('retry-after')),
+      retryAfterMs: parseRetryAfter(response.headers.get('retry-after'), Date.now()),
     });
   }
 
@@ -192,13 +193,8 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         shouldRetry: async ({ error, attemptNumber, retriesConsumed }) => {
           if (!isRetryable(error)) return false;
           const retryAfterMs = error instanceof UpstreamApiError ? error.retryAfterMs : undefined;
-          if (retryAfterMs !== undefined) {
-            if (retryAfterMs > maxRetryAfterMs) return false;
-            // Retry-After is a lower bound: p-retry then sleeps at least its un-jittered backoff,
-            // so only the difference is waited here.
-            const backoffFloor = Math.min(retryOptions.minTimeout * 2 ** retriesConsumed, retryOptions.maxTimeout);
-            await sleep(retryAfterMs - backoffFloor);
-          }
+          if (retryAfterMs !== undefined && retryAfterMs > maxRetryAfterMs) return false;
+          await waitRestOfRetryAfter(retryAfterMs, retryOptions, retriesConsumed);
           options.onRetry?.({ operation, attempt: attemptNumber + 1, error: error as UpstreamError });
           return true;
         },
@@ -341,14 +337,6 @@ function isRetryable(error: unknown): boolean {
   return error.status === 408 || error.status >= 500;
 }
 
-/** Seconds or an HTTP date, per RFC 9110; anything else is ignored. */
-function parseRetryAfter(value: string | null): number | undefined {
-  if (value === null || value.trim() === '') return undefined;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
-}
-
 function describeTransportFailure(err: unknown, timeoutMs: number): { reason: string; surelyNotSent: boolean } {
   if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
     return { reason: `no answer within ${timeoutMs} ms`, surelyNotSent: false };
@@ -366,8 +354,4 @@ function findErrorCode(err: unknown, depth = 0): string | undefined {
   if (typeof record.code === 'string') return record.code;
   const nested = Array.isArray(record.errors) ? record.errors[0] : record.cause;
   return findErrorCode(nested, depth + 1);
-}
-
-function sleep(ms: number): Promise<void> {
-  return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve();
 }

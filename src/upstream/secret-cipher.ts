@@ -93,10 +93,6 @@ export function createSecretCipher(keyText: string | undefined): SecretCipher {
   };
 }
 
-export function secretCipherFromEnv(env: NodeJS.ProcessEnv = process.env): SecretCipher {
-  return createSecretCipher(env[SECRETS_ENCRYPTION_KEY_ENV]);
-}
-
 function deriveKey(text: string): Buffer {
   if (text.startsWith('base64:')) {
     const raw = decodeStrictBase64(text.slice('base64:'.length));

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { parseIsoWithZone } from '../iso-time.js';
 import type { Logger } from '../log.js';
 import type { SecretsSnapshot, SigningSecret } from './secrets.js';
 
@@ -6,8 +7,6 @@ import type { SecretsSnapshot, SigningSecret } from './secrets.js';
 export class SecretsFileError extends Error {
   readonly code = 'invalid_secrets_file';
 }
-
-const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/;
 
 /** One secret a line, optionally followed by whitespace and an ISO-8601 time (with zone) of expiry. */
 export function parseSecretsFile(text: string): SigningSecret[] {
@@ -18,8 +17,8 @@ export function parseSecretsFile(text: string): SigningSecret[] {
     const [value, expiry, ...extra] = trimmed.split(/\s+/) as [string, ...string[]];
     if (extra.length > 0) throw new SecretsFileError(`line ${index + 1}: expected a secret and at most one expiry time`);
     if (expiry === undefined) return void secrets.push({ value });
-    const expiresAt = Date.parse(expiry);
-    if (!ISO_WITH_ZONE.test(expiry) || Number.isNaN(expiresAt)) {
+    const expiresAt = parseIsoWithZone(expiry);
+    if (expiresAt === undefined) {
       throw new SecretsFileError(`line ${index + 1}: expiry is not an ISO-8601 time with a zone`);
     }
     secrets.push({ value, expiresAt });

@@ -155,6 +155,8 @@ export class SecretRing {
     let keys = this.keyCache.get(secret);
     if (!keys) {
       keys = keysOf(secret);
+      // Secrets come and go with rotations; a long-running relay should not keep every one ever seen.
+      if (this.keyCache.size >= 64) this.keyCache.clear();
       this.keyCache.set(secret, keys);
     }
     return keys;

@@ -1,9 +1,34 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-export const BIN = join(import.meta.dirname, '..', '..', 'bin', 'boxrelay.js');
+const ROOT = join(import.meta.dirname, '..', '..');
+
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : entry.name.endsWith('.ts') ? statSync(path).mtimeMs : 0);
+  }
+  return newest;
+}
+
+/** Spawned tests run `bin/boxrelay.js`, which imports dist/: refuse a missing or stale build. */
+export function requireBuild(): void {
+  let built: number;
+  try {
+    built = statSync(join(ROOT, 'dist', 'src', 'cli', 'main.js')).mtimeMs;
+  } catch {
+    throw new Error('dist/ is missing: run `npm run build` (npm test does) before this test');
+  }
+  if (built < Math.max(newestSource(join(ROOT, 'src')), newestSource(join(ROOT, 'migrations')))) {
+    throw new Error('dist/ is older than src/: run `npm run build` (npm test does) before this test');
+  }
+}
+
+export const BIN = join(ROOT, 'bin', 'boxrelay.js');
 
 export interface RelayProcess {
   child: ChildProcess;

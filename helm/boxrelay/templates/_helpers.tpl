@@ -121,6 +121,11 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 
 {{/* The relay's environment: config.* (contract section 1 names) and the secret settings. */}}
 {{- define "boxrelay.env" -}}
+{{- /* The relay's own shutdown budget fits the pod's grace period: what preStop sleeps, and ~10 s
+     for the outbox hand-back and the NATS drain that follow the HTTP close, are taken off. */}}
+{{- $shutdownSeconds := max 1 (sub (sub (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds)) 10) }}
+- name: BOXRELAY_SHUTDOWN_TIMEOUT_MS
+  value: {{ mul $shutdownSeconds 1000 | quote }}
 {{- include "boxrelay.envVar" (dict "name" "PORT" "value" .Values.config.port) }}
 {{- include "boxrelay.envVar" (dict "name" "HOST" "value" .Values.config.host) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_INTERNAL_PORT" "value" .Values.config.internalPort) }}

@@ -2,10 +2,11 @@ import type { Request } from 'express';
 import type { Operations } from '../../dispatch/operations.js';
 import { InvalidRequestError } from '../../errors.js';
 import type { DeadLetter } from '../../store/outbox.js';
+import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';
 import type { AdminRoutes } from './router.js';
 
-/** An id from the path; anything that is not one names no dead letter (404). */
+/** An id from the path; anything that is not one becomes NaN, which operations refuse (400). */
 const idOf = (req: Request): number => (/^\d{1,15}$/.test(String(req.params.id)) ? Number(req.params.id) : Number.NaN);
 
 const view = (d: DeadLetter) => ({ ...d, failedAt: new Date(d.failedAt).toISOString() });
@@ -29,6 +30,7 @@ export function deadLetterRoutes(operations: Operations): AdminRoutes {
         await operations.discard(idOf(req));
         res.status(204).end();
       });
+      router.all(['/dead-letters', '/dead-letters/:id', '/dead-letters/:id/retry'], methodNotAllowed);
     },
   };
 }

@@ -1,21 +1,12 @@
 import type { Kysely } from 'kysely';
-import { z } from 'zod';
 import { InvalidRequestError } from '../../errors.js';
 import { toCloudEvent } from '../../events/cloudevent.js';
+import { requireSince } from '../../iso-time.js';
 import { listEvents, type EventPosition } from '../../store/events.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage, type Page } from './pagination.js';
 import type { AdminRoutes } from './router.js';
-
-const isoWithZone = z.iso.datetime({ offset: true });
-
-/** `since`: an ISO-8601 time with a zone, as epoch ms. */
-function readSince(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  if (!isoWithZone.safeParse(value).success) throw new InvalidRequestError('since must be an ISO-8601 time with a zone');
-  return Date.parse(value);
-}
 
 // The cursor carries the last position returned as "receivedAt:id" (the id may hold any character).
 const encodePosition = ({ receivedAt, id }: EventPosition): string => `${receivedAt}:${id}`;
@@ -33,10 +24,11 @@ export function eventRoutes(kysely: Kysely<Schema>, source: string): AdminRoutes
     mount(router) {
       router.get('/events', async (req, res) => {
         const page = readPage(req);
+        const since = queryText(req, 'since');
         const rows = await listEvents(kysely, {
           type: queryText(req, 'type'),
           boxId: queryText(req, 'boxId'),
-          since: readSince(queryText(req, 'since')),
+          since: since === undefined ? undefined : requireSince(since),
           before: decodePosition(page.after),
           limit: page.limit + 1,
         });

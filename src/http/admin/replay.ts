@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Operations } from '../../dispatch/operations.js';
 import { InvalidRequestError } from '../../errors.js';
+import { methodNotAllowed } from '../send-error.js';
 import type { AdminRoutes } from './router.js';
 
 const replayBody = z.strictObject({ since: z.string(), sink: z.string().optional() });
@@ -15,6 +16,7 @@ export function replayRoutes(operations: Operations): AdminRoutes {
         const queued = await operations.replay(body.data);
         res.status(202).json({ ok: true, queued });
       });
+      router.all('/replay', methodNotAllowed);
     },
   };
 }

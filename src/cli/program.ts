@@ -1,0 +1,197 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { loadConfig, ConfigError } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { createLogger } from '../log.js';
+import { createRelay } from '../main.js';
+import { describePrune, pruneExpired } from '../store/prune.js';
+import { systemClock } from '../clock.js';
+import { duration } from '../config/schema.js';
+import { createUpstreamClient, type UpstreamClient } from '../upstream/client.js';
+import { SecretCipherError } from '../upstream/secret-cipher.js';
+import { withDatabase } from './database.js';
+import { fanoutCommands } from './fanout.js';
+import { sendTest } from './send-test.js';
+import {
+  UpstreamNotConfiguredError,
+  listWebhooks,
+  openUpstreamSecrets,
+  parseEvents,
+  registerWebhook,
+  rotateWebhook,
+  upstreamSettings,
+  type UpstreamSecrets,
+  type UpstreamStoreDeps,
+} from './upstream.js';
+
+/** Errors a user can act on end the command with their message, one line, and exit code 1. */
+export class UsageFailure extends Error {
+  readonly code = 'invalid_usage';
+}
+
+function configOrExit(): Config {
+  try {
+    return loadConfig({ env: process.env });
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    for (const problem of error.problems) process.stderr.write(`boxrelay: invalid configuration: ${problem}\n`);
+    process.exit(2);
+  }
+}
+
+async function serve(): Promise<void> {
+  const config = configOrExit();
+  const logger = createLogger(config.logLevel);
+  const relay = await createRelay({ config, logger });
+  await relay.start();
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    relay.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+async function migrate(): Promise<void> {
+  const results = await withDatabase(configOrExit(), async ({ migrations }) => migrations);
+  if (results.length === 0) console.log('database is up to date');
+  for (const result of results) console.log(`${result.migrationName}: ${result.status}`);
+}
+
+/** The retention run of `serve`, once, now; safe beside running replicas (idempotent deletes). */
+async function prune(options: { days?: number }): Promise<void> {
+  const config = configOrExit();
+  if (options.days === 0) throw new UsageFailure('--days must be at least 1');
+  const result = await withDatabase(config, ({ database }) =>
+    pruneExpired(database.kysely, { now: Date.now(), retentionDays: options.days ?? config.retentionDays }),
+  );
+  console.log(describePrune(result));
+}
+
+/** A configuration problem of the upstream commands: one line, exit 2 like invalid configuration. */
+function exitMisconfigured(message: string): never {
+  process.stderr.write(`boxrelay: ${message}\n`);
+  process.exit(2);
+}
+
+function upstreamClient(config: Config): UpstreamClient {
+  try {
+    return createUpstreamClient({
+      ...upstreamSettings(config),
+      onRetry: ({ attempt, error }) => process.stderr.write(`boxrelay: ${error.message}; trying again (attempt ${attempt})\n`),
+    });
+  } catch (error) {
+    // TypeError: a malformed base URL or API key, refused before any request.
+    if (error instanceof UpstreamNotConfiguredError || error instanceof TypeError) exitMisconfigured(error.message);
+    throw error;
+  }
+}
+
+/** Runs a command that stores secrets: the database is opened (and migrated) before the upstream is called. */
+async function withSecrets(run: (deps: UpstreamStoreDeps) => Promise<unknown>): Promise<void> {
+  const config = configOrExit();
+  const client = upstreamClient(config);
+  const logger = createLogger(config.logLevel, process.stderr);
+  let opened: UpstreamSecrets;
+  try {
+    opened = await openUpstreamSecrets(config, systemClock, logger);
+  } catch (error) {
+    if (error instanceof SecretCipherError) exitMisconfigured(error.message);
+    throw error;
+  }
+  try {
+    await run({ client, secrets: opened.secrets, cipher: opened.cipher, clock: systemClock, config, print: (line) => console.log(line) });
+  } finally {
+    await opened.close();
+  }
+}
+
+function parseGrace(text: string): { ms: number; text: string } {
+  const parsed = duration.safeParse(text);
+  if (!parsed.success) throw new InvalidArgumentError('expected a duration such as 30s, 10m, 1h or 1d');
+  return { ms: parsed.data, text };
+}
+
+function positiveInt(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('expected a whole number');
+  return Number(value);
+}
+
+/** The `boxrelay` command line; building it runs nothing (src/cli/main.ts parses process.argv with it). */
+export function buildProgram(): Command {
+  const program = new Command('boxrelay')
+    .description('Verify, store once and relay the Sandbox Service webhooks')
+    .showHelpAfterError();
+
+  program.command('serve').description('migrate the database, then serve the receiver and the internal port').action(serve);
+  program.command('migrate').description('apply pending database migrations and exit').action(migrate);
+  program
+    .command('prune')
+    .description('remove deliveries, finished fan-out rows and silent boxes older than the retention period')
+    .option('--days <n>', 'retention in days (default: BOXRELAY_RETENTION_DAYS)', positiveInt)
+    .action(prune);
+  program
+    .command('send-test')
+    .description('sign and post one delivery exactly as the Sandbox Service does')
+    .option('--url <url>', 'receiver URL', 'http://127.0.0.1:8080/webhooks')
+    .option('--secret <secret>', 'signing secret (default: the first of BOXRELAY_SECRETS)')
+    .option('--type <type>', 'event type', 'box.ready')
+    .option('--box <id>', 'box id', 'bx_test')
+    .option('--name <name>', 'box name')
+    .option('--timestamp <unixSeconds>', 'override X-Service-Timestamp', positiveInt)
+    .action(async (options: { url: string; secret?: string; type: string; box: string; name?: string; timestamp?: number }) => {
+      const secret = options.secret ?? process.env.BOXRELAY_SECRETS?.split(',')[0]?.trim();
+      if (!secret) throw new UsageFailure('send-test needs --secret (or BOXRELAY_SECRETS)');
+      const result = await sendTest({ ...options, secret });
+      console.log(`${result.status} ${result.body}`);
+      if (result.status < 200 || result.status > 299) process.exitCode = 1;
+    });
+
+  const upstream = program
+    .command('upstream')
+    .description('manage this relay\'s webhook endpoint at the Sandbox Service (BOXRELAY_UPSTREAM_BASE_URL, BOXRELAY_UPSTREAM_API_KEY)');
+  upstream
+    .command('list')
+    .description('list the webhook endpoints of the account')
+    .action(async () => {
+      await listWebhooks({ client: upstreamClient(configOrExit()), print: (line) => console.log(line) });
+    });
+  upstream
+    .command('register')
+    .description('create the webhook endpoint, store its secret in the database and print it once')
+    .requiredOption('--url <url>', 'public HTTPS URL of the relay\'s POST /webhooks')
+    .addOption(
+      new Option('--events <list>', 'comma-separated event types, short form (ready) allowed')
+        .argParser(parseEvents)
+        .default(parseEvents(undefined), parseEvents(undefined).join(',')),
+    )
+    .option('--name <name>', 'endpoint name', 'boxrelay')
+    .action(async (options: { url: string; events: string[]; name: string }) => {
+      await withSecrets((deps) => registerWebhook(deps, options));
+    });
+  upstream
+    .command('rotate')
+    .description('rotate the endpoint\'s secret: store the new one, keep accepting the old ones for the grace period')
+    .argument('<webhookId>', 'wh_ followed by 24 hex characters')
+    .addOption(
+      new Option('--grace <duration>', 'how long the previous secrets stay accepted (30s, 10m, 1h, 1d)')
+        .argParser(parseGrace)
+        .default(parseGrace('1h'), '1h'),
+    )
+    .option('--show-secret', 'also print the new secret')
+    .action(async (webhookId: string, options: { grace: { ms: number; text: string }; showSecret?: boolean }) => {
+      const { grace, showSecret = false } = options;
+      await withSecrets((deps) => rotateWebhook(deps, webhookId, { graceMs: grace.ms, graceText: grace.text, showSecret }));
+    });
+
+  for (const command of fanoutCommands(configOrExit)) program.addCommand(command);
+  return program;
+}

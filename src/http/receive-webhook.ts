@@ -1,4 +1,4 @@
-import type { RequestHandler } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../clock.js';
 import { InternalError } from '../errors.js';
 import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
@@ -8,7 +8,7 @@ import type { DeliveryWriter } from '../store/delivery-sql.js';
 import { checkTimestamp, readDeliveryHeaders } from '../verify/delivery-headers.js';
 import type { SecretRing } from '../verify/secrets.js';
 import { readBody } from './read-body.js';
-import { asRelayError, sendError } from './send-error.js';
+import { asRelayError, sendJson, sendRelayError } from './send-error.js';
 
 export interface ReceiveWebhookDeps {
   toleranceSeconds: number;
@@ -21,16 +21,19 @@ export interface ReceiveWebhookDeps {
   logger: Logger;
 }
 
+/** Answers one request; rejects only on a bug (anything that is not a RelayError). */
+export type ReceiveWebhook = (req: IncomingMessage, res: ServerResponse, requestId: string) => Promise<void>;
+
 /**
  * `POST /webhooks`: raw body -> verify -> parse -> store once -> 200. The checks run in the order of
  * the contract's table, so the first failing row answers; no JSON parsing happens before the HMAC.
+ * Plain node:http, so the hot path pays for no framework.
  */
-export function receiveWebhook(deps: ReceiveWebhookDeps): RequestHandler {
+export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
   const { clock, secrets, writer, metrics, logger } = deps;
 
-  return async (req, res) => {
+  return async (req, res, requestId) => {
     const started = performance.now();
-    const requestId = res.locals.requestId as string;
     let event: ParsedEvent | undefined;
     let deliveryId: string | undefined;
     let outcome: WebhookOutcome;
@@ -53,12 +56,12 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): RequestHandler {
         metrics.events.inc({ type: metrics.eventTypeLabel(event.type) });
         metrics.eventDelay.observe(Math.max(0, receivedAt - Date.parse(event.createdAt)) / 1000);
       }
-      res.status(200).json({ ok: true, id: event.id, duplicate: stored.duplicate });
+      sendJson(res, 200, { ok: true, id: event.id, duplicate: stored.duplicate });
     } catch (error) {
       const refusal = asRelayError(error);
       if (refusal instanceof InternalError) logger.error({ err: error, requestId, deliveryId }, 'delivery failed inside the relay');
       outcome = refusal.code as WebhookOutcome;
-      sendError(res, refusal);
+      sendRelayError(res, refusal, requestId);
     }
     metrics.webhookRequests.inc({ outcome });
     const log = outcome === 'accepted' || outcome === 'duplicate' ? 'info' : 'warn';

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database } from './database.js';
+import { executeUnsynced } from './unsynced.js';
 import type { OutboxTable, Schema } from './schema.js';
 
 /** A row the dispatcher holds a lease on, with the stored event (null when pruned meanwhile). */
@@ -77,7 +78,7 @@ export function createOutbox(database: Database) {
     /**
      * Leases up to `limit` due rows of one sink, in due order (which is arrival order for fresh work).
      * On PostgreSQL, SKIP LOCKED lets replicas claim side by side; a lease that is not settled
-     * (a dead process) expires and the row becomes due again.
+     * (a dead process) expires and the row becomes due again. The lease needs no fsync of its own.
      */
     async claim({ sink, owner, now, leaseMs, limit }: Claim): Promise<ClaimedRow[]> {
       const due = db
@@ -91,12 +92,14 @@ export function createOutbox(database: Database) {
         .orderBy('id')
         .limit(limit)
         .$if(postgres, (q) => q.forUpdate().skipLocked());
-      const rows = await db
-        .updateTable('outbox')
-        .set({ lease_owner: owner, lease_until: now + leaseMs })
-        .where('id', 'in', due)
-        .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at'])
-        .execute();
+      const rows = await executeUnsynced(
+        database,
+        db
+          .updateTable('outbox')
+          .set({ lease_owner: owner, lease_until: now + leaseMs })
+          .where('id', 'in', due)
+          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at']),
+      );
       if (rows.length === 0) return [];
       // RETURNING has no defined order.
       rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
@@ -132,17 +135,22 @@ export function createOutbox(database: Database) {
       return row?.due == null ? null : Number(row.due);
     },
 
-    /** Delivered: grouped by attempt count, so a batch of first-time successes is one statement. */
+    /**
+     * Delivered: grouped by attempt count, so a batch of first-time successes is one statement. A mark
+     * lost to a power failure only sends the event again, so it needs no fsync of its own.
+     */
     async markDone(rows: { id: number; attempts: number }[], now: number): Promise<void> {
       const byAttempts = new Map<number, number[]>();
       for (const { id, attempts } of rows) byAttempts.set(attempts, [...(byAttempts.get(attempts) ?? []), id]);
       for (const [attempts, ids] of byAttempts) {
-        await db
-          .updateTable('outbox')
-          .set({ status: 'done', attempts, updated_at: now, ...leaseCleared })
-          .where('id', 'in', ids)
-          .where('status', '=', 'pending')
-          .execute();
+        await executeUnsynced(
+          database,
+          db
+            .updateTable('outbox')
+            .set({ status: 'done', attempts, updated_at: now, ...leaseCleared })
+            .where('id', 'in', ids)
+            .where('status', '=', 'pending'),
+        );
       }
     },
 

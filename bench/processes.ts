@@ -1,0 +1,102 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
+
+export interface Spawned {
+  child: ChildProcess;
+  port: number;
+  /** Bytes the process wrote to stdout so far (read through a pipe, as a container runtime does). */
+  stdoutBytes(): number;
+  /** CPU seconds (user + system) the process has used so far. */
+  cpuSeconds(): number;
+  /** SIGTERM, then wait for the exit (SIGKILL after 15 s). */
+  stop(): Promise<void>;
+}
+
+/** Linux clock ticks per second (`getconf CLK_TCK`), 100 on every common kernel. */
+const CLOCK_TICKS = 100;
+
+/** utime + stime of a process from /proc; a figure that the other tenants of the machine do not inflate. */
+function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/** A port nobody listens on right now (127.0.0.1 only). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves once anything answers HTTP on the port (any status). */
+async function waitForHttp(port: number, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`target exited with code ${child.exitCode} before listening`);
+    const answered = await new Promise<boolean>((resolve) => {
+      const req = request({ host: '127.0.0.1', port, path: '/healthz', method: 'GET' }, (res) => {
+        res.resume();
+        resolve(true);
+      });
+      req.on('error', () => resolve(false));
+      req.end();
+    });
+    if (answered) return;
+    if (Date.now() > deadline) throw new Error(`nothing listened on ${port} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface SpawnOptions {
+  args: string[];
+  env: Record<string, string>;
+  port: number;
+  cwd: string;
+}
+
+/**
+ * Starts `node <args>` and waits until it answers HTTP on `port`. Its stdout (the relay's log) is
+ * drained from a pipe, as in a container, not written to a file on the disk the database fsyncs to.
+ */
+export async function spawnServer({ args, env, port, cwd }: SpawnOptions): Promise<Spawned> {
+  const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let stdoutBytes = 0;
+  child.stdout?.on('data', (chunk: Buffer) => (stdoutBytes += chunk.length));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  try {
+    await waitForHttp(port, child);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  return {
+    child,
+    port,
+    stdoutBytes: () => stdoutBytes,
+    cpuSeconds: () => cpuSecondsOf(child.pid as number),
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      child.kill('SIGTERM');
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+}
+
+/** Runs `node <args>` to completion; rejects on a non-zero exit. */
+export function runNode(args: string[], env: Record<string, string>, cwd: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`node ${args.join(' ')} exited with ${code}`))));
+  });
+}

@@ -1,0 +1,152 @@
+import type { LoadResult } from './load.js';
+import type { Settings } from './settings.js';
+
+export interface FanoutResult {
+  /** 2xx in the measured run; each is a new event. */
+  events: number;
+  arrived: number;
+  /** From the last 2xx until NATS held every event; null when the wait timed out. */
+  drainMs: number | null;
+  /** Events from the first request until NATS held them all. */
+  eventsPerSecond: number | null;
+}
+
+export interface Measurement {
+  key: string;
+  label: string;
+  round: number;
+  load: LoadResult;
+  /** The target's CPU time (user + system) per 2xx during the measurement. */
+  cpuMicrosPerRequest: number;
+  fanout: FanoutResult | undefined;
+  /** Bytes the target wrote to stdout (the relay's log), warm-up included. */
+  logBytes: number;
+  /** 2xx answered by this process, warm-up included. */
+  requests: number;
+  /** 1-minute load average just before the measurement: the machine is shared. */
+  loadavg: number;
+}
+
+export interface ReportInput {
+  settings: Settings;
+  measurements: Measurement[];
+  startedAt: Date;
+  machine: { cpu: string; cores: number; node: string };
+  /** Why there is no fan-out figure, if there is none. */
+  fanout: string | undefined;
+  prefillSeconds: number;
+}
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+};
+const int = (n: number): string => Math.round(n).toLocaleString('en');
+const ms = (n: number): string => (n >= 10 ? n.toFixed(0) : n.toFixed(1));
+/** The median, with the range when there are several rounds. */
+const spread = (values: number[], format: (n: number) => string): string =>
+  values.length < 2 ? format(values[0] as number) : `${format(median(values))} (${format(Math.min(...values))}–${format(Math.max(...values))})`;
+
+export function renderReport({ settings, measurements, startedAt, machine, fanout, prefillSeconds }: ReportInput): string {
+  const byKey = new Map<string, Measurement[]>();
+  for (const m of measurements) byKey.set(m.key, [...(byKey.get(m.key) ?? []), m]);
+  const rate = (key: string) => (byKey.get(key) ?? []).map((m) => m.load.acceptedPerSecond);
+  const lines: string[] = [
+    '# boxrelay benchmark',
+    '',
+    `- Date: ${startedAt.toISOString()}`,
+    `- Machine: ${machine.cpu}, ${machine.cores} cores; Node ${machine.node}`,
+    `- Load: autocannon, ${settings.connections} connections, ${settings.seconds} s measured after ${settings.warmup} s warm-up per target, ` +
+      '~1 KB bodies, a unique delivery id and a fresh signature per request, 127.0.0.1',
+    `- ${settings.rounds} round(s); in each, the baselines and the relay run back to back, each in its own process` +
+      (settings.rounds > 1 ? '; figures are medians (min–max)' : ''),
+    '- Relay: `node bin/boxrelay.js serve`, SQLite (synchronous=FULL), NATS configured, stdout (the log) read from a pipe as a container runtime does',
+    '',
+    '| target | accepted/s (2xx) | p50 ms | p99 ms | max ms | non-2xx | errors | CPU µs/2xx |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const [, group] of byKey) {
+    const load = group.map((m) => m.load);
+    lines.push(
+      `| ${group[0]?.label} | ${spread(rate(group[0]?.key as string), int)} | ${spread(load.map((l) => l.p50), ms)} | ` +
+        `${spread(load.map((l) => l.p99), ms)} | ${spread(load.map((l) => l.max), ms)} | ` +
+        `${int(load.reduce((s, l) => s + l.non2xx, 0))} | ${int(load.reduce((s, l) => s + l.errors, 0))} | ` +
+        `${spread(group.map((m) => m.cpuMicrosPerRequest), int)} |`,
+    );
+  }
+  lines.push('');
+
+  // Ratios per round (the figures that ran back to back), then their median.
+  const ratio = (over: string, under: string): string | undefined => {
+    const values: number[] = [];
+    for (let round = 0; round < settings.rounds; round++) {
+      const a = byKey.get(over)?.find((m) => m.round === round);
+      const b = byKey.get(under)?.find((m) => m.round === round);
+      if (a && b) values.push(a.load.acceptedPerSecond / b.load.acceptedPerSecond);
+    }
+    return values.length ? spread(values, (n) => n.toFixed(2)) : undefined;
+  };
+  const relayOverA = ratio('relay', 'http');
+  const relayOverB = ratio('relay', 'express');
+  if (relayOverA) lines.push(`- relay / (a): ${relayOverA}`);
+  if (relayOverB) lines.push(`- relay / (b): ${relayOverB} (target >= 0.85)`);
+  const relayRuns = byKey.get('relay') ?? [];
+  if (relayRuns.length) lines.push(`- relay p99: ${spread(relayRuns.map((m) => m.load.p99), ms)} ms (target < 25 ms)`);
+
+  settings.compare.forEach((checkout, i) => {
+    const compared = ratio('relay', `relay-compare-${i + 1}`);
+    if (compared) lines.push(`- relay / relay from ${checkout}: ${compared}`);
+  });
+  const quiet = ratio('relay', 'relay-quiet');
+  if (quiet) {
+    const perLine = median(relayRuns.map((m) => m.logBytes / Math.max(1, m.requests)));
+    lines.push(`- Cost of logging: relay at info / relay at warn = ${quiet} (one ~${int(perLine)}-byte line per delivery at info)`);
+  }
+
+  const withFanout = relayRuns.map((m) => m.fanout).filter((f): f is FanoutResult => f !== undefined);
+  if (fanout || withFanout.length === 0) {
+    lines.push(`- fan-out: ${fanout ?? 'not available'}`);
+  } else {
+    const drained = withFanout.filter((f) => f.drainMs !== null);
+    if (drained.length < withFanout.length) {
+      const late = withFanout.find((f) => f.drainMs === null) as FanoutResult;
+      lines.push(`- fan-out: NATS had ${int(late.arrived)} of ${int(late.events)} events ${settings.fanoutTimeoutMs / 1000} s after the load`);
+    }
+    if (drained.length) {
+      lines.push(
+        `- fan-out: NATS held every event ${spread(drained.map((f) => f.drainMs as number), int)} ms after the last 200 ` +
+          `(target <= 2000 ms); ${spread(drained.map((f) => f.eventsPerSecond as number), int)} events/s end to end`,
+      );
+    }
+  }
+
+  const grown = byKey.get('relay-1m') ?? [];
+  if (grown.length > 0) {
+    const full = median(rate('relay-1m'));
+    const empties = rate('relay');
+    const change = empties.length ? (full / median(empties) - 1) * 100 : undefined;
+    const versus =
+      change === undefined ? '' : ` vs ${int(median(empties))}/s empty (${change >= 0 ? '+' : ''}${change.toFixed(1)}%, target >= -10%)`;
+    lines.push(
+      `- Growth: with ${int(settings.prefill)} deliveries stored ${int(full)}/s${versus}, ` +
+        `p99 ${spread(grown.map((m) => m.load.p99), ms)} ms; pre-fill took ${prefillSeconds.toFixed(0)} s`,
+    );
+    const drains = grown.flatMap((m) => (m.fanout?.drainMs != null ? [m.fanout.drainMs] : []));
+    if (drains.length > 0) lines.push(`- Growth fan-out: drained ${spread(drains, int)} ms after the last 200`);
+  }
+  settings.compare.forEach((checkout, i) => {
+    const compared = ratio('relay-1m', `relay-1m-compare-${i + 1}`);
+    if (compared) lines.push(`- relay / relay from ${checkout}, ${int(settings.prefill)} stored: ${compared}`);
+  });
+  lines.push(`- 1-minute load average before each measurement: ${measurements.map((m) => m.loadavg.toFixed(1)).join(', ')}`);
+  lines.push(
+    '',
+    'CPU µs/2xx: user + system CPU time of the target process during the measurement, per 2xx answer (from',
+    '/proc; threads included). On a shared machine it moves far less than throughput does.',
+    '',
+    `Reproduce: \`npm run bench\` (\`BENCH_ROUNDS=${settings.rounds} npm run bench\` for this file); \`BENCH_SECONDS\`, \`BENCH_PREFILL\`,`,
+    '`BENCH_ONLY`, `BENCH_COMPARE`, `BENCH_PROFILE`: see bench/settings.ts.',
+  );
+  return lines.join('\n');
+}

@@ -1,0 +1,145 @@
+/**
+ * `npm run bench`: the relay exactly as users run it against two baselines in their own processes,
+ * (a) bare node:http + HMAC and (b) a bare Express route + HMAC, under the same autocannon load, back
+ * to back; then the fan-out to NATS and the relay on a database already holding a million deliveries.
+ * Prints the report and writes it to bench/results.md. Settings: bench/settings.ts.
+ */
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { natsReachable } from './fanout.js';
+import { runLoad, type LoadResult } from './load.js';
+import { prefill } from './prefill.js';
+import { runNode } from './processes.js';
+import { renderReport, type FanoutResult, type Measurement } from './report.js';
+import { readSettings } from './settings.js';
+import { baseline, relay, type Context, type Target } from './targets.js';
+
+const settings = readSettings(process.argv.slice(2), process.env);
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const tmp = mkdtempSync(join(tmpdir(), 'boxrelay-bench-'));
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+const natsUrl = (await natsReachable(settings.natsUrl)) ? settings.natsUrl : undefined;
+if (!natsUrl) log(`bench: no NATS at ${settings.natsUrl}; the relay runs without it`);
+if (settings.profileDir) mkdirSync(settings.profileDir, { recursive: true });
+const ctx: Context = { root, tmp, natsUrl, profileDir: settings.profileDir };
+
+let databases = 0;
+const freshDatabase = () => join(tmp, `empty-${++databases}.db`);
+const grownDatabase = join(tmp, 'grown.db');
+let prefillSeconds = 0;
+
+const targets: Target[] = [
+  baseline('http', '(a) bare node:http + HMAC', 'bare-http.js', ctx),
+  baseline('express', '(b) bare Express route + HMAC', 'bare-express.js', ctx),
+  relay('relay', 'relay (LOG_LEVEL=info)', ctx, { logLevel: 'info', database: freshDatabase }),
+  ...settings.compare.map((checkout, i) =>
+    relay(`relay-compare-${i + 1}`, `relay from ${checkout}`, ctx, { logLevel: 'info', database: freshDatabase, checkout }),
+  ),
+  ...(settings.logCost ? [relay('relay-quiet', 'relay (LOG_LEVEL=warn)', ctx, { logLevel: 'warn', database: freshDatabase })] : []),
+].filter((t) => !settings.only || settings.only.includes(t.key));
+// The same pre-filled file for every checkout: each run adds a few thousand rows to a million.
+const stored = settings.prefill.toLocaleString('en');
+const growth: Target[] = [
+  relay('relay-1m', `relay, ${stored} stored`, ctx, { logLevel: 'info', database: () => grownDatabase }),
+  ...settings.compare.map((checkout, i) =>
+    relay(`relay-1m-compare-${i + 1}`, `relay from ${checkout}, ${stored} stored`, ctx, {
+      logLevel: 'info',
+      database: () => grownDatabase,
+      checkout,
+    }),
+  ),
+].filter((t) => settings.prefill > 0 && (!settings.only || settings.only.includes(t.key)));
+
+/** Whether the relay build fans out to NATS: decided once, by whether anything arrives. */
+let fanoutWorks: boolean | undefined;
+
+async function measure(target: Target, round: number): Promise<Measurement> {
+  const load = { seconds: settings.seconds, connections: settings.connections };
+  const running = await target.start();
+  try {
+    let before = 0;
+    if (settings.warmup > 0) before = (await runLoad(running.server.port, { ...load, seconds: settings.warmup })).accepted;
+    const fanout = running.fanout;
+    if (fanout && fanoutWorks === undefined) fanoutWorks = before > 0 && (await fanout.counter.anyWithin(5000));
+    // Start measuring with no warm-up backlog left in the outbox.
+    if (fanout && fanoutWorks) await fanout.counter.until(before, settings.fanoutTimeoutMs);
+    const loadavgBefore = loadavg()[0] as number;
+    log(`bench: ${target.label}, round ${round + 1}: ${settings.seconds} s at ${settings.connections} connections`);
+    const cpuBefore = running.server.cpuSeconds();
+    const result: LoadResult = await runLoad(running.server.port, load);
+    const cpuSeconds = running.server.cpuSeconds() - cpuBefore;
+    let fanoutResult: FanoutResult | undefined;
+    if (fanout && fanoutWorks) {
+      const { count, atNs } = await fanout.counter.until(before + result.accepted, settings.fanoutTimeoutMs);
+      fanoutResult = {
+        events: result.accepted,
+        arrived: count - before,
+        drainMs: atNs === null ? null : Math.max(0, Number(atNs - result.lastOkNs) / 1e6),
+        eventsPerSecond: atNs === null ? null : result.accepted / (Number(atNs - result.startedNs) / 1e9),
+      };
+    }
+    return {
+      key: target.key,
+      label: target.label,
+      round,
+      load: result,
+      cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, result.accepted),
+      fanout: fanoutResult,
+      logBytes: running.server.stdoutBytes(),
+      requests: before + result.accepted,
+      loadavg: loadavgBefore,
+    };
+  } finally {
+    await running.stop();
+  }
+}
+
+const measurements: Measurement[] = [];
+const measureAndKeep = async (target: Target, round: number): Promise<void> => {
+  const m = await measure(target, round);
+  measurements.push(m);
+  log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);
+};
+const startedAt = new Date();
+try {
+  for (let round = 0; round < settings.rounds; round++) {
+    for (const target of targets) {
+      await measureAndKeep(target, round);
+    }
+  }
+  if (growth.length > 0) {
+    const began = Date.now();
+    if (settings.prefillCache && existsSync(settings.prefillCache)) {
+      log(`bench: pre-filled deliveries copied from ${settings.prefillCache}`);
+      copyFileSync(settings.prefillCache, grownDatabase);
+    } else {
+      log(`bench: pre-filling ${settings.prefill} deliveries`);
+      await runNode([join(root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: grownDatabase }, root);
+      prefill(grownDatabase, settings.prefill, natsUrl ? ['nats'] : []);
+      if (settings.prefillCache) copyFileSync(grownDatabase, settings.prefillCache);
+    }
+    prefillSeconds = (Date.now() - began) / 1000;
+    log(`bench: pre-filled in ${prefillSeconds.toFixed(1)} s (${Math.round(statSync(grownDatabase).size / 1e6)} MB)`);
+    for (let round = 0; round < settings.rounds; round++) {
+      for (const target of growth) await measureAndKeep(target, round);
+    }
+  }
+} finally {
+  rmSync(tmp, { recursive: true, force: true });
+}
+
+const report = renderReport({
+  settings,
+  measurements,
+  startedAt,
+  machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version },
+  fanout: !natsUrl ? `no NATS server at ${settings.natsUrl}` : fanoutWorks === false ? 'not available' : undefined,
+  prefillSeconds,
+});
+process.stdout.write(`${report}\n`);
+const resultsFile = settings.results ?? join(root, 'bench/results.md');
+writeFileSync(resultsFile, `${report}\n`);
+log(`bench: written to ${resultsFile}${settings.profileDir ? `; CPU profiles in ${settings.profileDir}` : ''}`);

@@ -1,0 +1,69 @@
+/** Bench settings: env vars (BENCH_SECONDS=3) or flags (--seconds=3), flags winning. */
+export interface Settings {
+  /** Measured seconds of load per target. */
+  seconds: number;
+  /** Unmeasured load before each measurement (JIT, caches, connections). */
+  warmup: number;
+  connections: number;
+  /** Deliveries already stored for the growth run; 0 skips it. */
+  prefill: number;
+  /** A pre-filled file kept between runs (made on the first): quick growth experiments, not for figures. */
+  prefillCache: string | undefined;
+  /** How many times the baselines and the relay are measured back to back. */
+  rounds: number;
+  /** Also measure the relay at LOG_LEVEL=warn (no per-delivery line), for the cost of logging. */
+  logCost: boolean;
+  natsUrl: string;
+  /** Longest wait for NATS to hold every event. */
+  fanoutTimeoutMs: number;
+  /** Run the relay under `node --cpu-prof` and keep the profiles here. */
+  profileDir: string | undefined;
+  /** Where the markdown report goes. */
+  results: string | undefined;
+  /** Other built checkouts of boxrelay (comma list), each measured after the relay in every round (A/B of a change). */
+  compare: string[];
+  /** Only these targets (comma list of http, express, relay, relay-compare-N, relay-quiet, relay-1m, relay-1m-compare-N). */
+  only: string[] | undefined;
+}
+
+const DEFAULTS = {
+  seconds: '10',
+  warmup: '2',
+  connections: '50',
+  prefill: '1000000',
+  rounds: '1',
+  'log-cost': '1',
+  'nats-url': 'nats://127.0.0.1:4222',
+  'fanout-timeout': '30',
+};
+
+export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
+  const flags = new Map<string, string>();
+  for (const arg of argv) {
+    const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    if (!match) throw new Error(`unknown argument ${arg} (use --name=value)`);
+    flags.set(match[1] as string, match[2] ?? '1');
+  }
+  const get = (name: string): string | undefined =>
+    flags.get(name) ?? env[`BENCH_${name.toUpperCase().replaceAll('-', '_')}`] ?? DEFAULTS[name as keyof typeof DEFAULTS];
+  const num = (name: string): number => {
+    const value = Number(get(name));
+    if (!Number.isFinite(value) || value < 0) throw new Error(`--${name} must be a non-negative number`);
+    return value;
+  };
+  return {
+    seconds: Math.max(1, num('seconds')),
+    warmup: num('warmup'),
+    connections: Math.max(1, num('connections')),
+    prefill: Math.floor(num('prefill')),
+    prefillCache: get('prefill-cache'),
+    rounds: Math.max(1, Math.floor(num('rounds'))),
+    logCost: get('log-cost') !== '0',
+    natsUrl: get('nats-url') as string,
+    fanoutTimeoutMs: num('fanout-timeout') * 1000,
+    profileDir: get('profile'),
+    results: get('results'),
+    compare: get('compare')?.split(',').map((s) => s.trim()) ?? [],
+    only: get('only')?.split(',').map((s) => s.trim()),
+  };
+}

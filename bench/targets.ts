@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { BENCH_SECRET } from './deliveries.js';
+import { FanoutCounter } from './fanout.js';
+import { freePort, spawnServer, type Spawned } from './processes.js';
+
+export interface Running {
+  server: Spawned;
+  /** Present when the relay was started with NATS configured. */
+  fanout?: { counter: FanoutCounter; stream: string };
+  stop(): Promise<void>;
+}
+
+export interface Target {
+  key: string;
+  label: string;
+  start(): Promise<Running>;
+}
+
+export interface Context {
+  root: string;
+  tmp: string;
+  /** Undefined when no NATS server answers. */
+  natsUrl: string | undefined;
+  profileDir: string | undefined;
+}
+
+/** A baseline server: compiled bench/targets/<name>.js in its own process. */
+export function baseline(key: string, label: string, script: string, ctx: Context): Target {
+  return {
+    key,
+    label,
+    async start() {
+      const port = await freePort();
+      const server = await spawnServer({ args: [join(ctx.root, 'dist/bench/targets', script)], env: { PORT: String(port) }, port, cwd: ctx.root });
+      return { server, stop: () => server.stop() };
+    },
+  };
+}
+
+let runs = 0;
+
+/** The relay exactly as users run it: `node bin/boxrelay.js serve` with env configuration. */
+export function relay(
+  key: string,
+  label: string,
+  ctx: Context,
+  options: { logLevel: string; database: () => string; checkout?: string },
+): Target {
+  return {
+    key,
+    label,
+    async start() {
+      const [port, internalPort] = [await freePort(), await freePort()];
+      const tag = `${++runs}_${randomBytes(4).toString('hex')}`;
+      const env: Record<string, string> = {
+        BOXRELAY_SECRETS: BENCH_SECRET,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        BOXRELAY_INTERNAL_PORT: String(internalPort),
+        BOXRELAY_INTERNAL_HOST: '127.0.0.1',
+        BOXRELAY_DATABASE: options.database(),
+        LOG_LEVEL: options.logLevel,
+      };
+      let fanout: Running['fanout'];
+      if (ctx.natsUrl) {
+        // A prefix and stream of its own on the shared server; the counter subscribes before the relay starts.
+        const prefix = `bench_${tag}`;
+        const stream = `BENCH_${tag}`.toUpperCase();
+        Object.assign(env, { BOXRELAY_NATS_URL: ctx.natsUrl, BOXRELAY_NATS_SUBJECT_PREFIX: prefix, BOXRELAY_NATS_STREAM: stream });
+        fanout = { counter: await FanoutCounter.start(ctx.natsUrl, prefix), stream };
+      }
+      const profile = ctx.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`, `--cpu-prof-name=${key}-${tag}.cpuprofile`] : [];
+      const server = await spawnServer({ args: [...profile, join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root });
+      return {
+        server,
+        ...(fanout ? { fanout } : {}),
+        async stop() {
+          await server.stop();
+          await fanout?.counter.stop(fanout.stream);
+        },
+      };
+    },
+  };
+}

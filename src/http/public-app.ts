@@ -1,4 +1,3 @@
-import type { RequestListener } from 'node:http';
 import express, { type Express } from 'express';
 import { InternalError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -12,36 +11,30 @@ export interface PublicAppDeps extends ReceiveWebhookDeps {
   logger: Logger;
 }
 
-/** The path upstream deliveries use, with or without a query; other spellings go through Express. */
-const CANONICAL_WEBHOOKS = /^\/webhooks(?:\?|$)/;
-
 /**
- * The internet-facing listener: only the receiver and bare health answers. `POST /webhooks` at its
- * canonical path skips Express (whose routing, prototypes and response helpers cost more than the
- * receiver's own work); Express serves everything else, including the receiver at the path's other
- * spellings it matches (`/Webhooks`, `/webhooks/`), so every URL is answered exactly as before.
+ * The internet-facing Express app: only the receiver and bare health answers. The receiver is its
+ * first route and answers with plain node:http calls, so the hot path pays for Express's dispatch
+ * and nothing more (no per-request middleware, no response helpers).
  */
-export function createPublicApp(deps: PublicAppDeps): RequestListener {
+export function createPublicApp(deps: PublicAppDeps): Express {
   const receive = receiveWebhook(deps);
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', false);
-  app.use(assignRequestId);
 
-  app.post('/webhooks', (req, res) => answer(receive, deps.logger, req, res, res.locals.requestId as string));
+  app.post('/webhooks', (req, res) => {
+    const requestId = newRequestId();
+    res.setHeader('X-Request-Id', requestId);
+    answer(receive, deps.logger, req, res, requestId);
+  });
+  app.use(assignRequestId);
   app.all('/webhooks', methodNotAllowed);
   mountHealth(app, deps.readiness, false);
 
   app.use(notFound);
   app.use(errorHandler(deps.logger));
-
-  return (req, res) => {
-    if (req.method !== 'POST' || !CANONICAL_WEBHOOKS.test(req.url ?? '')) return void app(req, res);
-    const requestId = newRequestId();
-    res.setHeader('X-Request-Id', requestId);
-    answer(receive, deps.logger, req, res, requestId);
-  };
+  return app;
 }
 
 /** The handler answers every error itself; this is for a bug past that (as Express's final handler). */

@@ -4,8 +4,8 @@ import { testRelay, type TestRelay } from './support/relay.js';
 import { delivery, sendRaw } from './support/sign.js';
 
 /**
- * `POST /webhooks` at its canonical path is served without Express, every other spelling Express
- * routes to the receiver through Express: both must answer alike, headers included.
+ * Every spelling of the receiver's path that Express routes to it answers alike, headers included:
+ * the receiver writes its answers with plain node:http calls, the rest of the app with Express's.
  */
 describe('the receiver at every path spelling', () => {
   let t: TestRelay;

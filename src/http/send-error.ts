@@ -16,22 +16,22 @@ export function errorBody(error: RelayError, requestId: string): ErrorBody {
   return { ok: false, code: error.code, message: error.message, requestId };
 }
 
-/** What Express's `res.status(s).json(body)` sends, without Express (the receiver's hot path). */
+/** What Express's `res.status(s).json(body)` sends, with plain node:http calls (the receiver's hot path). */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
   res.end(text);
 }
 
-/** A refusal on a bare node:http response; a too-large body also closes the connection (it was not read). */
+/** A refusal; a too-large body also closes the connection (it was not read). */
 export function sendRelayError(res: ServerResponse, error: RelayError, requestId: string): void {
   if (error.code === 'payload_too_large') res.setHeader('Connection', 'close');
   sendJson(res, statusByCode[error.code], errorBody(error, requestId));
 }
 
+/** The same refusal from an Express handler, under the request id its middleware assigned. */
 export function sendError(res: Response, error: RelayError): void {
-  if (error.code === 'payload_too_large') res.set('Connection', 'close');
-  res.status(statusByCode[error.code]).json(errorBody(error, res.locals.requestId as string));
+  sendRelayError(res, error, res.locals.requestId as string);
 }
 
 export const notFound: RequestHandler = (_req, res) => sendError(res, new NotFoundError());

@@ -5,10 +5,10 @@ const DAY_MS = 86_400_000;
 
 /**
  * Fills an already migrated SQLite file with `count` delivered events as the relay would have left
- * them: the delivery, its NATS outbox row marked done, and the boxes' last state. Direct inserts in
- * big unsynchronised transactions, since only the end state matters here.
+ * them: the deliveries and the boxes' last state (a delivered event leaves no outbox row). Direct
+ * inserts in big unsynchronised transactions, since only the end state matters here.
  */
-export function prefill(file: string, count: number, sinks: string[]): void {
+export function prefill(file: string, count: number): void {
   const db = new BetterSqlite3(file);
   try {
     db.pragma('journal_mode = OFF');
@@ -16,10 +16,6 @@ export function prefill(file: string, count: number, sinks: string[]): void {
     db.pragma('cache_size = -1048576');
     const insertDelivery = db.prepare(
       'INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload) VALUES (?, ?, ?, ?, ?, 1, ?)',
-    );
-    const insertOutbox = db.prepare(
-      `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at)
-       VALUES (?, ?, 'done', 1, ?, ?, ?)`,
     );
     const insertBox = db.prepare(
       `INSERT INTO boxes (id, name, state, previous_state, state_changed_at, last_event_id, hydrated_at, last_seen_at)
@@ -35,7 +31,6 @@ export function prefill(file: string, count: number, sinks: string[]): void {
         const id = newEventId();
         const { type, body } = eventBody(id, i, createdAt);
         insertDelivery.run(id, type, boxIdOf(i * 7919), createdAt, at, body);
-        for (const sink of sinks) insertOutbox.run(id, sink, at, at, at + 5);
       }
     });
     for (let from = 0; from < count; from += 50_000) chunk(from, Math.min(count, from + 50_000));

@@ -118,7 +118,7 @@ try {
     } else {
       log(`bench: pre-filling ${settings.prefill} deliveries`);
       await runNode([join(root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: grownDatabase }, root);
-      prefill(grownDatabase, settings.prefill, natsUrl ? ['nats'] : []);
+      prefill(grownDatabase, settings.prefill);
       if (settings.prefillCache) copyFileSync(grownDatabase, settings.prefillCache);
     }
     prefillSeconds = (Date.now() - began) / 1000;

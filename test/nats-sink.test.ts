@@ -1,7 +1,7 @@
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { subjectFor, subjectCovers } from '../src/sinks/nats-subject.js';
-import { adminAuth, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
+import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js';
 import type { TestRelay } from './support/relay.js';
@@ -77,8 +77,9 @@ describe('NATS sink (shared nats-server)', () => {
     expect(info.config.subjects).toEqual([`${prefix}.>`]);
     expect(info.config.duplicate_window).toBe(120_000_000_000);
     await waitFor(async () => (await client.jsm.streams.info(stream)).state.messages === 5, 'the stream to hold 5 messages');
-    await waitFor(async () => (await outboxRows(t, 'nats')).every((r) => r.status === 'done' && r.attempts === 1), 'rows done');
+    await allDelivered(t, 'nats');
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'delivered' })).toBe(5);
+    expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'retried' })).toBe(0);
     expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: 'nats' })).toBe(1);
   });
 
@@ -100,10 +101,8 @@ describe('NATS sink (shared nats-server)', () => {
       .send({ since: new Date(t.clock.now() - 1000).toISOString(), sink: 'nats' });
     expect(replay.status).toBe(202);
     expect(replay.body).toEqual({ ok: true, queued: 1 });
-    await waitFor(async () => {
-      const rows = await outboxRows(t, 'nats');
-      return rows.length === 2 && rows.every((r) => r.status === 'done');
-    }, 'the replay to be published');
+    await allDelivered(t, 'nats');
+    expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'delivered' })).toBe(2);
     const info = await client.jsm.streams.info(existing);
     expect(info.state.messages).toBe(1);
     expect((await client.jsm.streams.getMessage(existing, { seq: 1 }))?.header.get('Nats-Msg-Id')).toBe(first.deliveryId);
@@ -151,7 +150,7 @@ describe('NATS sink (shared nats-server)', () => {
     await silent.received(2);
     // The hook's lane holds its two slots; its other rows wait without touching the NATS lane.
     expect(silent.requests).toHaveLength(2);
-    await waitFor(async () => (await outboxRows(t, 'nats')).filter((r) => r.status === 'done').length === 20, 'NATS rows done');
+    await allDelivered(t, 'nats');
     expect((await outboxRows(t, 'stuck')).filter((r) => r.status === 'pending')).toHaveLength(20);
   });
 });

@@ -62,14 +62,14 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect(await outbox.nextDueAt('alerts', 'me')).toBeNull();
   });
 
-  it('records done, retries and dead letters; only the lease holder settles a retry', async () => {
+  it('removes delivered rows, records retries and dead letters; only the lease holder settles a retry', async () => {
     await open();
     for (let i = 0; i < 4; i++) await recordEvent(store, { receivedAt: T0, sinks: ['alerts'] });
     const [a, b, c, d] = await outbox.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
 
-    await outbox.markDone([{ id: a!.id, attempts: 1 }, { id: b!.id, attempts: 3 }], T0 + 5);
-    expect(await status(a!.id)).toMatchObject({ status: 'done', attempts: 1, updated_at: T0 + 5, lease_owner: null });
-    expect(await status(b!.id)).toMatchObject({ status: 'done', attempts: 3 });
+    await outbox.removeDelivered([a!.id, b!.id]);
+    await expect(status(a!.id)).rejects.toThrow('no result');
+    await expect(status(b!.id)).rejects.toThrow('no result');
 
     await outbox.scheduleRetry({ id: c!.id, owner: 'someone-else', attempts: 2, lastError: 'x', now: T0 }, T0 + 999);
     expect(await status(c!.id)).toMatchObject({ attempts: 0, lease_owner: 'me' });

@@ -22,8 +22,11 @@ for (const engine of engines) {
     afterEach(() => t.close());
 
     const db = () => t.relay.store.database.kysely;
-    const setOutbox = (deliveryId: string, sink: string, status: 'done' | 'dead') =>
-      db().updateTable('outbox').set({ status }).where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute();
+    /** As the dispatcher leaves a row: deleted once delivered, or a dead letter. */
+    const setOutbox = (deliveryId: string, sink: string, status: 'delivered' | 'dead') =>
+      status === 'delivered'
+        ? db().deleteFrom('outbox').where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute()
+        : db().updateTable('outbox').set({ status }).where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute();
     const deliveryIds = async () => (await db().selectFrom('deliveries').select('id').orderBy('id').execute()).map((r) => r.id).sort();
     const outboxRows = async () =>
       (await db().selectFrom('outbox').select(['delivery_id', 'sink', 'status']).execute())
@@ -31,7 +34,7 @@ for (const engine of engines) {
         .sort();
     const boxIds = async () => (await db().selectFrom('boxes').select('id').execute()).map((r) => r.id).sort();
 
-    it('removes old handled deliveries, their done rows and silent boxes; keeps unhandled work and recent data', async () => {
+    it('removes old handled deliveries and silent boxes; keeps unhandled work and recent data', async () => {
       const now = t.clock.now();
       t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
       const handled = (await t.post({ boxId: 'bx_old' })).deliveryId;
@@ -42,23 +45,23 @@ for (const engine of engines) {
       t.clock.set(now - (RETENTION_DAYS - 1) * DAY_MS);
       const recent = (await t.post({ boxId: 'bx_live' })).deliveryId;
       t.clock.set(now);
-      for (const id of [handled, oldOfLiveBox, recent]) await setOutbox(id, 'alerts', 'done');
+      for (const id of [handled, oldOfLiveBox, recent]) await setOutbox(id, 'alerts', 'delivered');
       await setOutbox(dead, 'alerts', 'dead');
-      await setOutbox(half, 'alerts', 'done'); // its `audit` row is still pending
+      await setOutbox(half, 'alerts', 'delivered'); // its `audit` row is still pending
 
       const result = await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
-      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, outbox: 3, boxes: 1 });
+      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, boxes: 1 });
       expect(await deliveryIds()).toEqual([pending, dead, half, recent].sort());
       expect(await outboxRows()).toEqual(
-        [`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${half}/audit/pending`, `${recent}/alerts/done`].sort(),
+        [`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${half}/audit/pending`].sort(),
       );
       expect(await boxIds()).toEqual(['bx_live']);
 
       // Once handled, the kept delivery goes on the next run.
-      await setOutbox(pending, 'alerts', 'done');
-      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1, outbox: 1, boxes: 0 });
-      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0, outbox: 0, boxes: 0 });
+      await setOutbox(pending, 'alerts', 'delivered');
+      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1, boxes: 0 });
+      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0, boxes: 0 });
     });
 
     it('ends the dedup window of a pruned delivery: the same id is then accepted as new', async () => {
@@ -68,7 +71,7 @@ for (const engine of engines) {
       expect((await t.post({ id })).body.duplicate).toBe(false);
       t.clock.set(now);
       expect((await t.post({ id })).body.duplicate).toBe(true);
-      await setOutbox(id, 'alerts', 'done');
+      await setOutbox(id, 'alerts', 'delivered');
       expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1 });
       expect((await t.post({ id })).body.duplicate).toBe(false);
     });
@@ -76,14 +79,14 @@ for (const engine of engines) {
     it('yields to the event loop between batches, and stops there when aborted', async () => {
       const now = t.clock.now();
       t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
-      for (let i = 0; i < 6; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'done');
+      for (let i = 0; i < 6; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'delivered');
       t.clock.set(now);
       const stop = new AbortController();
       // Runs only if the prune lets the event loop turn; then the prune must stop at its next batch.
       setImmediate(() => stop.abort());
       const options = { now, retentionDays: RETENTION_DAYS, batchSize: 2 };
-      expect(await pruneExpired(db(), { ...options, signal: stop.signal })).toMatchObject({ outbox: 2, deliveries: 0, boxes: 0 });
-      expect(await pruneExpired(db(), options)).toMatchObject({ outbox: 4, deliveries: 6, boxes: 6 });
+      expect(await pruneExpired(db(), { ...options, signal: stop.signal })).toMatchObject({ deliveries: 2, boxes: 0 });
+      expect(await pruneExpired(db(), options)).toMatchObject({ deliveries: 4, boxes: 6 });
     });
   });
 }

@@ -42,21 +42,21 @@ export function createDispatcher(deps: DispatcherDeps) {
   /** Nothing is claimed before start() has set aside and released what it must. */
   let running = false;
 
-  /** Deliveries are marked done in batches: one statement for the acks that arrive together. */
-  let done: { id: number; attempts: number }[] = [];
+  /** Delivered rows are removed in batches: one statement for the acks that arrive together. */
+  let delivered: number[] = [];
   let flushing: Promise<void> = Promise.resolve();
-  const flushDone = (): Promise<void> => {
-    const batch = done;
-    done = [];
+  const flushDelivered = (): Promise<void> => {
+    const batch = delivered;
+    delivered = [];
     if (batch.length === 0) return flushing;
     flushing = flushing
-      .then(() => outbox.markDone(batch, clock.now()))
-      .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not mark deliveries done; they will be sent again'));
+      .then(() => outbox.removeDelivered(batch))
+      .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not remove delivered rows; they will be sent again'));
     return flushing;
   };
-  const markDone = (id: number, attempts: number) => {
-    if (done.length === 0) setImmediate(flushDone);
-    done.push({ id, attempts });
+  const removeDelivered = (id: number) => {
+    if (delivered.length === 0) setImmediate(flushDelivered);
+    delivered.push(id);
   };
 
   const settle = async (sink: Sink, row: ClaimedRow, outcome: Outcome): Promise<void> => {
@@ -65,7 +65,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures - (dead ? 1 : 0));
     if (outcome.kind === 'delivered') {
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'delivered' });
-      return markDone(row.id, outcome.attempts);
+      return removeDelivered(row.id);
     }
     const now = clock.now();
     const context = { sink: sink.name, eventId: row.deliveryId, outboxId: row.id, attempts: outcome.attempts };
@@ -207,7 +207,8 @@ export function createDispatcher(deps: DispatcherDeps) {
     wake,
     /**
      * Claims nothing more and ends in-process waits (those rows stay due); sink calls in flight may
-     * finish within `graceMs`, then are cut. Every row ends done, scheduled or released: none is lost.
+     * finish within `graceMs`, then are cut. Every row ends delivered (deleted), scheduled, dead or
+     * released: none is lost.
      */
     async stop(graceMs: number): Promise<void> {
       stopping.abort();
@@ -217,7 +218,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       // A claim that was under way may still start rows: they see the stop and are released.
       while (inFlight.size > 0) await Promise.all([...inFlight]);
       clearTimeout(cutTimer);
-      await flushDone();
+      await flushDelivered();
     },
   };
 }

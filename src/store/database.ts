@@ -5,6 +5,7 @@ import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/schema.js';
 import type { Schema } from './schema.js';
+import { statementCache } from './statement-cache.js';
 
 export interface DatabaseOptions {
   /** A SQLite file path, or a `postgres://` / `postgresql://` URL. */
@@ -19,7 +20,16 @@ export function databaseOptionsOf(config: Pick<Config, 'database' | 'sqliteSynch
 }
 
 export type Database =
-  | { dialect: 'sqlite'; kysely: Kysely<Schema>; sqlite: BetterSqlite3.Database; close(): Promise<void> }
+  | {
+      dialect: 'sqlite';
+      kysely: Kysely<Schema>;
+      sqlite: BetterSqlite3.Database;
+      /** Prepares once per SQL text (Kysely's queries go through it too). */
+      prepare(sql: string): BetterSqlite3.Statement;
+      /** The configured commit durability, which unsynced writes put back. */
+      synchronous: 'FULL' | 'EXTRA' | 'NORMAL';
+      close(): Promise<void>;
+    }
   | { dialect: 'postgres'; kysely: Kysely<Schema>; pool: pg.Pool; close(): Promise<void> };
 
 export function isPostgresUrl(url: string): boolean {
@@ -48,6 +58,7 @@ export function openDatabase({ url, sqliteSynchronous = 'FULL', busyTimeoutMs = 
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${sqliteSynchronous}`);
   sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
-  const kysely = new Kysely<Schema>({ dialect: new SqliteDialect({ database: sqlite }) });
-  return { dialect: 'sqlite', kysely, sqlite, close: () => kysely.destroy() };
+  const prepare = statementCache(sqlite);
+  const kysely = new Kysely<Schema>({ dialect: new SqliteDialect({ database: { prepare, close: () => sqlite.close() } }) });
+  return { dialect: 'sqlite', kysely, sqlite, prepare, synchronous: sqliteSynchronous, close: () => kysely.destroy() };
 }

@@ -136,22 +136,11 @@ export function createOutbox(database: Database) {
     },
 
     /**
-     * Delivered: grouped by attempt count, so a batch of first-time successes is one statement. A mark
-     * lost to a power failure only sends the event again, so it needs no fsync of its own.
+     * Delivered rows are deleted: the outbox keeps only work and dead letters, so it stays small. A
+     * delete lost to a power failure only sends the event again, so it needs no fsync of its own.
      */
-    async markDone(rows: { id: number; attempts: number }[], now: number): Promise<void> {
-      const byAttempts = new Map<number, number[]>();
-      for (const { id, attempts } of rows) byAttempts.set(attempts, [...(byAttempts.get(attempts) ?? []), id]);
-      for (const [attempts, ids] of byAttempts) {
-        await executeUnsynced(
-          database,
-          db
-            .updateTable('outbox')
-            .set({ status: 'done', attempts, updated_at: now, ...leaseCleared })
-            .where('id', 'in', ids)
-            .where('status', '=', 'pending'),
-        );
-      }
+    async removeDelivered(ids: number[]): Promise<void> {
+      await executeUnsynced(database, db.deleteFrom('outbox').where('id', 'in', ids).where('status', '=', 'pending'));
     },
 
     /** Another attempt later; only while the lease is still ours (otherwise another process has it). */

@@ -1,5 +1,5 @@
-import { sql, type Kysely } from 'kysely';
-import type { OutboxStatus, Schema } from './schema.js';
+import type { Kysely } from 'kysely';
+import type { Schema } from './schema.js';
 
 export const DAY_MS = 86_400_000;
 
@@ -17,7 +17,6 @@ export interface PruneResult {
   /** Epoch ms: what was received (or last seen) before this was removed. */
   cutoff: number;
   deliveries: number;
-  outbox: number;
   boxes: number;
 }
 
@@ -40,30 +39,15 @@ async function deleteInBatches(
 }
 
 /**
- * Retention: removes finished fan-out rows and deliveries older than `retentionDays`, and boxes not
- * heard of for as long. A delivery stays while any of its outbox rows is pending or dead (work not
- * yet handled), so retention never loses undelivered events. Removing a delivery ends its dedup
+ * Retention: removes deliveries older than `retentionDays`, and boxes not heard of for as long.
+ * (Delivered fan-out rows are deleted when delivered.) A delivery stays while any of its outbox rows
+ * is left, pending or dead (work not yet handled), so retention never loses undelivered events. Removing a delivery ends its dedup
  * protection: the dedup window is the retention period. Every statement stands alone (no
  * transaction), as the SQLite connection is shared with the group-commit writer.
  */
 export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions): Promise<PruneResult> {
   const batchSize = options.batchSize ?? 500;
   const cutoff = options.now - options.retentionDays * DAY_MS;
-  // A literal, not a parameter: SQLite uses the partial index outbox_done_created_at only then.
-  const done = sql.lit<OutboxStatus>('done');
-
-  const outbox = await deleteInBatches(
-    () =>
-      kysely
-        .deleteFrom('outbox')
-        .where('id', 'in', (eb) =>
-          eb.selectFrom('outbox').select('id').where('status', '=', done).where('created_at', '<', cutoff).limit(batchSize),
-        )
-        .executeTakeFirstOrThrow(),
-    batchSize,
-    options.signal,
-  );
-
   const deliveries = await deleteInBatches(
     () =>
       kysely
@@ -93,12 +77,12 @@ export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions
     options.signal,
   );
 
-  return { cutoff, deliveries, outbox, boxes };
+  return { cutoff, deliveries, boxes };
 }
 
 export function describePrune(result: PruneResult): string {
   return (
-    `removed deliveries: ${result.deliveries}, done outbox rows: ${result.outbox}, boxes: ${result.boxes} ` +
+    `removed deliveries: ${result.deliveries}, boxes: ${result.boxes} ` +
     `(older than ${new Date(result.cutoff).toISOString()})`
   );
 }

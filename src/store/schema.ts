@@ -14,9 +14,12 @@ export interface DeliveriesTable {
   payload: string;
 }
 
-export type OutboxStatus = 'pending' | 'done' | 'dead';
+export type OutboxStatus = 'pending' | 'dead';
 
-/** Fan-out work: one row per (delivery, sink) committed with the delivery; `dead` rows are dead letters. */
+/**
+ * Fan-out work: one row per (delivery, sink) committed with the delivery, deleted once delivered;
+ * `dead` rows are dead letters.
+ */
 export interface OutboxTable {
   id: Generated<number>;
   delivery_id: string;

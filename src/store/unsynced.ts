@@ -17,15 +17,14 @@ interface Query<O> {
 export async function executeUnsynced<O>(database: Database, query: Query<O>): Promise<O[]> {
   if (database.dialect !== 'sqlite') return query.execute();
   const { sql, parameters } = query.compile();
-  const { sqlite } = database;
-  const level = sqlite.pragma('synchronous', { simple: true }) as number;
-  sqlite.pragma('synchronous = NORMAL');
+  const { prepare } = database;
+  prepare('PRAGMA synchronous = NORMAL').run();
   try {
-    const statement = sqlite.prepare(sql);
+    const statement = prepare(sql);
     if (statement.reader) return statement.all(...parameters) as O[];
     statement.run(...parameters);
     return [];
   } finally {
-    sqlite.pragma(`synchronous = ${level}`);
+    prepare(`PRAGMA synchronous = ${database.synchronous}`).run();
   }
 }

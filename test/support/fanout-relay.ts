@@ -5,6 +5,7 @@ import type { HookConfig } from '../../src/config/schema.js';
 import type { DispatchTuning } from '../../src/dispatch/tuning.js';
 import type { OutboxTable } from '../../src/store/schema.js';
 import { openStore, type Store } from '../../src/store/store.js';
+import { waitFor } from './fanout.js';
 import { hookServer, type HookServer } from './hook-server.js';
 import { testRelay, type TestRelay, type TestRelayOptions } from './relay.js';
 
@@ -27,6 +28,11 @@ export function hook(name: string, url: string, extra: Partial<HookConfig> = {})
 export function outboxRows(t: TestRelay | Store, sink: string): Promise<Selectable<OutboxTable>[]> {
   const store = 'relay' in t ? t.relay.store : t;
   return store.database.kysely.selectFrom('outbox').selectAll().where('sink', '=', sink).orderBy('id').execute();
+}
+
+/** Waits until a sink has no outbox row left: delivered rows are deleted. */
+export async function allDelivered(t: TestRelay | Store, sink: string, timeoutMs?: number): Promise<void> {
+  await waitFor(async () => (await outboxRows(t, sink)).length === 0, `every ${sink} row to be delivered`, timeoutMs);
 }
 
 /** The same, read through a store of its own (for a relay already stopped). */

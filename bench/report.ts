@@ -104,6 +104,9 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
     lines.push(`- Cost of logging: relay at info / relay at warn = ${quiet} (one ~${int(perLine)}-byte line per delivery at info)`);
   }
 
+  const sinkless = ratio('relay', 'relay-no-sink');
+  if (sinkless) lines.push(`- Cost of fan-out: relay with NATS / relay with no sink = ${sinkless} (both run in one event loop)`);
+
   const withFanout = relayRuns.map((m) => m.fanout).filter((f): f is FanoutResult => f !== undefined);
   if (fanout || withFanout.length === 0) {
     lines.push(`- fan-out: ${fanout ?? 'not available'}`);

@@ -39,6 +39,8 @@ const targets: Target[] = [
     relay(`relay-compare-${i + 1}`, `relay from ${checkout}`, ctx, { logLevel: 'info', database: freshDatabase, checkout }),
   ),
   ...(settings.logCost ? [relay('relay-quiet', 'relay (LOG_LEVEL=warn)', ctx, { logLevel: 'warn', database: freshDatabase })] : []),
+  // What the fan-out costs the receiver: the same relay with no sink configured (storage only).
+  ...(natsUrl ? [relay('relay-no-sink', 'relay, no sink configured', ctx, { logLevel: 'info', database: freshDatabase, fanout: false })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));
 // The same pre-filled file for every checkout: each run adds a few thousand rows to a million.
 const stored = settings.prefill.toLocaleString('en');

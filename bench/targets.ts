@@ -45,7 +45,7 @@ export function relay(
   key: string,
   label: string,
   ctx: Context,
-  options: { logLevel: string; database: () => string; checkout?: string },
+  options: { logLevel: string; database: () => string; checkout?: string; fanout?: boolean },
 ): Target {
   return {
     key,
@@ -63,7 +63,7 @@ export function relay(
         LOG_LEVEL: options.logLevel,
       };
       let fanout: Running['fanout'];
-      if (ctx.natsUrl) {
+      if (ctx.natsUrl && options.fanout !== false) {
         // A prefix and stream of its own on the shared server; the counter subscribes before the relay starts.
         const prefix = `bench_${tag}`;
         const stream = `BENCH_${tag}`.toUpperCase();

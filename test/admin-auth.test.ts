@@ -86,6 +86,8 @@ describe('/admin with a token', () => {
         const response = await request(t.relay.internalApp)[method](path).set('Authorization', `Bearer ${ADMIN_TOKEN}`).send({});
         expect(response.status, `${method} ${path}`).toBe(405);
         expect(response.body, `${method} ${path}`).toEqual(errorBody('method_not_allowed'));
+        const allow = served.flatMap((m) => (m === 'get' ? ['GET', 'HEAD'] : [m.toUpperCase()])).join(', ');
+        expect(response.headers.allow, `${method} ${path}`).toBe(allow);
       }
     }
   });

@@ -13,6 +13,8 @@ describe('health', () => {
     expect((await request(t.relay.publicApp).get('/readyz')).body).toEqual({ ok: true });
     expect((await request(t.relay.internalApp).get('/readyz')).body).toEqual({ ok: true, checks: { storage: 'ok' } });
     expect((await request(t.relay.internalApp).get('/healthz')).body).toEqual({ ok: true });
+    const post = await request(t.relay.publicApp).post('/healthz');
+    expect([post.status, post.body.code, post.headers.allow]).toEqual([405, 'method_not_allowed', 'GET, HEAD']);
   });
 
   it('is not ready while storage cannot commit, and ready again after', async () => {

@@ -201,7 +201,9 @@ for (const engine of engines) {
       it('404 not_found for another path and 405 method_not_allowed for another method', async () => {
         const d = delivery({ timestamp: t.clock.seconds });
         expectRefusal(await send(d, '/hooks'), 404, 'not_found');
-        expectRefusal(await request(t.relay.publicApp).get('/webhooks'), 405, 'method_not_allowed');
+        const get = await request(t.relay.publicApp).get('/webhooks');
+        expectRefusal(get, 405, 'method_not_allowed');
+        expect(get.headers.allow).toBe('POST');
         expectRefusal(await sendRaw(request(t.relay.publicApp).put('/webhooks').set(d.headers), d.body), 405, 'method_not_allowed');
         expectRefusal(await request(t.relay.publicApp).get('/metrics'), 404, 'not_found');
         expectRefusal(await request(t.relay.publicApp).get('/admin/events'), 404, 'not_found');

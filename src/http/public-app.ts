@@ -29,7 +29,7 @@ export function createPublicApp(deps: PublicAppDeps): Express {
     answer(receive, deps.logger, req, res, requestId);
   });
   app.use(assignRequestId);
-  app.all('/webhooks', methodNotAllowed);
+  app.all('/webhooks', methodNotAllowed('POST'));
   mountHealth(app, deps.readiness, false);
 
   app.use(notFound);
@@ -53,5 +53,5 @@ export function mountHealth(app: Express, readiness: () => Promise<ReadinessRepo
     const report = await readiness();
     res.status(report.ok ? 200 : 503).json(detailed ? report : { ok: report.ok });
   });
-  app.all(['/healthz', '/readyz'], methodNotAllowed);
+  app.all(['/healthz', '/readyz'], methodNotAllowed('GET'));
 }

@@ -35,7 +35,14 @@ export function sendError(res: Response, error: RelayError): void {
 }
 
 export const notFound: RequestHandler = (_req, res) => sendError(res, new NotFoundError());
-export const methodNotAllowed: RequestHandler = (_req, res) => sendError(res, new MethodNotAllowedError());
+/** A 405 for a path served with other methods, which `Allow` names (RFC 9110); GET implies HEAD. */
+export function methodNotAllowed(...served: ('GET' | 'POST' | 'DELETE')[]): RequestHandler {
+  const allow = served.flatMap((method) => (method === 'GET' ? ['GET', 'HEAD'] : [method])).join(', ');
+  return (_req, res) => {
+    res.setHeader('Allow', allow);
+    sendError(res, new MethodNotAllowedError());
+  };
+}
 
 /**
  * Any error as one of ours: Express's own body-parser errors (admin JSON) become their closest

@@ -30,7 +30,8 @@ export function boxRoutes(kysely: Kysely<Schema>): AdminRoutes {
         if (!(await forgetBox(kysely, req.params.boxId as string))) throw unknownBox();
         res.status(204).end();
       });
-      router.all(['/boxes', '/boxes/:boxId'], methodNotAllowed);
+      router.all('/boxes', methodNotAllowed('GET'));
+      router.all('/boxes/:boxId', methodNotAllowed('GET', 'DELETE'));
     },
   };
 }

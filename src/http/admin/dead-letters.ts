@@ -30,7 +30,9 @@ export function deadLetterRoutes(operations: Operations): AdminRoutes {
         await operations.discard(idOf(req));
         res.status(204).end();
       });
-      router.all(['/dead-letters', '/dead-letters/:id', '/dead-letters/:id/retry'], methodNotAllowed);
+      router.all('/dead-letters', methodNotAllowed('GET'));
+      router.all('/dead-letters/:id', methodNotAllowed('DELETE'));
+      router.all('/dead-letters/:id/retry', methodNotAllowed('POST'));
     },
   };
 }

@@ -42,7 +42,7 @@ export function eventRoutes(kysely: Kysely<Schema>, source: string): AdminRoutes
           nextCursor,
         });
       });
-      router.all('/events', methodNotAllowed);
+      router.all('/events', methodNotAllowed('GET'));
     },
   };
 }

@@ -16,7 +16,7 @@ export function replayRoutes(operations: Operations): AdminRoutes {
         const queued = await operations.replay(body.data);
         res.status(202).json({ ok: true, queued });
       });
-      router.all('/replay', methodNotAllowed);
+      router.all('/replay', methodNotAllowed('POST'));
     },
   };
 }

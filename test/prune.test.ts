@@ -51,7 +51,7 @@ for (const engine of engines) {
 
       const result = await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
-      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, boxes: 1 });
+      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, boxes: 1, secrets: 0 });
       expect(await deliveryIds()).toEqual([pending, dead, half, recent].sort());
       expect(await outboxRows()).toEqual(
         [`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${half}/audit/pending`].sort(),
@@ -74,6 +74,15 @@ for (const engine of engines) {
       await setOutbox(id, 'alerts', 'delivered');
       expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1 });
       expect((await t.post({ id })).body.duplicate).toBe(false);
+    });
+
+    it('removes signing secrets past their expiry, and keeps those in their grace period or without one', async () => {
+      const now = t.clock.now();
+      const secret = (name: string, expiresAt: number | null) => ({ secret: name, webhook_id: 'wh_1', created_at: now - DAY_MS, expires_at: expiresAt });
+      await db().insertInto('secrets').values([secret('expired', now - 1), secret('in-grace', now + 60_000), secret('current', null)]).execute();
+      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ secrets: 1 });
+      const left = await db().selectFrom('secrets').select('secret').orderBy('secret').execute();
+      expect(left.map((r) => r.secret)).toEqual(['current', 'in-grace']);
     });
 
     it('yields to the event loop between batches, and stops there when aborted', async () => {

@@ -135,7 +135,7 @@ export function buildProgram(): Command {
   program.command('migrate').description('apply pending database migrations and exit').action(migrate);
   program
     .command('prune')
-    .description('remove deliveries and silent boxes older than the retention period')
+    .description('remove deliveries and silent boxes older than the retention period, and expired secrets')
     .option('--days <n>', 'retention in days (default: BOXRELAY_RETENTION_DAYS)', positiveInt)
     .action(prune);
   program

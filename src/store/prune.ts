@@ -18,6 +18,8 @@ export interface PruneResult {
   cutoff: number;
   deliveries: number;
   boxes: number;
+  /** Signing secrets past their expiry (those of a finished rotation). */
+  secrets: number;
 }
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -39,11 +41,12 @@ async function deleteInBatches(
 }
 
 /**
- * Retention: removes deliveries older than `retentionDays`, and boxes not heard of for as long.
- * (Delivered fan-out rows are deleted when delivered.) A delivery stays while any of its outbox rows
- * is left, pending or dead (work not yet handled), so retention never loses undelivered events. Removing a delivery ends its dedup
- * protection: the dedup window is the retention period. Every statement stands alone (no
- * transaction), as the SQLite connection is shared with the group-commit writer.
+ * Retention: removes deliveries older than `retentionDays`, boxes not heard of for as long, and
+ * signing secrets past their expiry. (Delivered fan-out rows are deleted when delivered.) A
+ * delivery stays while any of its outbox rows is left, pending or dead (work not yet handled), so
+ * retention never loses undelivered events. Removing a delivery ends its dedup protection: the
+ * dedup window is the retention period. Every statement stands alone (no transaction), as the
+ * SQLite connection is shared with the group-commit writer.
  */
 export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions): Promise<PruneResult> {
   const batchSize = options.batchSize ?? 500;
@@ -77,12 +80,17 @@ export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions
     options.signal,
   );
 
-  return { cutoff, deliveries, boxes };
+  // An expired secret verifies nothing any more; kept, it would only be a secret at rest.
+  const secrets = options.signal?.aborted
+    ? 0
+    : Number((await kysely.deleteFrom('secrets').where('expires_at', '<', options.now).executeTakeFirstOrThrow()).numDeletedRows);
+
+  return { cutoff, deliveries, boxes, secrets };
 }
 
 export function describePrune(result: PruneResult): string {
   return (
-    `removed deliveries: ${result.deliveries}, boxes: ${result.boxes} ` +
-    `(older than ${new Date(result.cutoff).toISOString()})`
+    `removed deliveries: ${result.deliveries}, boxes: ${result.boxes} (older than ${new Date(result.cutoff).toISOString()}), ` +
+    `expired secrets: ${result.secrets}`
   );
 }

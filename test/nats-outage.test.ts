@@ -1,3 +1,9 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import request from 'supertest';
 import { expect, it } from 'vitest';
 import { allDelivered, fanoutFixture, fastTuning, metricValue, outboxRows } from './support/fanout-relay.js';
@@ -102,4 +108,42 @@ it('sets the JetStream stream up again when it is deleted while connected, then 
   expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: 'nats' })).toBe(1);
   expect(t.logs.entries().filter((e) => e.msg === 'created the JetStream stream')).toHaveLength(2);
   expect(t.logs.entries().filter((e) => e.msg === 'JetStream stream is gone; setting it up again')).toHaveLength(1);
+});
+
+/** A CA and a server certificate for 127.0.0.1 signed by it, made with openssl for this test. */
+function testCertificates(): { dir: string; ca: string; cert: string; key: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'boxrelay-tls-'));
+  const file = (name: string) => join(dir, name);
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=boxrelay test CA');
+  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1');
+  // The NATS client checks a server reached by IP address under the name `localhost`.
+  writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
+  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'san.ext');
+  return { dir, ca: file('ca.pem'), cert: file('server.pem'), key: file('server.key') };
+}
+
+it('publishes over TLS to a server whose certificate the configured CA file signed, and stays down without it', async () => {
+  const certs = testCertificates();
+  const nats = await ownNats(['--tls', '--tlscert', certs.cert, '--tlskey', certs.key]);
+  defer(() => nats.kill());
+  const { prefix, stream } = uniqueNames();
+  const natsCheck = async (t: TestRelay) => (await request(t.relay.internalApp).get('/readyz')).body.checks.nats as string;
+
+  const t = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream, natsTlsCaFile: certs.ca });
+  await waitFor(async () => (await natsCheck(t)) === 'ok', 'a TLS connection');
+  const posted = await t.post();
+  expect(posted.status).toBe(200);
+  await allDelivered(t, 'nats');
+  const client = await connect({ servers: nats.url, tls: { caFile: certs.ca } });
+  defer(() => client.close());
+  const message = await (await jetstreamManager(client)).streams.getMessage(stream, { seq: 1 });
+  expect(message?.header.get('Nats-Msg-Id')).toBe(posted.deliveryId);
+
+  // Without the CA the server's certificate is not trusted: the sink stays down, the receiver up.
+  const untrusting = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream }, { nats: { backoff: { minMs: 50, maxMs: 100 } } });
+  await untrusting.logs.waitFor((entry) => entry.msg === 'NATS unreachable; deliveries wait in the outbox');
+  expect(await natsCheck(untrusting)).toBe('down');
+  expect((await untrusting.post()).status).toBe(200);
 });

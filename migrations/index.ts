@@ -2,7 +2,6 @@ import type { Migration } from 'kysely';
 import * as initial from './001_initial.js';
 import * as pruneIndex from './002_prune_index.js';
 import * as outboxLanes from './003_outbox_lanes.js';
-import * as deleteDelivered from './004_delete_delivered.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -12,5 +11,4 @@ export const migrations: Record<string, Migration> = {
   '001_initial': initial,
   '002_prune_index': pruneIndex,
   '003_outbox_lanes': outboxLanes,
-  '004_delete_delivered': deleteDelivered,
 };

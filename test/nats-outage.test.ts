@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -126,6 +127,7 @@ function testCertificates(): { dir: string; ca: string; cert: string; key: strin
 
 it('publishes over TLS to a server whose certificate the configured CA file signed, and stays down without it', async () => {
   const certs = testCertificates();
+  defer(() => rm(certs.dir, { recursive: true, force: true }));
   const nats = await ownNats(['--tls', '--tlscert', certs.cert, '--tlskey', certs.key]);
   defer(() => nats.kill());
   const { prefix, stream } = uniqueNames();

@@ -151,6 +151,7 @@ describe('NATS sink (shared nats-server)', () => {
     // The hook's lane holds its two slots; its other rows wait without touching the NATS lane.
     expect(silent.requests).toHaveLength(2);
     await allDelivered(t, 'nats');
+    expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'delivered' })).toBe(20);
     expect((await outboxRows(t, 'stuck')).filter((r) => r.status === 'pending')).toHaveLength(20);
   });
 });

@@ -31,7 +31,7 @@ class FakeTimers implements Timers {
   }
 }
 
-const result = (deliveries: number): PruneResult => ({ cutoff: 0, deliveries, boxes: 0, secrets: 0 });
+const result = (deliveries: number): PruneResult => ({ cutoff: 0, deliveries, doneRows: 0, boxes: 0, secrets: 0 });
 
 describe('the daily retention schedule', () => {
   it('runs shortly after start, then once a day, logging what it removed', async () => {

@@ -6,19 +6,15 @@ export class MigrationError extends Error {
   readonly code = 'migration_failed';
 }
 
-/** Kysely's Migrator over our migrations; it takes a lock, so replicas starting together migrate once. */
-export async function migratorFor(database: Database): Promise<Migrator> {
-  return new Migrator({
+/** Runs pending migrations. Kysely's Migrator takes a lock, so replicas starting together migrate once. */
+export async function migrateToLatest(database: Database): Promise<MigrationResultSet['results']> {
+  const migrator = new Migrator({
     db: database.kysely,
     provider: { getMigrations: async () => migrations },
     // Kysely looks for its own tables in every schema; pin them to ours so one schema per deployment works.
     migrationTableSchema: database.dialect === 'postgres' ? await currentSchema(database) : undefined,
   });
-}
-
-/** Runs pending migrations. */
-export async function migrateToLatest(database: Database): Promise<MigrationResultSet['results']> {
-  const { error, results } = await (await migratorFor(database)).migrateToLatest();
+  const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new MigrationError(`migration ${failed} failed: ${(error as Error).message}`, { cause: error });

@@ -1,7 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
+import { DAY_MS } from '../src/store/prune.js';
 import { BOX_COUNT, boxIdOf, eventBody, newEventId } from './deliveries.js';
-
-const DAY_MS = 86_400_000;
 
 /**
  * Fills an already migrated SQLite file with `count` delivered events as the relay would have left

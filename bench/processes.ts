@@ -24,6 +24,17 @@ function cpuSecondsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
+/**
+ * Busy CPU seconds of the whole machine since boot, all cores (/proc/stat: everything but idle and
+ * iowait): the load generator, the target and NATS share the cores; this tells whether all were busy.
+ */
+export function machineBusySeconds(): number {
+  const total = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] as string;
+  const ticks = total.trim().split(/\s+/).slice(1, 9).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = ticks as [number, number, number, number, number, number, number, number];
+  return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS;
+}
+
 /** A port nobody listens on right now (127.0.0.1 only). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

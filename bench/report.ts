@@ -18,6 +18,8 @@ export interface Measurement {
   load: LoadResult;
   /** The target's CPU time (user + system) per 2xx during the measurement. */
   cpuMicrosPerRequest: number;
+  /** Busy CPU time of the whole machine (all processes, all cores) per 2xx during the measurement. */
+  machineMicrosPerRequest: number;
   fanout: FanoutResult | undefined;
   /** Bytes the target wrote to stdout (the relay's log), warm-up included. */
   logBytes: number;
@@ -63,8 +65,8 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
       (settings.rounds > 1 ? '; figures are medians (min–max)' : ''),
     '- Relay: `node bin/boxrelay.js serve`, SQLite (synchronous=FULL), NATS configured, stdout (the log) read from a pipe as a container runtime does',
     '',
-    '| target | accepted/s (2xx) | p50 ms | p99 ms | max ms | non-2xx | errors | CPU µs/2xx |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    '| target | accepted/s (2xx) | p50 ms | p99 ms | max ms | non-2xx | errors | CPU µs/2xx | machine CPU µs/2xx |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const [, group] of byKey) {
     const load = group.map((m) => m.load);
@@ -72,7 +74,7 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
       `| ${group[0]?.label} | ${spread(rate(group[0]?.key as string), int)} | ${spread(load.map((l) => l.p50), ms)} | ` +
         `${spread(load.map((l) => l.p99), ms)} | ${spread(load.map((l) => l.max), ms)} | ` +
         `${int(load.reduce((s, l) => s + l.non2xx, 0))} | ${int(load.reduce((s, l) => s + l.errors, 0))} | ` +
-        `${spread(group.map((m) => m.cpuMicrosPerRequest), int)} |`,
+        `${spread(group.map((m) => m.cpuMicrosPerRequest), int)} | ${spread(group.map((m) => m.machineMicrosPerRequest), int)} |`,
     );
   }
   lines.push('');
@@ -89,8 +91,14 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   };
   const relayOverA = ratio('relay', 'http');
   const relayOverB = ratio('relay', 'express');
+  const commitOverB = ratio('express-commit', 'express');
+  const relayOverC = ratio('relay', 'express-commit');
+  const sinklessOverB = ratio('relay-no-sink', 'express');
   if (relayOverA) lines.push(`- relay / (a): ${relayOverA}`);
   if (relayOverB) lines.push(`- relay / (b): ${relayOverB} (target >= 0.85)`);
+  if (commitOverB) lines.push(`- (c) / (b): ${commitOverB} (what a durable group commit alone costs an Express endpoint)`);
+  if (relayOverC) lines.push(`- relay / (c): ${relayOverC}`);
+  if (sinklessOverB) lines.push(`- relay with no sink / (b): ${sinklessOverB}`);
   const relayRuns = byKey.get('relay') ?? [];
   if (relayRuns.length) lines.push(`- relay p99: ${spread(relayRuns.map((m) => m.load.p99), ms)} ms (target < 25 ms)`);
 
@@ -146,7 +154,9 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   lines.push(
     '',
     'CPU µs/2xx: user + system CPU time of the target process during the measurement, per 2xx answer (from',
-    '/proc; threads included). On a shared machine it moves far less than throughput does.',
+    '/proc; threads included). On a shared machine it moves far less than throughput does. Machine CPU µs/2xx:',
+    'busy CPU time of all cores (load generator, target, nats-server, anything else) per 2xx; with the cores',
+    'saturated, throughput is about cores / machine CPU per 2xx; a process bound by its one thread shows CPU µs/2xx × rate ≈ 1 s/s.',
     '',
     `Reproduce: \`npm run bench\` (\`BENCH_ROUNDS=${settings.rounds} npm run bench\` for this file); \`BENCH_SECONDS\`, \`BENCH_PREFILL\`,`,
     '`BENCH_ONLY`, `BENCH_COMPARE`, `BENCH_PROFILE`: see bench/settings.ts.',

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { natsReachable } from './fanout.js';
 import { runLoad, type LoadResult } from './load.js';
 import { prefill } from './prefill.js';
-import { runNode } from './processes.js';
+import { machineBusySeconds, runNode } from './processes.js';
 import { renderReport, type FanoutResult, type Measurement } from './report.js';
 import { readSettings } from './settings.js';
 import { baseline, relay, type Context, type Target } from './targets.js';
@@ -34,6 +34,7 @@ let prefillSeconds = 0;
 const targets: Target[] = [
   baseline('http', '(a) bare node:http + HMAC', 'bare-http.js', ctx),
   baseline('express', '(b) bare Express route + HMAC', 'bare-express.js', ctx),
+  baseline('express-commit', '(c) (b) + group commit to one SQLite table (FULL)', 'express-commit.js', ctx),
   relay('relay', 'relay (LOG_LEVEL=info)', ctx, { logLevel: 'info', database: freshDatabase }),
   ...settings.compare.map((checkout, i) =>
     relay(`relay-compare-${i + 1}`, `relay from ${checkout}`, ctx, { logLevel: 'info', database: freshDatabase, checkout }),
@@ -70,9 +71,10 @@ async function measure(target: Target, round: number): Promise<Measurement> {
     if (fanout && fanoutWorks) await fanout.counter.until(before, settings.fanoutTimeoutMs);
     const loadavgBefore = loadavg()[0] as number;
     log(`bench: ${target.label}, round ${round + 1}: ${settings.seconds} s at ${settings.connections} connections`);
-    const cpuBefore = running.server.cpuSeconds();
+    const [cpuBefore, machineBefore] = [running.server.cpuSeconds(), machineBusySeconds()];
     const result: LoadResult = await runLoad(running.server.port, load);
     const cpuSeconds = running.server.cpuSeconds() - cpuBefore;
+    const machineSeconds = machineBusySeconds() - machineBefore;
     let fanoutResult: FanoutResult | undefined;
     if (fanout && fanoutWorks) {
       const { count, atNs } = await fanout.counter.until(before + result.accepted, settings.fanoutTimeoutMs);
@@ -89,6 +91,7 @@ async function measure(target: Target, round: number): Promise<Measurement> {
       round,
       load: result,
       cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, result.accepted),
+      machineMicrosPerRequest: (machineSeconds * 1e6) / Math.max(1, result.accepted),
       fanout: fanoutResult,
       logBytes: running.server.stdoutBytes(),
       requests: before + result.accepted,

@@ -16,13 +16,13 @@ export interface Settings {
   natsUrl: string;
   /** Longest wait for NATS to hold every event. */
   fanoutTimeoutMs: number;
-  /** Run the relay under `node --cpu-prof` and keep the profiles here. */
+  /** Run each target under `node --cpu-prof` and keep the profiles here. */
   profileDir: string | undefined;
   /** Where the markdown report goes. */
   results: string | undefined;
   /** Other built checkouts of boxrelay (comma list), each measured after the relay in every round (A/B of a change). */
   compare: string[];
-  /** Only these targets (comma list of http, express, relay, relay-compare-N, relay-quiet, relay-no-sink, relay-1m, relay-1m-compare-N). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-no-sink, relay-1m, relay-1m-compare-N). */
   only: string[] | undefined;
 }
 

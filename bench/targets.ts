@@ -32,13 +32,21 @@ export function baseline(key: string, label: string, script: string, ctx: Contex
     label,
     async start() {
       const port = await freePort();
-      const server = await spawnServer({ args: [join(ctx.root, 'dist/bench/targets', script)], env: { PORT: String(port) }, port, cwd: ctx.root });
+      const args = [...profileFlags(ctx, key), join(ctx.root, 'dist/bench/targets', script)];
+      const server = await spawnServer({ args, env: { PORT: String(port) }, port, cwd: ctx.root });
       return { server, stop: () => server.stop() };
     },
   };
 }
 
 let runs = 0;
+
+/** `node --cpu-prof` flags when profiles are asked for: one file per run of a target. */
+function profileFlags(ctx: Context, key: string): string[] {
+  if (!ctx.profileDir) return [];
+  const name = `${key}-${++runs}_${randomBytes(4).toString('hex')}.cpuprofile`;
+  return ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`, `--cpu-prof-name=${name}`];
+}
 
 /** The relay exactly as users run it: `node bin/boxrelay.js serve` with env configuration. */
 export function relay(
@@ -70,8 +78,7 @@ export function relay(
         Object.assign(env, { BOXRELAY_NATS_URL: ctx.natsUrl, BOXRELAY_NATS_SUBJECT_PREFIX: prefix, BOXRELAY_NATS_STREAM: stream });
         fanout = { counter: await FanoutCounter.start(ctx.natsUrl, prefix), stream };
       }
-      const profile = ctx.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`, `--cpu-prof-name=${key}-${tag}.cpuprofile`] : [];
-      const server = await spawnServer({ args: [...profile, join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root });
+      const server = await spawnServer({ args: [...profileFlags(ctx, key), join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root });
       return {
         server,
         ...(fanout ? { fanout } : {}),

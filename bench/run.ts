@@ -66,7 +66,7 @@ async function measure(target: Target, round: number): Promise<Measurement> {
     let before = 0;
     if (settings.warmup > 0) before = (await runLoad(running.server.port, { ...load, seconds: settings.warmup })).accepted;
     const fanout = running.fanout;
-    if (fanout && fanoutWorks === undefined) fanoutWorks = before > 0 && (await fanout.counter.anyWithin(5000));
+    if (fanout && fanoutWorks === undefined && before > 0) fanoutWorks = await fanout.counter.anyWithin(5000);
     // Start measuring with no warm-up backlog left in the outbox.
     if (fanout && fanoutWorks) await fanout.counter.until(before, settings.fanoutTimeoutMs);
     const loadavgBefore = loadavg()[0] as number;
@@ -75,6 +75,8 @@ async function measure(target: Target, round: number): Promise<Measurement> {
     const result: LoadResult = await runLoad(running.server.port, load);
     const cpuSeconds = running.server.cpuSeconds() - cpuBefore;
     const machineSeconds = machineBusySeconds() - machineBefore;
+    // With no warm-up, whether anything reaches NATS is only known after the measured load.
+    if (fanout && fanoutWorks === undefined) fanoutWorks = result.accepted > 0 && (await fanout.counter.anyWithin(5000));
     let fanoutResult: FanoutResult | undefined;
     if (fanout && fanoutWorks) {
       const { count, atNs } = await fanout.counter.until(before + result.accepted, settings.fanoutTimeoutMs);

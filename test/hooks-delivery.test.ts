@@ -2,7 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from './support/clock.js';
-import { adminAuth, allDelivered, fanoutFixture, fastTuning, hook, metricValue, outboxRows } from './support/fanout-relay.js';
+import { adminAuth, advanceAndWake, allDelivered, fanoutFixture, fastTuning, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
@@ -69,8 +69,7 @@ describe('outgoing HTTP hooks', () => {
     expect(row).toMatchObject({ status: 'pending', next_attempt_at: s.clock.now() + 120_000, last_error: 'http_503: hook answered 503' });
     expect(await deliveries(s, 'later', 'retried')).toBe(1);
 
-    s.clock.advance(120_000);
-    s.relay.dispatcher.wake();
+    advanceAndWake(s, 120_000);
     await scheduled.received(2);
     await allDelivered(s, 'later');
     expect(scheduled.requests).toHaveLength(2);
@@ -87,8 +86,7 @@ describe('outgoing HTTP hooks', () => {
     const scheduled = () => t.logs.entries().filter((e) => e.msg === 'delivery failed; retry scheduled').map((e) => e.error);
     expect(scheduled()).toEqual(['http_429: hook answered 429']);
 
-    t.clock.advance(3000);
-    t.relay.dispatcher.wake();
+    advanceAndWake(t, 3000);
     await target.received(3);
     await allDelivered(t, 'short');
     expect(target.requests).toHaveLength(3);
@@ -101,8 +99,7 @@ describe('outgoing HTTP hooks', () => {
     await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.attempts === 1, 'the first attempt to be recorded');
     expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ status: 'pending', next_attempt_at: t.clock.now() + 3_600_000 });
 
-    t.clock.advance(3_600_000);
-    t.relay.dispatcher.wake();
+    advanceAndWake(t, 3_600_000);
     await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.status === 'dead', 'the second attempt to use up maxAttempts');
     expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ attempts: 2, last_error: 'http_503: hook answered 503' });
     expect(target.requests).toHaveLength(2);

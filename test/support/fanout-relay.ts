@@ -30,6 +30,12 @@ export function outboxRows(t: TestRelay | Store, sink: string): Promise<Selectab
   return store.database.kysely.selectFrom('outbox').selectAll().where('sink', '=', sink).orderBy('id').execute();
 }
 
+/** Moves the test clock on by `ms` and wakes the dispatcher, so work scheduled within `ms` is claimed now. */
+export function advanceAndWake(t: TestRelay, ms: number): void {
+  t.clock.advance(ms);
+  t.relay.dispatcher.wake();
+}
+
 /** Waits until a sink has no outbox row left: delivered rows are deleted. */
 export async function allDelivered(t: TestRelay | Store, sink: string, timeoutMs?: number): Promise<void> {
   await waitFor(async () => (await outboxRows(t, sink)).length === 0, `every ${sink} row to be delivered`, timeoutMs);

@@ -36,7 +36,10 @@ function section(md: string, heading: RegExp): string {
 
 const backticked = (s: string): string[] => [...s.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
 
-/** The contract's configuration table: variable name -> default (undefined when "none"). */
+/**
+ * The contract's configuration table: variable name -> default (undefined when "none", or when the
+ * default is prose such as "the retention window": derived by the relay, so the chart leaves it empty).
+ */
 function contractVariables(): Map<string, string | undefined> {
   const table = section(read(contractPath), /^## 1\. Configuration/);
   const vars = new Map<string, string | undefined>();
@@ -45,7 +48,7 @@ function contractVariables(): Map<string, string | undefined> {
     const cells = line.split('|').map((c) => c.trim());
     const names = backticked(cells[1]!).filter((n) => /^[A-Z][A-Z0-9_]*$/.test(n));
     const defaults = backticked(cells[2]!);
-    const none = cells[2] === 'none';
+    const none = cells[2] === 'none' || defaults.length === 0;
     if (!none && defaults.length !== names.length) {
       throw new Error(`contract: cannot pair variables and defaults in row: ${line}`);
     }

@@ -68,6 +68,9 @@ describe('configuration', () => {
     expect(config.toleranceSeconds).toBe(120);
     expect(config.secrets).toEqual(['whsec_a', 'whsec_b']);
     expect(config.natsDuplicateWindow).toBe(600_000);
+    expect(config.natsMaxAge).toBeUndefined(); // the NATS sink takes the retention window
+    expect(loadConfig({ env: { BOXRELAY_NATS_MAX_AGE: '0' } }).natsMaxAge).toBe(0);
+    expect(loadConfig({ env: { BOXRELAY_NATS_MAX_AGE: '7d' } }).natsMaxAge).toBe(7 * 86_400_000);
     expect(config.hooks[0]).toMatchObject({ name: 'alerts', events: ['box.error'], format: 'cloudevents', timeoutMs: 5000, maxAttempts: 8 });
   });
 

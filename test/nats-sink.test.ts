@@ -76,6 +76,8 @@ describe('NATS sink (shared nats-server)', () => {
     const info = await client.jsm.streams.info(stream);
     expect(info.config.subjects).toEqual([`${prefix}.>`]);
     expect(info.config.duplicate_window).toBe(120_000_000_000);
+    // BOXRELAY_NATS_MAX_AGE unset: the retention window, so the stream cannot grow without bound.
+    expect(info.config.max_age).toBe(t.config.retentionDays * 86_400 * 1e9);
     await waitFor(async () => (await client.jsm.streams.info(stream)).state.messages === 5, 'the stream to hold 5 messages');
     await allDelivered(t, 'nats');
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'delivered' })).toBe(5);
@@ -120,10 +122,25 @@ describe('NATS sink (shared nats-server)', () => {
     await expect(client.jsm.streams.info(t.config.natsStream)).rejects.toThrow(/not found/);
   });
 
+  it('adds the new prefix to its own stream when the prefix changed, keeping the old subjects and messages', async () => {
+    const { prefix, client, t } = await setup({ natsMaxAge: '0' });
+    const oldSubjects = `${uniqueNames().prefix}.>`;
+    await client.jsm.streams.add({ name: t.config.natsStream, subjects: [oldSubjects] });
+    await t.relay.start();
+    await natsUp(t);
+    await t.post({ type: 'box.ready' });
+    await waitFor(async () => (await client.jsm.streams.info(t.config.natsStream)).state.messages === 1, 'the message in the stream');
+    const info = await client.jsm.streams.info(t.config.natsStream);
+    expect(info.config.subjects).toEqual([oldSubjects, `${prefix}.>`]);
+    expect(t.logs.text()).toContain('added the subjects to the existing JetStream stream');
+  });
+
   it('reports a refused stream creation in the logs and /readyz, keeps accepting, and holds the work', async () => {
-    const { client, t } = await setup();
-    // The configured stream name is taken by a stream on other subjects: creation is refused.
-    await client.jsm.streams.add({ name: t.config.natsStream, subjects: [`${uniqueNames().prefix}.>`] });
+    const { prefix, client, t } = await setup();
+    // Another stream holds part of the prefix's subjects: a stream on `<prefix>.>` would overlap it and is refused.
+    const other = `${uniqueNames().stream}_PART`;
+    client.streams.push(other);
+    await client.jsm.streams.add({ name: other, subjects: [`${prefix}.box.>`] });
     await t.relay.start();
     const ready = await waitFor(async () => {
       const res = await request(t.relay.internalApp).get('/readyz');

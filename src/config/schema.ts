@@ -73,6 +73,8 @@ export const configSchema = z.strictObject({
   natsMode: z.enum(['jetstream', 'core']).default('jetstream'),
   natsStream: z.string().regex(/^[A-Za-z0-9_-]+$/, 'expected a stream name of A-Z a-z 0-9 _ -').default('SANDBOX_EVENTS'),
   natsDuplicateWindow: duration.default(3_600_000),
+  /** Max age of a stream the relay creates; unset = the retention window, 0 = kept forever. */
+  natsMaxAge: z.union([z.literal(['0', 0]).transform(() => 0), duration]).optional(),
   natsCredsFile: optionalText,
   natsToken: optionalText,
   natsUser: optionalText,

@@ -21,6 +21,7 @@ import type { Config } from '../config/schema.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import type { DependencyStatus } from '../http/readiness.js';
 import type { Logger } from '../log.js';
+import { DAY_MS } from '../store/prune.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
 import { NATS_SINK } from './route.js';
 import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
@@ -31,6 +32,8 @@ export type NatsSettings = Pick<
   | 'natsSubjectPrefix'
   | 'natsStream'
   | 'natsDuplicateWindow'
+  | 'natsMaxAge'
+  | 'retentionDays'
   | 'natsCredsFile'
   | 'natsToken'
   | 'natsUser'
@@ -116,13 +119,19 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       try {
         const jsm = await jetstreamManager(connection, { timeout: ackTimeoutMs });
         const existing = await capturingStream(jsm);
+        const named = existing ? undefined : await jsm.streams.info(settings.natsStream).catch(unlessStreamNotFound);
         if (existing) {
           log.info({ stream: existing, subjects: captured }, 'publishing to the existing JetStream stream that captures the subjects');
+        } else if (named) {
+          // The prefix changed: the stream keeps its old subjects (their messages stay readable) and takes the new ones.
+          await jsm.streams.update(settings.natsStream, { subjects: [...(named.config.subjects ?? []), captured] });
+          log.info({ stream: settings.natsStream, subjects: captured }, 'added the subjects to the existing JetStream stream');
         } else {
           await jsm.streams.add({
             name: settings.natsStream,
             subjects: [captured],
             duplicate_window: nanos(settings.natsDuplicateWindow),
+            max_age: nanos(settings.natsMaxAge ?? settings.retentionDays * DAY_MS),
           });
           log.info({ stream: settings.natsStream, subjects: captured }, 'created the JetStream stream');
         }
@@ -280,6 +289,12 @@ function noStreamCaptures(error: unknown): boolean {
   if (error instanceof JetStreamApiError) return error.code === JetStreamApiCodes.StreamNotFound;
   const cause = (error as { cause?: unknown } | undefined)?.cause;
   return cause instanceof RequestError && cause.isNoResponders();
+}
+
+/** `streams.info` for a name that may be free: undefined when no stream has it. */
+function unlessStreamNotFound(error: unknown): undefined {
+  if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return undefined;
+  throw error;
 }
 
 /** A failure retried in a loop is logged once per distinct reason, not at every attempt. */

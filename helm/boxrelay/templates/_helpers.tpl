@@ -138,6 +138,7 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_MODE" "value" .Values.config.natsMode) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_STREAM" "value" .Values.config.natsStream) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_DUPLICATE_WINDOW" "value" .Values.config.natsDuplicateWindow) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_MAX_AGE" "value" .Values.config.natsMaxAge) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_TLS_CA_FILE" "value" .Values.config.natsTlsCaFile) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SOURCE" "value" .Values.config.source) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_UPSTREAM_BASE_URL" "value" .Values.config.upstreamBaseUrl) }}

@@ -2,6 +2,7 @@ import type { Migration } from 'kysely';
 import * as initial from './001_initial.js';
 import * as pruneIndex from './002_prune_index.js';
 import * as outboxLanes from './003_outbox_lanes.js';
+import * as reconcile from './004_reconcile.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -11,4 +12,5 @@ export const migrations: Record<string, Migration> = {
   '001_initial': initial,
   '002_prune_index': pruneIndex,
   '003_outbox_lanes': outboxLanes,
+  '004_reconcile': reconcile,
 };

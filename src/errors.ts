@@ -26,6 +26,8 @@ export type ErrorCode =
   | 'storage_unavailable'
   | 'unauthorized'
   | 'invalid_request'
+  | 'reconcile_in_progress'
+  | 'reconcile_not_configured'
   | 'internal_error';
 
 export class MissingHeaderError extends RelayError {
@@ -111,6 +113,21 @@ export class UnauthorizedError extends RelayError {
 
 export class InvalidRequestError extends RelayError {
   readonly code = 'invalid_request';
+}
+
+/** A reconciliation run is going on (on this or another replica): one at a time. */
+export class ReconcileInProgressError extends RelayError {
+  readonly code = 'reconcile_in_progress';
+  constructor() {
+    super('a reconciliation run is in progress; see GET /admin/reconcile');
+  }
+}
+
+export class ReconcileNotConfiguredError extends RelayError {
+  readonly code = 'reconcile_not_configured';
+  constructor() {
+    super('reconciliation needs BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY');
+  }
 }
 
 /** A fault of the relay itself; the cause is logged, never sent. */

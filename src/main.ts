@@ -7,6 +7,7 @@ import type { DispatchTuning } from './dispatch/tuning.js';
 import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
+import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createInternalApp } from './http/internal-app.js';
@@ -17,11 +18,16 @@ import type { Logger } from './log.js';
 import { boxStateCounts, createMetrics } from './metrics/metrics.js';
 import { createHttpHookSink } from './sinks/http-hook.js';
 import { createNatsSink, type NatsSinkOptions } from './sinks/nats.js';
+import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
+import { scheduleReconcile } from './reconcile/schedule.js';
+import type { Schedule } from './schedule.js';
 import { configuredSinks, createSinkRouter } from './sinks/route.js';
 import type { Sink } from './sinks/sink.js';
+import { acceptEvent } from './store/accept-event.js';
 import { countBoxesByState } from './store/boxes.js';
 import { createOutbox } from './store/outbox.js';
 import { pruneExpired } from './store/prune.js';
+import { lastSuccessAt } from './store/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-schedule.js';
 import { createSecretsStore } from './store/secrets-store.js';
 import { databaseOptionsOf } from './store/database.js';
@@ -47,6 +53,8 @@ export interface RelayDeps {
   /** Fan-out timing (tests shorten it); the poll interval comes from the config. */
   dispatch?: Partial<DispatchTuning>;
   nats?: Pick<NatsSinkOptions, 'ackTimeoutMs' | 'backoff'>;
+  /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
+  reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream'] };
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
@@ -55,7 +63,16 @@ export type Relay = Awaited<ReturnType<typeof createRelay>>;
  * Wires every part from the validated config. Nothing listens or sends until `start()`, so tests
  * can drive `publicApp` and `internalApp` with supertest.
  */
-export async function createRelay({ config, logger, clock = systemClock, registry = new Registry(), timers, dispatch, nats: natsOptions }: RelayDeps) {
+export async function createRelay({
+  config,
+  logger,
+  clock = systemClock,
+  registry = new Registry(),
+  timers,
+  dispatch,
+  nats: natsOptions,
+  reconcile: reconcileOptions,
+}: RelayDeps) {
   const secretsFile = config.secretsFile
     ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) })
     : undefined;
@@ -110,6 +127,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
       },
       deadLettersBySink: () => outbox.countBySink('dead'),
       sinkUp: () => Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])),
+      ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
     },
   });
 
@@ -126,29 +144,35 @@ export async function createRelay({ config, logger, clock = systemClock, registr
   wakeDispatcher = dispatcher.wake;
   const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: dispatcher.wake });
 
+  const accept = acceptEvent({ writer: store.writer, sinksFor, metrics });
   const publicApp = createPublicApp({
     toleranceSeconds: config.toleranceSeconds,
     maxBodyBytes: config.maxBodyBytes,
     clock,
     secrets,
-    writer: store.writer,
-    sinksFor,
+    accept,
     metrics,
     readiness,
     logger,
   });
+  // A second entrance to the store, beside the receiver: events found upstream take `accept` too.
+  const reconciler =
+    metrics.reconcile &&
+    reconcilerFromConfig({ config, kysely, accept, clock, logger, metrics: metrics.reconcile, upstream: reconcileOptions?.upstream });
   const admin = config.adminToken
     ? createAdminRouter(config.adminToken, [
         eventRoutes(kysely, config.source),
         boxRoutes(kysely),
         deadLetterRoutes(operations),
         replayRoutes(operations),
+        reconcileRoutes(reconciler),
       ])
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, logger });
 
   let listening: Listening[] = [];
   let pruning: PruneSchedule | undefined;
+  let reconciling: Schedule | undefined;
   return {
     config,
     store,
@@ -157,6 +181,7 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     secrets,
     secretsFile,
     registry,
+    reconciler,
     publicApp,
     internalApp,
     async start() {
@@ -174,6 +199,14 @@ export async function createRelay({ config, logger, clock = systemClock, registr
         logger: logger.child({ part: 'retention' }),
         timers,
       });
+      if (reconciler && config.reconcileInterval > 0) {
+        reconciling = scheduleReconcile(reconciler, {
+          intervalMs: config.reconcileInterval,
+          logger,
+          timers: reconcileOptions?.timers,
+          firstDelayMs: reconcileOptions?.firstDelayMs,
+        });
+      }
       logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks: sinkNames }, 'boxrelay listening');
       return { port: publicServer.port, internalPort: internalServer.port };
     },
@@ -184,8 +217,14 @@ export async function createRelay({ config, logger, clock = systemClock, registr
     async stop() {
       const started = Date.now();
       secretsFile?.stop();
-      await Promise.all([...listening.map((l) => l.close(config.shutdownTimeoutMs)), pruning?.stop()]);
+      await Promise.all([
+        ...listening.map((l) => l.close(config.shutdownTimeoutMs)),
+        pruning?.stop(),
+        reconciling?.stop(),
+        reconciler?.stop(),
+      ]);
       pruning = undefined;
+      reconciling = undefined;
       await secrets.stopDatabaseRefresh();
       listening = [];
       // One shutdown budget for both: what the HTTP close used is not given to the sinks again.

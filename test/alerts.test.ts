@@ -24,6 +24,7 @@ const EXPECTED_ALERTS = [
   'BoxRelaySecretExpiringSoon',
   'BoxRelayNotReady',
   'BoxRelaySinkDown',
+  'BoxRelayReconcileFailing',
 ];
 
 function promtool(args: string[]): { status: number | null; output: string } {

@@ -41,7 +41,8 @@ const backticked = (s: string): string[] => [...s.matchAll(/`([^`]+)`/g)].map((m
  * default is prose such as "the retention window": derived by the relay, so the chart leaves it empty).
  */
 function contractVariables(): Map<string, string | undefined> {
-  const table = section(read(contractPath), /^## 1\. Configuration/);
+  // Section 1's table, and the tables of sections that bring settings of their own (9: reconciliation).
+  const table = [/^## 1\. Configuration/, /^## 9\. Reconciliation/].map((heading) => section(read(contractPath), heading)).join('\n');
   const vars = new Map<string, string | undefined>();
   for (const line of table.split('\n')) {
     if (!line.startsWith('| `')) continue; // header, separator and prose lines

@@ -4,38 +4,18 @@ import { describe, expect, it } from 'vitest';
 import { configSchema } from '../src/config/schema.js';
 import { createRelay } from '../src/main.js';
 import { DAY_MS, type PruneResult } from '../src/store/prune.js';
-import { schedulePrune, type Timers } from '../src/store/prune-schedule.js';
+import { schedulePrune } from '../src/store/prune-schedule.js';
 import { ManualClock } from './support/clock.js';
+import { HandTimers } from './support/timers.js';
 import { sqliteFile } from './support/databases.js';
 import { captureLogs } from './support/log-capture.js';
 import { SECRET, delivery, sendRaw } from './support/sign.js';
-
-/** Timers fired by hand; firing awaits the callback (a whole prune run). */
-class FakeTimers implements Timers {
-  planned: { callback: () => Promise<void>; ms: number; handle: number }[] = [];
-  private next = 0;
-  setTimeout(callback: () => Promise<void>, ms: number): number {
-    const handle = ++this.next;
-    this.planned.push({ callback, ms, handle });
-    return handle;
-  }
-  clearTimeout(handle: unknown): void {
-    this.planned = this.planned.filter((p) => p.handle !== handle);
-  }
-  /** Fires the one planned timer and returns its delay. */
-  async fire(): Promise<number> {
-    expect(this.planned).toHaveLength(1);
-    const [timer] = this.planned.splice(0, 1);
-    await timer!.callback();
-    return timer!.ms;
-  }
-}
 
 const result = (deliveries: number): PruneResult => ({ cutoff: 0, deliveries, doneRows: 0, boxes: 0, secrets: 0 });
 
 describe('the daily retention schedule', () => {
   it('runs shortly after start, then once a day, logging what it removed', async () => {
-    const timers = new FakeTimers();
+    const timers = new HandTimers();
     const logs = captureLogs();
     let runs = 0;
     const schedule = schedulePrune({ prune: async () => result(++runs), logger: logs.logger, timers });
@@ -53,7 +33,7 @@ describe('the daily retention schedule', () => {
   });
 
   it('logs a failed run and keeps the schedule', async () => {
-    const timers = new FakeTimers();
+    const timers = new HandTimers();
     const logs = captureLogs();
     schedulePrune({ prune: async () => Promise.reject(new Error('disk on fire')), logger: logs.logger, timers });
     await timers.fire();
@@ -62,7 +42,7 @@ describe('the daily retention schedule', () => {
   });
 
   it('stop aborts the run in progress, waits for it and plans no other', async () => {
-    const timers = new FakeTimers();
+    const timers = new HandTimers();
     let finish: (r: PruneResult) => void = () => {};
     let signal: AbortSignal | undefined;
     const prune = (s: AbortSignal) => {
@@ -93,7 +73,7 @@ describe('the daily retention schedule', () => {
       internalHost: '127.0.0.1',
     });
     const clock = new ManualClock();
-    const timers = new FakeTimers();
+    const timers = new HandTimers();
     const relay = await createRelay({ config, logger: captureLogs().logger, clock, registry: new Registry(), timers });
     try {
       expect(timers.planned).toEqual([]); // nothing runs before start()

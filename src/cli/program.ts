@@ -10,6 +10,7 @@ import { createUpstreamClient, type UpstreamClient } from '../upstream/client.js
 import { SecretCipherError } from '../upstream/secret-cipher.js';
 import { withDatabase } from './database.js';
 import { fanoutCommands } from './fanout.js';
+import { reconcileOnce } from './reconcile.js';
 import { sendTest } from './send-test.js';
 import {
   UpstreamNotConfiguredError,
@@ -190,6 +191,18 @@ export function buildProgram(): Command {
     .action(async (webhookId: string, options: { grace: { ms: number; text: string }; showSecret?: boolean }) => {
       const { grace, showSecret = false } = options;
       await withSecrets((deps) => rotateWebhook(deps, webhookId, { graceMs: grace.ms, graceText: grace.text, showSecret }));
+    });
+
+  program
+    .command('reconcile')
+    .description('repair from the Sandbox Service API what webhooks did not bring (contract section 9), once, now')
+    .option('--dry-run', 'change nothing; list what a run would do')
+    .action(async (options: { dryRun?: boolean }) => {
+      const config = configOrExit();
+      const run = await reconcileOnce(config, createLogger(config.logLevel, process.stderr), { dryRun: options.dryRun ?? false });
+      if (run === undefined) exitMisconfigured('reconcile needs BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY');
+      console.log(JSON.stringify(run, null, 2));
+      if (run.outcome === 'failed') process.exitCode = 1;
     });
 
   for (const command of fanoutCommands(configOrExit)) program.addCommand(command);

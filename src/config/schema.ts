@@ -16,6 +16,7 @@ export const duration = z
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const optionalText = z.string().min(1).optional();
+const zeroDuration = z.literal(['0', 0]).transform(() => 0);
 
 /** A list given as a YAML list or as a comma-separated string (the form env vars allow). */
 const stringList = z
@@ -74,7 +75,7 @@ export const configSchema = z.strictObject({
   natsStream: z.string().regex(/^[A-Za-z0-9_-]+$/, 'expected a stream name of A-Z a-z 0-9 _ -').default('SANDBOX_EVENTS'),
   natsDuplicateWindow: duration.default(3_600_000),
   /** Max age of a stream the relay creates; unset = the retention window, 0 = kept forever. */
-  natsMaxAge: z.union([z.literal(['0', 0]).transform(() => 0), duration]).optional(),
+  natsMaxAge: z.union([zeroDuration, duration]).optional(),
   natsCredsFile: optionalText,
   natsToken: optionalText,
   natsUser: optionalText,
@@ -94,6 +95,9 @@ export const configSchema = z.strictObject({
   upstreamBaseUrl: z.url({ protocol: /^https?$/ }).optional(),
   upstreamApiKey: optionalText,
   secretsEncryptionKey: optionalText,
+  /** Time between reconciliation runs (contract section 9); 0 turns the schedule off. */
+  reconcileInterval: z.union([zeroDuration, z.literal('off').transform(() => 0), duration]).default(300_000),
+  reconcileMaxRps: z.coerce.number().positive().max(1000).default(5),
   /** How often database secrets are re-read without traffic (a miss re-reads at once anyway). */
   databaseSecretsRefreshMs: positiveInt.default(30_000),
   shutdownTimeoutMs: positiveInt.default(25_000),

@@ -86,7 +86,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     }
     const outcome = await attemptDelivery({
       sink,
-      event: toCloudEvent(row.payload, deps.source),
+      event: toCloudEvent(row.payload, deps.source, row.origin),
       attempts: row.attempts,
       workMs,
       tuning,

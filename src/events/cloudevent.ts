@@ -8,6 +8,8 @@ export interface CloudEvent {
   time: string;
   datacontenttype: 'application/json';
   data: Record<string, unknown>;
+  /** Extension attribute: how a reconciliation run found the event; absent on received webhooks. */
+  boxrelayorigin?: string;
 }
 
 interface StoredPayload {
@@ -18,7 +20,7 @@ interface StoredPayload {
 }
 
 /** Builds the CloudEvent from the stored raw payload: `data` unchanged, `subject` the raw box id. */
-export function toCloudEvent(payload: string, source: string): CloudEvent {
+export function toCloudEvent(payload: string, source: string, origin: string | null = null): CloudEvent {
   const event = JSON.parse(payload) as StoredPayload;
   const boxId = event.data.box?.id;
   return {
@@ -30,5 +32,6 @@ export function toCloudEvent(payload: string, source: string): CloudEvent {
     time: event.createdAt,
     datacontenttype: 'application/json',
     data: event.data,
+    ...(origin === null ? {} : { boxrelayorigin: origin }),
   };
 }

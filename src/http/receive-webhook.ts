@@ -4,7 +4,7 @@ import { InternalError } from '../errors.js';
 import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
 import type { Logger } from '../log.js';
 import type { Metrics, WebhookOutcome } from '../metrics/metrics.js';
-import type { DeliveryWriter } from '../store/delivery-sql.js';
+import type { AcceptEvent } from '../store/accept-event.js';
 import { checkTimestamp, readDeliveryHeaders } from '../verify/delivery-headers.js';
 import type { SecretRing } from '../verify/secrets.js';
 import { readBody } from './read-body.js';
@@ -15,8 +15,7 @@ export interface ReceiveWebhookDeps {
   maxBodyBytes: number;
   clock: Clock;
   secrets: SecretRing;
-  writer: DeliveryWriter;
-  sinksFor(type: string): string[];
+  accept: AcceptEvent;
   metrics: Metrics;
   logger: Logger;
 }
@@ -30,7 +29,7 @@ export type ReceiveWebhook = (req: IncomingMessage, res: ServerResponse, request
  * Plain node:http, so the hot path pays for no framework.
  */
 export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
-  const { clock, secrets, writer, metrics, logger } = deps;
+  const { clock, secrets, accept, metrics, logger } = deps;
 
   return async (req, res, requestId) => {
     const started = performance.now();
@@ -47,15 +46,12 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       event = parseEvent(body, headers.deliveryId);
 
       const receivedAt = clock.now();
-      const stored = await writer.record({ event, receivedAt, attempt: headers.attempt, sinks: deps.sinksFor(event.type) });
+      const stored = await accept({ event, receivedAt, attempt: headers.attempt });
       outcome = stored.duplicate ? 'duplicate' : 'accepted';
       if (stored.payloadDiffers) {
         logger.warn({ requestId, deliveryId, type: event.type }, 'duplicate delivery with a different body; the first copy is kept');
       }
-      if (!stored.duplicate) {
-        metrics.events.inc({ type: metrics.eventTypeLabel(event.type) });
-        metrics.eventDelay.observe(Math.max(0, receivedAt - Date.parse(event.createdAt)) / 1000);
-      }
+      if (!stored.duplicate) metrics.eventDelay.observe(Math.max(0, receivedAt - Date.parse(event.createdAt)) / 1000);
       sendJson(res, 200, { ok: true, id: event.id, duplicate: stored.duplicate });
     } catch (error) {
       const refusal = asRelayError(error);

@@ -15,5 +15,7 @@ export const statusByCode: Readonly<Record<ErrorCode, number>> = {
   storage_unavailable: 503,
   unauthorized: 401,
   invalid_request: 400,
+  reconcile_in_progress: 409,
+  reconcile_not_configured: 409,
   internal_error: 500,
 };

@@ -27,6 +27,8 @@ export const WEBHOOK_OUTCOMES = [
   'internal_error',
 ] as const;
 export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered'] as const;
+export const RECONCILE_OUTCOMES = ['succeeded', 'failed', 'dry-run'] as const;
+export const RECONCILE_ORIGINS = ['history', 'synthesized'] as const;
 
 export type WebhookOutcome = (typeof WEBHOOK_OUTCOMES)[number];
 export type SinkOutcome = (typeof SINK_OUTCOMES)[number];
@@ -72,6 +74,8 @@ export interface MetricSources {
   /** Accepted secrets now, with their slots and expiry (epoch ms). */
   secrets?(): { slot: number; expiresAt?: number | undefined }[];
   ready?(): Promise<boolean>;
+  /** Set when reconciliation is on: epoch ms of the newest successful run on any replica, or null. */
+  reconcileLastSuccessAt?(): Promise<number | null>;
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
@@ -217,7 +221,39 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     },
   });
 
+  const lastSuccessAt = sources.reconcileLastSuccessAt;
+  const reconcile = lastSuccessAt && {
+    runs: initialized(
+      new Counter({ name: `${prefix}reconcile_runs_total`, help: 'Reconciliation runs by outcome', labelNames: ['outcome'] as const, registers }),
+      RECONCILE_OUTCOMES.map((outcome) => ({ outcome })),
+    ),
+    events: initialized(
+      new Counter({
+        name: `${prefix}reconcile_events_total`,
+        help: 'Events a reconciliation run stored, by origin (history, synthesized)',
+        labelNames: ['origin'] as const,
+        registers,
+      }),
+      RECONCILE_ORIGINS.map((origin) => ({ origin })),
+    ),
+    boxesForgotten: initialized(
+      new Counter({ name: `${prefix}reconcile_boxes_forgotten_total`, help: 'Boxes forgotten because the upstream no longer lists them', registers }),
+      [{}],
+    ),
+    lastSuccess: new Gauge({
+      name: `${prefix}reconcile_last_success_timestamp_seconds`,
+      help: 'End of the newest successful reconciliation run on any replica (0: none yet)',
+      registers,
+      async collect() {
+        // Read from the database, so every replica reports the run whichever replica made it.
+        const at = await lastSuccessAt().catch(() => undefined);
+        if (at !== undefined) this.set((at ?? 0) / 1000);
+      },
+    }),
+  };
+
   return {
+    reconcile,
     eventTypeLabel: createTypeLabeler(),
     webhookRequests,
     events,
@@ -226,4 +262,10 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     sinkDeliveryDuration,
     eventDelay,
   };
+}
+
+/** A counter with each known label set at 0, so increase() sees the first occurrence. */
+function initialized<T extends string>(counter: Counter<T>, labelSets: Partial<Record<T, string>>[]): Counter<T> {
+  for (const labels of labelSets) counter.inc(labels, 0);
+  return counter;
 }

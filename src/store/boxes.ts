@@ -12,7 +12,7 @@ export interface Box {
   hydratedAt: string | null;
 }
 
-const toBox = (row: Omit<Selectable<BoxesTable>, 'last_seen_at'>): Box => ({
+const toBox = (row: Omit<Selectable<BoxesTable>, 'last_seen_at' | 'repaired_up_to'>): Box => ({
   id: row.id,
   name: row.name,
   state: row.state,
@@ -59,4 +59,95 @@ export async function countBoxesByState(kysely: Kysely<Schema>): Promise<{ state
     .select((eb) => ['state', eb.fn.countAll<number>().as('count')])
     .groupBy('state')
     .execute();
+}
+
+/** What a reconciliation run compares with the upstream's box (contract section 9, step 2). */
+export interface BoxRecord {
+  state: string | null;
+  /** createdAt of the newest event held for the box (state change or hydration). */
+  newestEventAt: string | null;
+  stateChangedAt: string | null;
+  repairedUpTo: string | null;
+}
+
+export async function boxRecords(kysely: Kysely<Schema>, ids: string[]): Promise<Map<string, BoxRecord>> {
+  if (ids.length === 0) return new Map();
+  const rows = await kysely
+    .selectFrom('boxes')
+    .select(['id', 'state', 'state_changed_at', 'hydrated_at', 'repaired_up_to'])
+    .where('id', 'in', ids)
+    .execute();
+  return new Map(
+    rows.map((row) => [
+      row.id,
+      {
+        state: row.state,
+        newestEventAt: [row.state_changed_at, row.hydrated_at].filter((t) => t !== null).sort().at(-1) ?? null,
+        stateChangedAt: row.state_changed_at,
+        repairedUpTo: row.repaired_up_to,
+      },
+    ]),
+  );
+}
+
+export interface ObservedState {
+  id: string;
+  name: string | null;
+  state: string;
+  /** Normalized ISO time the upstream reports for the state. */
+  at: string;
+  now: number;
+}
+
+/**
+ * Records a box's state seen in the upstream's list, without an event (a change from before the
+ * watch start, or one no event type stands for). Like an event, it never rolls a newer state back.
+ */
+export async function recordObservedState(kysely: Kysely<Schema>, box: ObservedState): Promise<void> {
+  await kysely
+    .insertInto('boxes')
+    .values({
+      id: box.id,
+      name: box.name,
+      state: box.state,
+      previous_state: null,
+      state_changed_at: box.at,
+      last_event_id: null,
+      hydrated_at: null,
+      last_seen_at: box.now,
+    })
+    .onConflict((oc) =>
+      oc
+        .column('id')
+        .doUpdateSet((eb) => ({
+          previous_state: eb.ref('boxes.state'),
+          state: eb.ref('excluded.state'),
+          state_changed_at: eb.ref('excluded.state_changed_at'),
+          name: eb.fn.coalesce('excluded.name', 'boxes.name'),
+          last_seen_at: eb.ref('excluded.last_seen_at'),
+        }))
+        .where((eb) => eb.or([eb('boxes.state_changed_at', 'is', null), eb('boxes.state_changed_at', '<', eb.ref('excluded.state_changed_at'))])),
+    )
+    .execute();
+}
+
+/** The upstream `updatedAt` a run repaired the box up to: the box costs nothing more until it changes again. */
+export async function markRepaired(kysely: Kysely<Schema>, id: string, updatedAt: string): Promise<void> {
+  await kysely.updateTable('boxes').set({ repaired_up_to: updatedAt }).where('id', '=', id).execute();
+}
+
+/** Ids of boxes whose state last changed (or, with none, that were last heard of) before `before`, in id order. */
+export async function boxesUnchangedSince(kysely: Kysely<Schema>, before: { iso: string; ms: number }, afterId: string | undefined, limit: number): Promise<string[]> {
+  let select = kysely
+    .selectFrom('boxes')
+    .select('id')
+    .where((eb) =>
+      eb.or([
+        eb('state_changed_at', '<', before.iso),
+        eb.and([eb('state_changed_at', 'is', null), eb('last_seen_at', '<', before.ms)]),
+      ]),
+    );
+  if (afterId !== undefined) select = select.where('id', '>', afterId);
+  const rows = await select.orderBy('id').limit(limit).execute();
+  return rows.map((r) => r.id);
 }

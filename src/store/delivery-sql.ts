@@ -1,11 +1,12 @@
 import type { ParsedEvent } from '../events/parse-event.js';
+import type { EventOrigin } from './schema.js';
 
 /**
  * The statements of the hot write path, written once with `?` placeholders: SQLite runs them as
  * prepared statements, PostgreSQL after `toPostgresPlaceholders`.
  */
-export const INSERT_DELIVERY = `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload)
-  VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
+export const INSERT_DELIVERY = `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
 
 export const INSERT_OUTBOX = `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at)
   VALUES (?, ?, 'pending', 0, ?, ?, ?)`;
@@ -38,6 +39,8 @@ export interface NewDelivery {
   attempt: number | null;
   /** Sinks that get a fan-out row with this delivery. */
   sinks: string[];
+  /** Set when a reconciliation run, not a webhook, brought the event. */
+  origin?: EventOrigin | undefined;
 }
 
 export interface RecordResult {
@@ -51,8 +54,8 @@ export interface DeliveryWriter {
   record(delivery: NewDelivery): Promise<RecordResult>;
 }
 
-export function deliveryParams({ event, receivedAt, attempt }: NewDelivery): unknown[] {
-  return [event.id, event.type, event.boxId, event.createdAtIso, receivedAt, attempt, event.payload];
+export function deliveryParams({ event, receivedAt, attempt, origin }: NewDelivery): unknown[] {
+  return [event.id, event.type, event.boxId, event.createdAtIso, receivedAt, attempt, event.payload, origin ?? null];
 }
 
 export function outboxParams({ event, receivedAt }: NewDelivery, sink: string): unknown[] {

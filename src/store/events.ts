@@ -19,6 +19,7 @@ export interface EventQuery {
 
 export interface StoredEvent extends EventPosition {
   payload: string;
+  origin: string | null;
 }
 
 /**
@@ -26,7 +27,7 @@ export interface StoredEvent extends EventPosition {
  * below the last position returned, so rows arriving meanwhile (newer) never shift or repeat a page.
  */
 export async function listEvents(kysely: Kysely<Schema>, query: EventQuery): Promise<StoredEvent[]> {
-  let select = kysely.selectFrom('deliveries').select(['id', 'received_at', 'payload']);
+  let select = kysely.selectFrom('deliveries').select(['id', 'received_at', 'payload', 'origin']);
   if (query.type !== undefined) select = select.where('type', '=', query.type);
   if (query.boxId !== undefined) select = select.where('box_id', '=', query.boxId);
   if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
@@ -40,5 +41,12 @@ export async function listEvents(kysely: Kysely<Schema>, query: EventQuery): Pro
     );
   }
   const rows = await select.orderBy('received_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
-  return rows.map((r) => ({ id: r.id, receivedAt: r.received_at, payload: r.payload }));
+  return rows.map((r) => ({ id: r.id, receivedAt: r.received_at, payload: r.payload, origin: r.origin }));
+}
+
+/** Which of these event ids are stored. */
+export async function heldEventIds(kysely: Kysely<Schema>, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await kysely.selectFrom('deliveries').select('id').where('id', 'in', ids).execute();
+  return new Set(rows.map((r) => r.id));
 }

@@ -10,6 +10,7 @@ export interface ClaimedRow {
   sink: string;
   attempts: number;
   payload: string | null;
+  origin: string | null;
 }
 
 export interface DeadLetter {
@@ -105,16 +106,17 @@ export function createOutbox(database: Database) {
       rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
       const stored = await db
         .selectFrom('deliveries')
-        .select(['id', 'payload'])
+        .select(['id', 'payload', 'origin'])
         .where('id', 'in', [...new Set(rows.map((r) => r.delivery_id))])
         .execute();
-      const payloads = new Map(stored.map((d) => [d.id, d.payload]));
+      const events = new Map(stored.map((d) => [d.id, d]));
       return rows.map((r) => ({
         id: r.id,
         deliveryId: r.delivery_id,
         sink: r.sink,
         attempts: r.attempts,
-        payload: payloads.get(r.delivery_id) ?? null,
+        payload: events.get(r.delivery_id)?.payload ?? null,
+        origin: events.get(r.delivery_id)?.origin ?? null,
       }));
     },
 

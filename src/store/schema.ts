@@ -12,7 +12,11 @@ export interface DeliveriesTable {
   attempt: number | null;
   /** The raw body as received. */
   payload: string;
+  /** How a reconciliation run found the event (`history`, `synthesized`); null for a received webhook. */
+  origin: EventOrigin | null;
 }
+
+export type EventOrigin = 'history' | 'synthesized';
 
 export type OutboxStatus = 'pending' | 'dead';
 
@@ -48,6 +52,8 @@ export interface BoxesTable {
   hydrated_at: string | null;
   /** Epoch ms of the last delivery about the box; boxes silent past retention are forgotten. */
   last_seen_at: number;
+  /** The upstream `updatedAt` a reconciliation run last repaired the box up to (contract section 9). */
+  repaired_up_to: string | null;
 }
 
 /** Signing secrets received from the upstream API (`boxrelay upstream register|rotate`). */
@@ -66,10 +72,35 @@ export interface HeartbeatTable {
   beat_at: number;
 }
 
+/** Facts about the database itself, such as `watch_start`. */
+export interface RelayMetaTable {
+  name: string;
+  value: string;
+}
+
+/** Named leases that keep a job to one process at a time across replicas; an expired lease is free. */
+export interface LeasesTable {
+  name: string;
+  holder: string;
+  expires_at: number;
+}
+
+/** Reconciliation runs; `report` is the run's JSON report (contract section 9). */
+export interface ReconcileRunsTable {
+  id: string;
+  started_at: number;
+  finished_at: number | null;
+  outcome: string | null;
+  report: string;
+}
+
 export interface Schema {
   deliveries: DeliveriesTable;
   outbox: OutboxTable;
   boxes: BoxesTable;
   secrets: SecretsTable;
   heartbeat: HeartbeatTable;
+  relay_meta: RelayMetaTable;
+  leases: LeasesTable;
+  reconcile_runs: ReconcileRunsTable;
 }

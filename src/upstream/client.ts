@@ -11,7 +11,8 @@ import {
 } from './errors.js';
 
 /**
- * Client of the Sandbox Service webhook endpoints (sandbox-api-v1.md, "Account and setup").
+ * Client of the Sandbox Service webhook endpoints (sandbox-api-v1.md, "Account and setup"), and of
+ * the box list and box event history that reconciliation reads (contract section 9).
  * Only GET and DELETE are retried: a repeated POST /webhooks creates a second endpoint, a repeated
  * rotate throws away the secret of the first, so a POST whose answer is lost is reported, not retried.
  */
@@ -38,6 +39,24 @@ export interface CreateWebhookInput {
 }
 export type WebhookPatch = Partial<CreateWebhookInput>;
 
+/** The most items a list page may hold ("Limits": page size 1 to 200). */
+export const PAGE_LIMIT = 200;
+
+// Only what reconciliation relies on is required; `updatedAt` must be a time it can compare.
+const boxSchema = z.looseObject({
+  id: z.string().min(1),
+  name: z.string().optional().catch(undefined),
+  state: z.string().min(1),
+  updatedAt: z.iso.datetime({ offset: true }),
+});
+export type UpstreamBox = z.infer<typeof boxSchema>;
+
+export interface Page<T> {
+  items: T[];
+  /** Absent or null in the answer: the last page. */
+  nextCursor: string | undefined;
+}
+
 export interface UpstreamClientOptions {
   /** The v1 root, e.g. `https://api.example.com/v1`; a trailing `/` is fine. */
   baseUrl: string;
@@ -56,6 +75,8 @@ export interface UpstreamClientOptions {
   maxRetryAfterMs?: number;
   /** Called before each retry, e.g. to log it. */
   onRetry?: (info: { operation: string; attempt: number; error: UpstreamError }) => void;
+  /** A response body over this is refused unread. Default 10 MB. */
+  maxResponseBytes?: number;
 }
 
 export interface UpstreamClient {
@@ -65,6 +86,10 @@ export interface UpstreamClient {
   updateWebhook(id: string, patch: WebhookPatch): Promise<Webhook>;
   deleteWebhook(id: string): Promise<void>;
   rotateWebhook(id: string): Promise<{ webhook?: Webhook; secret: string }>;
+  /** `GET /boxes?limit=200[&cursor=]` (parameter names assumed: the document does not name them). */
+  listBoxes(cursor?: string): Promise<Page<UpstreamBox>>;
+  /** `GET /boxes/{boxId}/events`, same paging; records unparsed (their shape is not documented). */
+  listBoxEvents(boxId: string, cursor?: string): Promise<Page<unknown>>;
 }
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -103,6 +128,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
     randomize: options.randomize ?? true,
   };
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
+  const maxResponseBytes = options.maxResponseBytes ?? 10 * 1024 * 1024;
 
   const sanitize = (text: string): string =>
     text
@@ -117,9 +143,9 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
   const sanitizeOptional = (text: string | undefined) => (text === undefined ? undefined : sanitize(text));
 
   async function send(call: Call): Promise<Answer> {
-    const operation = `${call.method} ${call.path}`;
+    const operation = operationOf(call);
     let response: Response;
-    let text: string;
+    let text: string | undefined;
     try {
       response = await fetchImpl(root + call.path, {
         method: call.method,
@@ -133,7 +159,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         redirect: 'manual',
         signal: AbortSignal.timeout(timeoutMs),
       });
-      text = await response.text();
+      text = await readCapped(response, maxResponseBytes);
     } catch (err) {
       const failure = describeTransportFailure(err, timeoutMs);
       failure.reason += ` at ${host}`; // a wrong base URL is the usual cause: show where it went
@@ -141,6 +167,9 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         throw new UpstreamResponseLostError(operation, failure.reason, call.lostGuidance, { cause: err });
       }
       throw new UpstreamUnreachableError(operation, failure.reason, { cause: err });
+    }
+    if (text === undefined) {
+      throw new UpstreamInvalidResponseError(operation, response.status, `body over ${maxResponseBytes} bytes`, call.lostGuidance);
     }
     if (response.status < 200 || response.status > 299) throw apiError(operation, response, text);
     if (text.trim() === '') return { status: response.status, body: undefined, operation };
@@ -176,7 +205,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
 
   /** GET/DELETE: retried with jittered backoff on 408/429/5xx and connection failures. */
   function sendIdempotent(call: Call, acceptOnRetry?: (error: UpstreamError) => boolean): Promise<Answer> {
-    const operation = `${call.method} ${call.path}`;
+    const operation = operationOf(call);
     return pRetry(
       async (attempt) => {
         try {
@@ -260,7 +289,50 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       const webhook = webhookSchema.safeParse(pickWebhook(answer.body));
       return webhook.success ? { webhook: withoutSecret(webhook.data), secret } : { secret };
     },
+
+    async listBoxes(cursor) {
+      const answer = await sendIdempotent({ method: 'GET', path: `/boxes${pageQuery(cursor)}` });
+      return parse(pageSchema('boxes', boxSchema), answer.body, answer);
+    },
+
+    async listBoxEvents(boxId, cursor) {
+      const answer = await sendIdempotent({ method: 'GET', path: `/boxes/${encodeURIComponent(boxId)}/events${pageQuery(cursor)}` });
+      return parse(pageSchema('events', z.unknown()), answer.body, answer);
+    },
   };
+}
+
+/** `GET /boxes`: the query (page size, cursor) says nothing a reader of an error needs. */
+const operationOf = (call: Call): string => `${call.method} ${call.path.split('?')[0]}`;
+
+const pageQuery = (cursor: string | undefined): string =>
+  `?limit=${PAGE_LIMIT}${cursor === undefined ? '' : `&cursor=${encodeURIComponent(cursor)}`}`;
+
+/** A list body: the items under `key` (at most a page), and `pageInfo.nextCursor`. */
+function pageSchema<T extends z.ZodType>(key: string, item: T): z.ZodType<Page<z.infer<T>>> {
+  const pageInfo = z.looseObject({ nextCursor: z.string().min(1).nullish() }).nullish();
+  return z
+    .looseObject({ [key]: z.array(item).max(PAGE_LIMIT), pageInfo })
+    .transform((body) => ({
+      items: body[key] as z.infer<T>[],
+      nextCursor: (body.pageInfo as z.infer<typeof pageInfo>)?.nextCursor ?? undefined,
+    }));
+}
+
+/** The body as text, or undefined when it is longer than `maxBytes` (the rest is not read). */
+async function readCapped(response: Response, maxBytes: number): Promise<string | undefined> {
+  if (Number(response.headers.get('content-length') ?? 0) > maxBytes) {
+    await response.body?.cancel();
+    return undefined;
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body ?? []) {
+    size += chunk.byteLength;
+    if (size > maxBytes) return undefined; // leaving the loop cancels the stream
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 const secretSchema = z.string().min(1);

@@ -4,9 +4,10 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A local stand-in for the Sandbox Service webhook endpoints (sandbox-api-v1.md, "Account and setup",
- * "Errors", "Authentication"). Where the document says "not shown" (list shape, success `type` values,
- * codes for a bad url/events), the choice made here is marked, and the shapes are switchable so tests
- * can prove the client does not depend on one guess.
+ * "Errors", "Authentication"), and for the box list and box event histories that reconciliation
+ * reads ("Boxes"). Where the document says "not shown" (list shape, success `type` values, codes for
+ * a bad url/events, list query parameter names, history record shape), the choice made here is
+ * marked, and the shapes are switchable so tests can prove the client does not depend on one guess.
  */
 
 export const WEBHOOK_EVENTS = ['box.ready', 'box.hydrated', 'box.error', 'box.archived'] as const;
@@ -43,9 +44,21 @@ export type Fault = { method?: string; path?: string | RegExp; times?: number } 
   | { kind: 'delay'; ms: number }
 );
 
+/** A box of `GET /boxes` (the list item's documented fields that reconciliation reads). */
+export interface FakeBox {
+  id: string;
+  name: string;
+  state: string;
+  updatedAt: string;
+}
+
 export interface LoggedRequest {
   method: string;
   path: string;
+  /** The query string, without `?`. */
+  query: string;
+  /** Wall-clock ms of arrival. */
+  at: number;
   authorization: string | undefined;
   body: unknown;
   /** What was answered: a status, or `dropped`. */
@@ -62,12 +75,19 @@ export interface FakeSandbox {
   endpoints(): Array<FakeWebhook & { secret: string; previousSecrets: string[] }>;
   secretOf(id: string): string | undefined;
   inject(fault: Fault): void;
+  /** Adds or replaces a box in `GET /boxes`. */
+  setBox(box: FakeBox): void;
+  deleteBox(id: string): void;
+  /** Appends records to `GET /boxes/{id}/events`, as given (any shape, for bad-input tests). */
+  addHistory(boxId: string, ...records: unknown[]): void;
   close(): Promise<void>;
 }
 
 export interface FakeSandboxOptions {
   apiKey?: string;
   shapes?: Partial<FakeShapes>;
+  /** Items per page of the list endpoints when the request asks for more (default 200, the document's maximum). */
+  pageSize?: number;
 }
 
 interface Stored {
@@ -91,6 +111,9 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
   const store = new Map<string, Stored>();
   const faults: Array<Fault & { left: number }> = [];
   const requests: LoggedRequest[] = [];
+  const boxes = new Map<string, FakeBox>();
+  const histories = new Map<string, unknown[]>();
+  const pageSize = options.pageSize ?? 200;
   let origin = '';
 
   const server = createServer((req, res) => {
@@ -100,8 +123,17 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const text = await readBody(req);
     const method = req.method ?? 'GET';
-    const path = new URL(req.url ?? '/', 'http://fake').pathname;
-    const entry: LoggedRequest = { method, path, authorization: req.headers.authorization, body: tryJson(text), outcome: 'dropped' };
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const path = url.pathname;
+    const entry: LoggedRequest = {
+      method,
+      path,
+      query: url.search.slice(1),
+      at: Date.now(),
+      authorization: req.headers.authorization,
+      body: tryJson(text),
+      outcome: 'dropped',
+    };
     requests.push(entry);
 
     const fault = takeFault(method, path);
@@ -123,7 +155,7 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
     let body: unknown;
     try {
       if (req.headers.authorization !== `Bearer ${apiKey}`) throw new HttpFailure(401, 'unauthorized', 'Missing or invalid bearer token.');
-      [status, body] = route(method, path, text);
+      [status, body] = route(method, path, text, url.searchParams);
     } catch (error) {
       if (!(error instanceof HttpFailure)) throw error;
       const headers: Record<string, string> =
@@ -138,6 +170,20 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
     else res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   }
 
+  /**
+   * One page: `limit` (1..200) and an opaque `cursor` (the parameter names reconciliation assumes);
+   * a limit outside 1..200 is refused as the document's "Page size" limit says.
+   */
+  function page(key: string, items: unknown[], query: URLSearchParams): Record<string, unknown> {
+    const limit = Number(query.get('limit') ?? 50);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw new HttpFailure(400, 'invalid_request', 'limit must be 1..200.');
+    const cursor = query.get('cursor');
+    const offset = cursor === null ? 0 : Number(Buffer.from(cursor, 'base64url').toString('utf8').replace(/^o:/, ''));
+    const size = Math.min(limit, pageSize);
+    const next = offset + size < items.length ? Buffer.from(`o:${offset + size}`).toString('base64url') : null;
+    return { [key]: items.slice(offset, offset + size), pageInfo: { nextCursor: next } };
+  }
+
   function takeFault(method: string, path: string): Fault | undefined {
     const index = faults.findIndex(
       (f) =>
@@ -150,7 +196,17 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
     return fault;
   }
 
-  function route(method: string, path: string, text: string): [number, unknown] {
+  function route(method: string, path: string, text: string, query: URLSearchParams): [number, unknown] {
+    if (path === '/v1/boxes' && method === 'GET') {
+      return [200, { ok: true, type: 'box.list', ...page('boxes', [...boxes.values()].sort((a, b) => a.id.localeCompare(b.id)), query) }];
+    }
+    const events = /^\/v1\/boxes\/([^/]+)\/events$/.exec(path);
+    if (events !== null && method === 'GET') {
+      const id = decodeURIComponent(events[1] ?? '');
+      if (!boxes.has(id)) throw new HttpFailure(404, 'not_found', 'Box does not exist.');
+      // `type` for this list is this fake's choice: the document does not show the history's shape.
+      return [200, { ok: true, type: 'box.events', ...page('events', histories.get(id) ?? [], query) }];
+    }
     if (path === '/v1/webhooks') {
       if (method === 'GET') return [200, listBody([...store.values()].map((s) => s.webhook))];
       if (method === 'POST') return create(parseJson(text));
@@ -236,6 +292,9 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
     endpoints: () => [...store.values()].map((s) => ({ ...s.webhook, secret: s.secret, previousSecrets: [...s.previousSecrets] })),
     secretOf: (id) => store.get(id)?.secret,
     inject: (fault) => void faults.push({ ...fault, left: fault.times ?? 1 }),
+    setBox: (box) => void boxes.set(box.id, { ...box }),
+    deleteBox: (id) => void (boxes.delete(id), histories.delete(id)),
+    addHistory: (boxId, ...records) => void histories.set(boxId, [...(histories.get(boxId) ?? []), ...records]),
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

@@ -142,6 +142,8 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_TLS_CA_FILE" "value" .Values.config.natsTlsCaFile) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SOURCE" "value" .Values.config.source) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_UPSTREAM_BASE_URL" "value" .Values.config.upstreamBaseUrl) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_INTERVAL" "value" .Values.config.reconcileInterval) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_MAX_RPS" "value" .Values.config.reconcileMaxRps) }}
 {{- include "boxrelay.envVar" (dict "name" "LOG_LEVEL" "value" .Values.config.logLevel) }}
 {{- $s := .Values.secrets }}
 {{- $own := include "boxrelay.secretName" . }}

@@ -36,7 +36,7 @@ export function eventRoutes(kysely: Kysely<Schema>, source: string): AdminRoutes
         res.json({
           ok: true,
           events: items.map((row) => ({
-            ...toCloudEvent(row.payload, source),
+            ...toCloudEvent(row.payload, source, row.origin),
             receivedAt: new Date(row.receivedAt).toISOString(),
           })),
           nextCursor,

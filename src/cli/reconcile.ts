@@ -1,0 +1,41 @@
+import { Registry } from 'prom-client';
+import { systemClock } from '../clock.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { createMetrics } from '../metrics/metrics.js';
+import { reconcileConfigured, reconcilerFromConfig } from '../reconcile/create.js';
+import { configuredSinks, createSinkRouter } from '../sinks/route.js';
+import { acceptEvent } from '../store/accept-event.js';
+import { databaseOptionsOf } from '../store/database.js';
+import { lastSuccessAt } from '../store/reconcile-runs.js';
+import { openStore } from '../store/store.js';
+import type { Run } from '../store/reconcile-runs.js';
+
+/**
+ * `boxrelay reconcile [--dry-run]`: one run now, in this process, against the configured database
+ * (the lease keeps it from overlapping a replica's run). The fan-out rows it stores are sent by the
+ * running relay. Returns the run report; a run already going anywhere is ReconcileInProgressError.
+ */
+export async function reconcileOnce(config: Config, logger: Logger, options: { dryRun: boolean }): Promise<Run | undefined> {
+  if (!reconcileConfigured(config)) return undefined;
+  const store = await openStore(databaseOptionsOf(config));
+  try {
+    const kysely = store.database.kysely;
+    const metrics = createMetrics(new Registry(), {
+      sinks: configuredSinks(config),
+      sources: { reconcileLastSuccessAt: () => lastSuccessAt(kysely) },
+    });
+    const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
+    const reconciler = reconcilerFromConfig({
+      config,
+      kysely,
+      accept: acceptEvent({ writer: store.writer, sinksFor, metrics }),
+      clock: systemClock,
+      logger,
+      metrics: metrics.reconcile as NonNullable<typeof metrics.reconcile>,
+    });
+    return await (await reconciler.start(options)).finished;
+  } finally {
+    await store.close();
+  }
+}

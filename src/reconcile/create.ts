@@ -1,0 +1,41 @@
+import type { Kysely } from 'kysely';
+import pThrottle from 'p-throttle';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import type { AcceptEvent } from '../store/accept-event.js';
+import type { Schema } from '../store/schema.js';
+import { createUpstreamClient, type UpstreamClientOptions } from '../upstream/client.js';
+import { createReconciler, type ReconcileMetrics, type Reconciler } from './reconciler.js';
+
+export interface ReconcilerFromConfig {
+  config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'retentionDays'>;
+  kysely: Kysely<Schema>;
+  accept: AcceptEvent;
+  clock: Clock;
+  logger: Logger;
+  metrics: ReconcileMetrics;
+  /** Upstream client timing (tests shorten the backoff). */
+  upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
+}
+
+/** Whether the config lets the relay read the upstream API (contract section 9). */
+export const reconcileConfigured = (config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey'>): boolean =>
+  config.upstreamBaseUrl !== undefined && config.upstreamApiKey !== undefined;
+
+/**
+ * The reconciler with an upstream client of its own, throttled to BOXRELAY_RECONCILE_MAX_RPS requests
+ * a second (retries included: each attempt is a request the upstream counts).
+ */
+export function reconcilerFromConfig({ config, upstream, ...deps }: ReconcilerFromConfig): Reconciler {
+  const throttle = pThrottle({ limit: 1, interval: 1000 / config.reconcileMaxRps, strict: true });
+  const log = deps.logger.child({ part: 'reconcile' });
+  const client = createUpstreamClient({
+    baseUrl: config.upstreamBaseUrl as string,
+    apiKey: config.upstreamApiKey as string,
+    fetch: throttle((input: string | URL | Request, init?: RequestInit) => fetch(input, init)),
+    onRetry: ({ operation, attempt, error }) => log.warn({ operation, attempt }, `${error.message}; trying again`),
+    ...upstream,
+  });
+  return createReconciler({ ...deps, upstream: client, retentionDays: config.retentionDays });
+}

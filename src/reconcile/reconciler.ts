@@ -1,0 +1,303 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../clock.js';
+import { ReconcileInProgressError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { AcceptEvent } from '../store/accept-event.js';
+import { boxesUnchangedSince, boxRecords, forgetBox, markRepaired, recordObservedState, type BoxRecord } from '../store/boxes.js';
+import { heldEventIds } from '../store/events.js';
+import { claimLease, leaseHeld, releaseLease } from '../store/leases.js';
+import { DAY_MS } from '../store/prune.js';
+import { lastFinishedRun, lastRunStartedAt, pruneRuns, readWatchStart, saveRun, type PlannedAction, type Run } from '../store/reconcile-runs.js';
+import type { EventOrigin, Schema } from '../store/schema.js';
+import { PAGE_LIMIT, type UpstreamBox, type UpstreamClient } from '../upstream/client.js';
+import { UpstreamApiError, UpstreamError, UpstreamInvalidResponseError } from '../upstream/errors.js';
+import { LeaseLostError, ReconcileFailure, cut } from './errors.js';
+import { historyEvent, synthesizedEvent, synthesizedType } from './history.js';
+import { readAllPages } from './pages.js';
+import type { ParsedEvent } from '../events/parse-event.js';
+
+const LEASE = 'reconcile';
+const USABLE = new Set(['ready', 'idle', 'running']);
+/** Dry-run reports list at most this many actions. */
+const MAX_ACTIONS = 1000;
+
+export interface ReconcileMetrics {
+  runs: { inc(labels: { outcome: string }): void };
+  events: { inc(labels: { origin: EventOrigin }): void };
+  boxesForgotten: { inc(): void };
+}
+
+export interface ReconcilerDeps {
+  kysely: Kysely<Schema>;
+  upstream: Pick<UpstreamClient, 'listBoxes' | 'listBoxEvents'>;
+  accept: AcceptEvent;
+  clock: Clock;
+  logger: Logger;
+  metrics: ReconcileMetrics;
+  retentionDays: number;
+  /** How long a run holds the lease without progress before another replica may take over. */
+  leaseMs?: number;
+}
+
+export interface StartedRun {
+  run: Run;
+  /** Settles with the finished report; never rejects (a failure is the report's outcome). */
+  finished: Promise<Run>;
+}
+
+export interface Reconciler {
+  /** Starts a run now; ReconcileInProgressError when one runs anywhere (this or another replica). */
+  start(options: { dryRun: boolean }): Promise<StartedRun>;
+  status(): Promise<{ running: boolean; last: Run | null }>;
+  /** A scheduled run: skipped when one ran (on any replica) less than `intervalMs` ago or runs now. */
+  runIfDue(intervalMs: number): Promise<Run | undefined>;
+  /** Cuts a run in progress short and waits for it (shutdown). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Reconciliation (contract section 9): repairs from the upstream's box list and event histories
+ * what webhooks did not bring. Events found enter through the same store-once entrance as webhooks.
+ */
+export function createReconciler(deps: ReconcilerDeps): Reconciler {
+  const { kysely, upstream, accept, clock, metrics } = deps;
+  const log = deps.logger.child({ part: 'reconcile' });
+  const leaseMs = deps.leaseMs ?? 60_000;
+  const holder = randomUUID();
+  const stopping = new AbortController();
+  let current: Promise<Run> | undefined;
+
+  const iso = (ms: number) => new Date(ms).toISOString();
+
+  async function start({ dryRun }: { dryRun: boolean }): Promise<StartedRun> {
+    if (current || !(await claimLease(kysely, { name: LEASE, holder, now: clock.now(), ttlMs: leaseMs }))) {
+      throw new ReconcileInProgressError();
+    }
+    const startedAt = clock.now();
+    const run: Run = {
+      id: `rec_${randomUUID().replaceAll('-', '').slice(0, 24)}`,
+      startedAt: iso(startedAt),
+      finishedAt: null,
+      outcome: null,
+      boxesListed: 0,
+      boxesRepaired: 0,
+      eventsFromHistory: 0,
+      eventsSynthesized: 0,
+      boxesForgotten: 0,
+      error: null,
+      ...(dryRun ? { actions: [] } : {}),
+    };
+    try {
+      await saveRun(kysely, run);
+    } catch (error) {
+      await releaseLease(kysely, LEASE, holder);
+      throw error;
+    }
+    log.info({ runId: run.id, dryRun }, 'reconciliation started');
+    const finished = execute(run, startedAt, dryRun).finally(() => (current = undefined));
+    current = finished;
+    return { run: { ...run }, finished };
+  }
+
+  async function execute(run: Run, startedAt: number, dryRun: boolean): Promise<Run> {
+    const problems: string[] = [];
+    try {
+      await repairAll(run, startedAt, dryRun, problems);
+      run.outcome = problems.length > 0 ? 'failed' : dryRun ? 'dry-run' : 'succeeded';
+      run.error = problems.length > 0 ? summarize(problems) : null;
+    } catch (error) {
+      run.outcome = 'failed';
+      run.error = describe(error);
+      if (!(error instanceof ReconcileFailure || error instanceof UpstreamError || stopping.signal.aborted)) {
+        log.error({ err: error, runId: run.id }, 'reconciliation failed inside the relay');
+      }
+    }
+    run.finishedAt = iso(clock.now());
+    metrics.runs.inc({ outcome: run.outcome });
+    const { actions: _actions, ...summary } = run;
+    if (run.outcome === 'failed') log.error({ ...summary }, `reconciliation failed: ${run.error}`);
+    else log.info({ ...summary }, dryRun ? 'reconciliation dry run finished' : 'reconciliation finished');
+    try {
+      await saveRun(kysely, run);
+      await pruneRuns(kysely, startedAt - deps.retentionDays * DAY_MS);
+    } catch (error) {
+      log.error({ err: error, runId: run.id }, 'cannot store the reconciliation report');
+    }
+    await releaseLease(kysely, LEASE, holder).catch((error: unknown) => log.warn({ err: error }, 'cannot release the reconciliation lease; it expires by itself'));
+    return run;
+  }
+
+  /** Extends the lease as the run makes progress; a lease another replica took ends the run. */
+  let renewedAt = 0;
+  async function keepLease(): Promise<void> {
+    stopping.signal.throwIfAborted();
+    if (clock.now() - renewedAt < leaseMs / 4) return;
+    if (!(await claimLease(kysely, { name: LEASE, holder, now: clock.now(), ttlMs: leaseMs }))) throw new LeaseLostError();
+    renewedAt = clock.now();
+  }
+
+  async function repairAll(run: Run, startedAt: number, dryRun: boolean, problems: string[]): Promise<void> {
+    renewedAt = clock.now();
+    const watchStart = Date.parse(await readWatchStart(kysely));
+    // Older records are outside the dedup window: taking one would relay it a second time.
+    const oldest = Math.max(watchStart, startedAt - deps.retentionDays * DAY_MS);
+    const plan = (action: PlannedAction) => {
+      if (run.actions && run.actions.length < MAX_ACTIONS) run.actions.push(action);
+    };
+
+    // Step 1: the whole list first, so a bad page changes nothing and forgetting sees every box.
+    const boxes = await readAllPages('GET /boxes', (cursor) => upstream.listBoxes(cursor), stopping.signal);
+    run.boxesListed = boxes.length;
+    const listed = new Set<string>();
+
+    for (let i = 0; i < boxes.length; i += PAGE_LIMIT) {
+      const chunk = boxes.slice(i, i + PAGE_LIMIT);
+      const records = await boxRecords(kysely, chunk.map((b) => b.id));
+      for (const box of chunk) {
+        listed.add(box.id);
+        // Step 2: a box unchanged since the relay's newest event, or since a run repaired it, costs nothing more.
+        const record = records.get(box.id);
+        if (record && !changedSince(box, record)) continue;
+        await keepLease();
+        run.boxesRepaired++;
+        try {
+          await repairBox(box, record, { run, oldest, dryRun, plan });
+        } catch (error) {
+          if (!isBoxProblem(error)) throw error;
+          const problem = describe(error);
+          problems.push(problem);
+          log.warn({ runId: run.id, boxId: cut(box.id) }, `box not repaired: ${problem}`);
+        }
+      }
+    }
+
+    // Step 5: boxes deleted upstream (absent from the complete list, unchanged during the run) are forgotten.
+    const before = { iso: iso(startedAt), ms: startedAt };
+    let afterId: string | undefined;
+    for (;;) {
+      const ids = await boxesUnchangedSince(kysely, before, afterId, 500);
+      if (ids.length === 0) break;
+      afterId = ids.at(-1);
+      for (const id of ids.filter((id) => !listed.has(id))) {
+        await keepLease();
+        if (dryRun) plan({ boxId: id, action: 'forget' });
+        else if (await forgetBox(kysely, id)) metrics.boxesForgotten.inc();
+        run.boxesForgotten++;
+      }
+    }
+  }
+
+  async function repairBox(
+    box: UpstreamBox,
+    record: BoxRecord | undefined,
+    { run, oldest, dryRun, plan }: { run: Run; oldest: number; dryRun: boolean; plan: (a: PlannedAction) => void },
+  ): Promise<void> {
+    // Step 3: the history, all of it checked before any of it is taken, oldest first.
+    const history = await readAllPages(`GET /boxes/${cut(box.id)}/events`, (cursor) => upstream.listBoxEvents(box.id, cursor), stopping.signal);
+    const events = history
+      .map((item, index) => historyEvent(item, box.id, index))
+      .filter((event) => Date.parse(event.createdAtIso) >= oldest)
+      .sort((a, b) => a.createdAtIso.localeCompare(b.createdAtIso) || a.id.localeCompare(b.id));
+    const held = dryRun ? await heldEventIds(kysely, events.map((e) => e.id)) : new Set<string>();
+    for (const event of events) {
+      if (dryRun) {
+        if (!held.has(event.id)) plan({ boxId: box.id, action: 'relay-history', eventId: event.id, type: event.type });
+      } else if (await take(event, 'history')) {
+        run.eventsFromHistory++;
+      }
+    }
+
+    // Step 4: a state the history does not explain.
+    const state = stateAfter(record, events);
+    const updatedAt = new Date(box.updatedAt).toISOString();
+    if (state.value !== box.state) {
+      const explainable = synthesizedType(box.state) !== undefined && Date.parse(updatedAt) >= oldest;
+      // ready, idle and running are one usable state to the upstream's events: moving between them sends none.
+      const eventless = state.value !== null && USABLE.has(state.value) && USABLE.has(box.state);
+      if (explainable && !eventless) {
+        const event = synthesizedEvent(box, state.value);
+        if (dryRun) plan({ boxId: box.id, action: 'synthesize', eventId: event.id, type: event.type, state: box.state });
+        else if (await take(event, 'synthesized')) run.eventsSynthesized++;
+      } else if (dryRun) {
+        plan({ boxId: box.id, action: 'record-state', state: box.state });
+      } else {
+        await recordObservedState(kysely, { id: box.id, name: box.name ?? null, state: box.state, at: updatedAt, now: clock.now() });
+      }
+    }
+    if (!dryRun) await markRepaired(kysely, box.id, updatedAt);
+  }
+
+  /** The receiver's store-once path; true when the event was new. */
+  async function take(event: ParsedEvent, origin: EventOrigin): Promise<boolean> {
+    const stored = await accept({ event, receivedAt: clock.now(), attempt: null, origin });
+    if (stored.duplicate) return false;
+    metrics.events.inc({ origin });
+    return true;
+  }
+
+  return {
+    start,
+    async status() {
+      const running = current !== undefined || (await leaseHeld(kysely, LEASE, clock.now()));
+      return { running, last: await lastFinishedRun(kysely) };
+    },
+    async runIfDue(intervalMs) {
+      const last = await lastRunStartedAt(kysely);
+      // A little slack, so replicas whose timers drift apart do not skip a whole interval.
+      if (last !== null && clock.now() - last < intervalMs * 0.9) return undefined;
+      try {
+        return await (await start({ dryRun: false })).finished;
+      } catch (error) {
+        if (error instanceof ReconcileInProgressError) return undefined;
+        throw error;
+      }
+    },
+    async stop() {
+      stopping.abort();
+      await current;
+    },
+  };
+}
+
+function changedSince(box: UpstreamBox, record: BoxRecord): boolean {
+  const updatedAt = Date.parse(box.updatedAt);
+  const known = [record.newestEventAt, record.repairedUpTo].filter((t) => t !== null).map((t) => Date.parse(t));
+  return known.every((t) => updatedAt > t);
+}
+
+/** The box's state once these events are applied the way the store applies them (newest wins; hydration keeps the state). */
+function stateAfter(record: BoxRecord | undefined, events: ParsedEvent[]): { value: string | null } {
+  let value = record?.state ?? null;
+  let at = record?.stateChangedAt ?? '';
+  for (const event of events) {
+    if (event.type === 'box.hydrated' || event.state === null) continue;
+    if (event.createdAtIso >= at) {
+      value = event.state;
+      at = event.createdAtIso;
+    }
+  }
+  return { value };
+}
+
+/** Failures that concern one box's history: the run goes on with the others and ends failed. */
+function isBoxProblem(error: unknown): boolean {
+  if (error instanceof LeaseLostError) return false;
+  if (error instanceof ReconcileFailure || error instanceof UpstreamInvalidResponseError) return true;
+  // Deleted between the list and the history read: forgotten by a later run.
+  return error instanceof UpstreamApiError && error.status === 404;
+}
+
+function describe(error: unknown): string {
+  if (error instanceof UpstreamApiError && (error.status === 401 || error.status === 403)) {
+    return `the upstream refused the API key (${error.status}): BOXRELAY_UPSTREAM_API_KEY must be a valid account-wide key. ${error.message}`;
+  }
+  if (error instanceof ReconcileFailure || error instanceof UpstreamError) return error.message;
+  if (error instanceof Error && error.name === 'AbortError') return 'stopped by shutdown';
+  return 'internal error (see the log)';
+}
+
+function summarize(problems: string[]): string {
+  const shown = problems.slice(0, 3).join('; ');
+  return problems.length > 3 ? `${problems.length} boxes not repaired: ${shown}; …` : shown;
+}

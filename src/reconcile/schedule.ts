@@ -1,0 +1,24 @@
+import type { Logger } from '../log.js';
+import { scheduleRepeating, type Schedule, type Timers } from '../schedule.js';
+import type { Reconciler } from './reconciler.js';
+
+/** Within 30 s of start-up (contract section 9), not during it. */
+export const FIRST_RUN_DELAY_MS = 10_000;
+
+/** Runs reconciliation every interval; across replicas the lease and the last run's time keep it to one. */
+export function scheduleReconcile(
+  reconciler: Reconciler,
+  options: { intervalMs: number; logger: Logger; timers?: Timers | undefined; firstDelayMs?: number | undefined },
+): Schedule {
+  return scheduleRepeating(
+    async () => {
+      await reconciler.runIfDue(options.intervalMs);
+    },
+    {
+      timers: options.timers,
+      firstDelayMs: options.firstDelayMs ?? FIRST_RUN_DELAY_MS,
+      intervalMs: options.intervalMs,
+      onError: (error) => options.logger.error({ err: error }, 'cannot start a reconciliation run; next attempt at the next interval'),
+    },
+  );
+}

@@ -1,0 +1,83 @@
+import type { Kysely } from 'kysely';
+import type { Schema } from './schema.js';
+
+export type RunOutcome = 'succeeded' | 'failed' | 'dry-run';
+
+/** What a reconciliation run would do, listed by a dry run. */
+export interface PlannedAction {
+  boxId: string;
+  action: 'relay-history' | 'synthesize' | 'record-state' | 'forget';
+  eventId?: string;
+  type?: string;
+  state?: string;
+}
+
+/** The run report of contract section 9 (times as ISO 8601). */
+export interface Run {
+  id: string;
+  startedAt: string;
+  finishedAt: string | null;
+  /** Null while the run goes on. */
+  outcome: RunOutcome | null;
+  boxesListed: number;
+  boxesRepaired: number;
+  eventsFromHistory: number;
+  eventsSynthesized: number;
+  boxesForgotten: number;
+  error: string | null;
+  /** Dry runs only: what a real run would do. */
+  actions?: PlannedAction[];
+}
+
+/** The time the relay's database was created (or took the reconciliation migration). */
+export async function readWatchStart(kysely: Kysely<Schema>): Promise<string> {
+  const row = await kysely.selectFrom('relay_meta').select('value').where('name', '=', 'watch_start').executeTakeFirstOrThrow();
+  return row.value;
+}
+
+export async function saveRun(kysely: Kysely<Schema>, run: Run): Promise<void> {
+  const row = {
+    started_at: Date.parse(run.startedAt),
+    finished_at: run.finishedAt === null ? null : Date.parse(run.finishedAt),
+    outcome: run.outcome,
+    report: JSON.stringify(run),
+  };
+  await kysely
+    .insertInto('reconcile_runs')
+    .values({ id: run.id, ...row })
+    .onConflict((oc) => oc.column('id').doUpdateSet(row))
+    .execute();
+}
+
+/** The newest finished run, across replicas. */
+export async function lastFinishedRun(kysely: Kysely<Schema>): Promise<Run | null> {
+  const row = await kysely
+    .selectFrom('reconcile_runs')
+    .select('report')
+    .where('finished_at', 'is not', null)
+    .orderBy('started_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row ? (JSON.parse(row.report) as Run) : null;
+}
+
+/** Epoch ms of the newest run's start (finished or not), or null when none ran. */
+export async function lastRunStartedAt(kysely: Kysely<Schema>): Promise<number | null> {
+  const row = await kysely.selectFrom('reconcile_runs').select((eb) => eb.fn.max('started_at').as('at')).executeTakeFirst();
+  return row?.at == null ? null : Number(row.at);
+}
+
+/** Epoch ms at which the newest successful run finished, or null. */
+export async function lastSuccessAt(kysely: Kysely<Schema>): Promise<number | null> {
+  const row = await kysely
+    .selectFrom('reconcile_runs')
+    .select((eb) => eb.fn.max('finished_at').as('at'))
+    .where('outcome', '=', 'succeeded')
+    .executeTakeFirst();
+  return row?.at == null ? null : Number(row.at);
+}
+
+/** Runs older than the retention window go with the deliveries. */
+export async function pruneRuns(kysely: Kysely<Schema>, cutoff: number): Promise<void> {
+  await kysely.deleteFrom('reconcile_runs').where('started_at', '<', cutoff).where('finished_at', 'is not', null).execute();
+}

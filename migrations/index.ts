@@ -3,6 +3,7 @@ import * as initial from './001_initial.js';
 import * as pruneIndex from './002_prune_index.js';
 import * as outboxLanes from './003_outbox_lanes.js';
 import * as reconcile from './004_reconcile.js';
+import * as fanoutOrderPause from './005_fanout_order_pause.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '002_prune_index': pruneIndex,
   '003_outbox_lanes': outboxLanes,
   '004_reconcile': reconcile,
+  '005_fanout_order_pause': fanoutOrderPause,
 };

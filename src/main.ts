@@ -3,12 +3,15 @@ import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
 import { createDispatcher } from './dispatch/dispatcher.js';
 import { createOperations } from './dispatch/operations.js';
+import { createOperatorEvents } from './dispatch/operator-events.js';
+import { createPauses } from './dispatch/pauses.js';
 import type { DispatchTuning } from './dispatch/tuning.js';
 import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
+import { sinkRoutes } from './http/admin/sinks.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
@@ -25,6 +28,7 @@ import { configuredSinks, createSinkRouter } from './sinks/route.js';
 import type { Sink } from './sinks/sink.js';
 import { acceptEvent } from './store/accept-event.js';
 import { countBoxesByState } from './store/boxes.js';
+import { createSinkStates } from './store/sink-state.js';
 import { createOutbox } from './store/outbox.js';
 import { pruneExpired } from './store/prune.js';
 import { lastSuccessAt } from './store/reconcile-runs.js';
@@ -108,6 +112,9 @@ export async function createRelay({
     : undefined;
   const sinks: Sink[] = [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))];
   const outbox = createOutbox(store.database);
+  const sinkStates = createSinkStates(kysely);
+  const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
+  const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, wake: () => wakeDispatcher() });
 
   const readiness = createReadiness({
     storageWritable: () => store.checkWritable(clock.now()),
@@ -127,6 +134,7 @@ export async function createRelay({
       },
       deadLettersBySink: () => outbox.countBySink('dead'),
       sinkUp: () => Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])),
+      pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
     },
   });
@@ -139,6 +147,9 @@ export async function createRelay({
     metrics,
     source: config.source,
     exclusive: store.database.dialect === 'sqlite',
+    sinkStates,
+    pauses,
+    operatorEvents,
     tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
   });
   wakeDispatcher = dispatcher.wake;
@@ -158,7 +169,7 @@ export async function createRelay({
   // A second entrance to the store, beside the receiver: events found upstream take `accept` too.
   const reconciler =
     metrics.reconcile &&
-    reconcilerFromConfig({ config, kysely, accept, clock, logger, metrics: metrics.reconcile, upstream: reconcileOptions?.upstream });
+    reconcilerFromConfig({ config, kysely, accept, clock, logger, metrics: metrics.reconcile, operatorEvents, upstream: reconcileOptions?.upstream });
   const admin = config.adminToken
     ? createAdminRouter(config.adminToken, [
         eventRoutes(kysely, config.source),
@@ -166,6 +177,7 @@ export async function createRelay({
         deadLetterRoutes(operations),
         replayRoutes(operations),
         reconcileRoutes(reconciler),
+        sinkRoutes({ sinks, sinkStates, pauses, countBySink: outbox.countBySink }),
       ])
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, logger });

@@ -94,7 +94,8 @@ describe('outgoing HTTP hooks', () => {
 
   it('caps a Retry-After at one hour, and the capped attempt counts toward maxAttempts', async () => {
     const target = await server(() => ({ status: 503, headers: { 'Retry-After': '31536000' } }));
-    const t = await relay({ hooks: [hook('slow', target.url, { maxAttempts: 2 })] });
+    // pauseAfter 0: failing for the hour would otherwise pause the hook, which keeps its work instead.
+    const t = await relay({ hooks: [hook('slow', target.url, { maxAttempts: 2, pauseAfter: 0 })] });
     await t.post();
     await waitFor(async () => (await outboxRows(t, 'slow'))[0]?.attempts === 1, 'the first attempt to be recorded');
     expect((await outboxRows(t, 'slow'))[0]).toMatchObject({ status: 'pending', next_attempt_at: t.clock.now() + 3_600_000 });

@@ -333,8 +333,10 @@ describe('reconciliation refuses bad upstream answers, each clearly and without 
     expect(run.outcome).toBe('failed');
     expect(run.error).toMatch(error);
     expect(t.logs.entries().some((e) => String(e.msg).startsWith('reconciliation failed') && error.test(String(e.msg)))).toBe(true);
-    const stored = await t.relay.store.database.kysely.selectFrom('deliveries').select('id').execute();
-    expect(stored).toEqual([]);
+    // Nothing from the upstream was stored: only the operator event that announces the failure.
+    const stored = await t.relay.store.database.kysely.selectFrom('deliveries').select(['type', 'payload']).execute();
+    expect(stored.map((d) => d.type)).toEqual(['boxrelay.reconcile.failed']);
+    expect(JSON.parse(stored[0]!.payload)).toMatchObject({ data: { runId: run.id, error: run.error } });
     expect(await t.relay.store.database.kysely.selectFrom('boxes').select('id').execute()).toEqual([]);
     expect(receiver.requests).toHaveLength(0);
     expect(await metricValue(t.registry, 'boxrelay_reconcile_runs_total', { outcome: 'failed' })).toBe(1);

@@ -1,4 +1,5 @@
 import { Registry } from 'prom-client';
+import { createOperatorEvents } from '../dispatch/operator-events.js';
 import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
@@ -33,6 +34,7 @@ export async function reconcileOnce(config: Config, logger: Logger, options: { d
       clock: systemClock,
       logger,
       metrics: metrics.reconcile as NonNullable<typeof metrics.reconcile>,
+      operatorEvents: createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger }),
     });
     return await (await reconciler.start(options)).finished;
   } finally {

@@ -13,10 +13,11 @@ export const duration = z
     return Number(amount) * UNIT_MS[unit];
   });
 
+const zeroDuration = z.literal(['0', 0]).transform(() => 0);
+
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const optionalText = z.string().min(1).optional();
-const zeroDuration = z.literal(['0', 0]).transform(() => 0);
 
 /** A list given as a YAML list or as a comma-separated string (the form env vars allow). */
 const stringList = z
@@ -41,8 +42,11 @@ export const hookSchema = z.strictObject({
   headers: z.record(z.string(), z.string()).default({}),
   timeoutMs: positiveInt.default(5000),
   maxAttempts: positiveInt.max(100).default(8),
-  /** Requests in flight to this hook at once (so events may arrive out of order when above 1). */
+  /** Requests in flight to this hook at once (so events may arrive out of order when above 1, unless per-box). */
   concurrency: positiveInt.max(64).default(4),
+  ordering: z.enum(['none', 'per-box']).default('none'),
+  /** Failing every attempt this long pauses the hook; 0 never pauses. */
+  pauseAfter: z.union([zeroDuration, duration]).default(600_000),
 });
 
 export type HookConfig = z.infer<typeof hookSchema>;
@@ -74,6 +78,7 @@ export const configSchema = z.strictObject({
   natsMode: z.enum(['jetstream', 'core']).default('jetstream'),
   natsStream: z.string().regex(/^[A-Za-z0-9_-]+$/, 'expected a stream name of A-Z a-z 0-9 _ -').default('SANDBOX_EVENTS'),
   natsDuplicateWindow: duration.default(3_600_000),
+  natsOrdering: z.enum(['none', 'per-box']).default('none'),
   /** Max age of a stream the relay creates; unset = the retention window, 0 = kept forever. */
   natsMaxAge: z.union([zeroDuration, duration]).optional(),
   natsCredsFile: optionalText,

@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
-import { toCloudEvent } from '../events/cloudevent.js';
+import { OPERATOR_EVENT_PREFIX, toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
 import type { ClaimedRow, Outbox } from '../store/outbox.js';
+import type { SinkState, SinkStates } from '../store/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
+import type { OperatorEvents } from './operator-events.js';
+import type { Pauses } from './pauses.js';
 import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 
 export interface DispatcherDeps {
@@ -19,18 +22,31 @@ export interface DispatcherDeps {
   source: string;
   /** Only this process serves the database (SQLite): leases left by a previous run are stale at start. */
   exclusive: boolean;
+  sinkStates: SinkStates;
+  pauses: Pauses;
+  operatorEvents: OperatorEvents;
   tuning?: Partial<DispatchTuning>;
 }
 
-export type Dispatcher = ReturnType<typeof createDispatcher>;
+export interface Dispatcher {
+  /** Identifies this process's leases. */
+  readonly owner: string;
+  start(): Promise<void>;
+  /** After a commit of new work, a dead letter retry, a replay or a resume. */
+  wake(): void;
+  stop(graceMs: number): Promise<void>;
+}
+
+/** How a claimed row is tried: normally, or as the one probe attempt of a sink paused by its failures. */
+type Trial = 'normal' | 'probe';
 
 /**
  * Moves committed outbox rows to the sinks. Each sink has its own lane (claims, concurrency, timers),
  * so a slow or dead hook never delays NATS or another hook. Rows are leased while worked on; a
  * process that dies leaves leases that expire, so the work is never lost, only delayed.
  */
-export function createDispatcher(deps: DispatcherDeps) {
-  const { outbox, clock, metrics } = deps;
+export function createDispatcher(deps: DispatcherDeps): Dispatcher {
+  const { outbox, clock, metrics, sinkStates, pauses } = deps;
   const tuning: DispatchTuning = { ...defaultTuning, ...deps.tuning };
   const log = deps.logger.child({ part: 'dispatch' });
   const owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
@@ -51,6 +67,8 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (batch.length === 0) return flushing;
     flushing = flushing
       .then(() => outbox.removeDelivered(batch))
+      // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is gone.
+      .then(wake)
       .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not remove delivered rows; they will be sent again'));
     return flushing;
   };
@@ -59,43 +77,91 @@ export function createDispatcher(deps: DispatcherDeps) {
     delivered.push(id);
   };
 
-  const settle = async (sink: Sink, row: ClaimedRow, outcome: Outcome): Promise<void> => {
+  /** Sinks this process saw fail since its last success there: their next success clears `failing_since`. */
+  const failingSeen = new Set<string>();
+
+  /**
+   * Pause bookkeeping of one attempt's outcome: a delivery ends a run of failures (and a probe's
+   * success resumes the sink); a failure may pause it. Returns whether the sink is paused now.
+   */
+  const trackFailures = async (sink: Sink, outcome: Outcome, trial: Trial, state: SinkState): Promise<boolean> => {
+    if (outcome.kind === 'delivered') {
+      if (trial === 'probe') await pauses.resume(sink.name, 'probe');
+      else if (state.failing_since !== null || failingSeen.has(sink.name)) {
+        failingSeen.delete(sink.name);
+        await sinkStates.succeeded(sink.name);
+      }
+      return false;
+    }
+    if (!outcome.error) return state.paused_at !== null;
+    const pauseAfterMs = sink.pauseAfterMs ?? 0;
+    if (pauseAfterMs <= 0) return state.paused_at !== null;
+    const now = clock.now();
+    failingSeen.add(sink.name);
+    const failing = await sinkStates.failed(sink.name, now);
+    if (failing.paused_at !== null) return true;
+    if (failing.failing_since === null || now - failing.failing_since < pauseAfterMs) return false;
+    await pauses.pauseForFailures(sink.name, { failingSince: failing.failing_since, lastError: outcome.error.summary });
+    return true;
+  };
+
+  const settle = async (sink: Sink, row: ClaimedRow, event: CloudEvent, outcome: Outcome, trial: Trial, state: SinkState): Promise<void> => {
     const labels = { sink: sink.name };
+    const paused = await trackFailures(sink, outcome, trial, state);
+    const now = clock.now();
+    const context = { sink: sink.name, eventId: row.deliveryId, outboxId: row.id, attempts: outcome.attempts };
+    if (outcome.kind !== 'delivered' && outcome.error && paused) {
+      // A paused sink's work waits: not dead-lettered, and its attempts while paused do not count.
+      metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures);
+      log.info({ ...context, error: outcome.error.summary }, 'delivery failed while the sink is paused; the event waits');
+      return outbox.scheduleRetry({ id: row.id, owner, attempts: row.attempts, lastError: outcome.error.summary, now }, now);
+    }
     const dead = outcome.kind === 'dead';
     metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures - (dead ? 1 : 0));
     if (outcome.kind === 'delivered') {
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'delivered' });
       return removeDelivered(row.id);
     }
-    const now = clock.now();
-    const context = { sink: sink.name, eventId: row.deliveryId, outboxId: row.id, attempts: outcome.attempts };
     if (outcome.kind === 'dead') {
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'dead_lettered' });
       log.warn({ ...context, error: outcome.error.summary }, 'delivery failed for good: dead letter');
-      return outbox.markDead({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now });
+      await outbox.markDead({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now });
+      // Operator events that fail are not announced again: that could loop.
+      if (event.type.startsWith(OPERATOR_EVENT_PREFIX)) return;
+      return deps.operatorEvents.announce({
+        type: 'boxrelay.event.dead_lettered',
+        subject: row.boxId ?? undefined,
+        about: sink.name,
+        data: { eventId: row.deliveryId, sink: sink.name, attempts: outcome.attempts, lastError: outcome.error.summary },
+      });
     }
     if (!outcome.error) return outbox.release([row.id], owner);
     log.info({ ...context, error: outcome.error.summary, nextAttemptAt: new Date(outcome.nextAttemptAt).toISOString() }, 'delivery failed; retry scheduled');
     return outbox.scheduleRetry({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now }, outcome.nextAttemptAt);
   };
 
-  const work = async (sink: Sink, row: ClaimedRow, workMs: number): Promise<void> => {
+  /** One claimed row tried and settled; true when that may have changed the sink's pause state. */
+  const work = async (sink: Sink, row: ClaimedRow, workMs: number, trial: Trial, state: SinkState): Promise<boolean> => {
     if (row.payload === null) {
       // Pruned after the row was written (retention): nothing left to send.
-      return outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
+      await outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
+      return false;
     }
+    const event = toCloudEvent(row.payload, deps.source, row.origin);
     const outcome = await attemptDelivery({
       sink,
-      event: toCloudEvent(row.payload, deps.source, row.origin),
+      event,
       attempts: row.attempts,
       workMs,
-      tuning,
+      // A probe is one attempt: it tells whether the sink is back, not more.
+      tuning: trial === 'probe' ? { ...tuning, quickRetries: 0 } : tuning,
       now: () => clock.now(),
       stopping: stopping.signal,
       cut: cut.signal,
       observe: (seconds) => metrics.sinkDeliveryDuration.observe({ sink: sink.name }, seconds),
     });
-    await settle(sink, row, outcome);
+    await settle(sink, row, event, outcome, trial, state);
+    return trial === 'probe' || outcome.kind !== 'delivered' || state.failing_since !== null;
   };
 
   const createLane = (sink: Sink) => {
@@ -107,53 +173,84 @@ export function createDispatcher(deps: DispatcherDeps) {
         'the outbox lease is short for this sink: an attempt still running when its lease ends may be sent again by another replica',
       );
     }
+    const ordered = sink.ordering === 'per-box';
     let busy = 0;
-    let pumping = false;
-    let again = false;
-    let kicked = false;
+    let claiming = false;
+    let wokenWhileClaiming = false;
+    let wakeQueued = false;
     let dueTimer: NodeJS.Timeout | undefined;
+    /** The sink's pause state, shared by replicas: read again once per poll interval. */
+    let state: SinkState | undefined;
+    let stateReadAt = 0;
 
-    const open = () => running && !stopping.signal.aborted && busy < sink.concurrency && (sink.onUp === undefined || sink.up());
+    const readState = async (): Promise<SinkState> => {
+      if (!state || performance.now() - stateReadAt >= tuning.pollMs) {
+        state = await sinkStates.read(sink.name);
+        stateReadAt = performance.now();
+      }
+      return state;
+    };
+    const forgetState = () => (state = undefined);
 
-    const start = (row: ClaimedRow) => {
+    const hasRoom = () => running && !stopping.signal.aborted && busy < sink.concurrency && (sink.onUp === undefined || sink.up());
+
+    const startWork = (row: ClaimedRow, trial: Trial, current: SinkState) => {
       busy++;
-      const task = work(sink, row, workMs)
+      const task = work(sink, row, workMs, trial, current)
+        .then((stateChanged) => {
+          if (stateChanged) forgetState();
+        })
         .catch((error: unknown) => log.error({ err: error, sink: sink.name, outboxId: row.id }, 'could not settle a delivery; its lease will expire'))
         .finally(() => {
           busy--;
           inFlight.delete(task);
-          kick();
+          wakeLane();
         });
       inFlight.add(task);
     };
 
+    const claim = (limit: number) => outbox.claim({ sink: sink.name, owner, now: clock.now(), leaseMs, limit, ordered });
+
+    /** A paused sink: nothing is claimed, but one row a minute as a probe when it was paused by its failures. */
+    const probe = async (current: SinkState): Promise<void> => {
+      if (current.paused_by !== 'failures' || busy > 0 || (current.next_probe_at ?? 0) > clock.now()) return;
+      forgetState();
+      if (!(await sinkStates.takeProbe(sink.name, clock.now()))) return;
+      for (const row of await claim(1)) startWork(row, 'probe', current);
+    };
+
     /** Claims while there is room and due work, then sets a timer for the next due row. */
-    const pump = async (): Promise<void> => {
-      if (pumping) return void (again = true);
-      pumping = true;
+    const claimAndStart = async (): Promise<void> => {
+      if (claiming) return void (wokenWhileClaiming = true);
+      claiming = true;
       let finished!: () => void;
       const task = new Promise<void>((resolve) => (finished = resolve));
       inFlight.add(task);
       try {
         do {
-          again = false;
-          while (open()) {
+          wokenWhileClaiming = false;
+          const current = await readState();
+          if (current.paused_at !== null) {
+            if (hasRoom()) await probe(current);
+            continue;
+          }
+          while (hasRoom()) {
             const limit = Math.min(sink.concurrency - busy, tuning.batchSize);
-            const rows = await outbox.claim({ sink: sink.name, owner, now: clock.now(), leaseMs, limit });
-            rows.forEach(start);
+            const rows = await claim(limit);
+            rows.forEach((row) => startWork(row, 'normal', current));
             if (rows.length < limit) break;
           }
-        } while (again && !stopping.signal.aborted);
-        if (open()) await armDueTimer();
+        } while (wokenWhileClaiming && !stopping.signal.aborted);
+        if (hasRoom() && state?.paused_at == null) await armDueTimer();
       } catch (error) {
         log.error({ err: error, sink: sink.name }, 'could not claim fan-out work; retrying at the next poll');
       } finally {
-        pumping = false;
+        claiming = false;
         inFlight.delete(task);
         finished();
       }
       // A wake that came while the due time was being read is not lost.
-      if (again) kick();
+      if (wokenWhileClaiming) wakeLane();
     };
 
     /** Retries due before the next poll are not left to wait for it. */
@@ -162,25 +259,25 @@ export function createDispatcher(deps: DispatcherDeps) {
       clearTimeout(dueTimer);
       if (due === null || stopping.signal.aborted) return;
       const wait = Math.max(0, due - clock.now());
-      if (wait < tuning.pollMs) dueTimer = setTimeout(kick, wait).unref();
+      if (wait < tuning.pollMs) dueTimer = setTimeout(wakeLane, wait).unref();
     };
 
-    /** Coalesces the wakes of one turn (commits, completions) into one pump. */
-    const kick = () => {
-      if (kicked || !running || stopping.signal.aborted) return;
-      kicked = true;
+    /** Coalesces the wakes of one turn (commits, completions) into one claim. */
+    const wakeLane = () => {
+      if (wakeQueued || !running || stopping.signal.aborted) return;
+      wakeQueued = true;
       setImmediate(() => {
-        kicked = false;
-        void pump();
+        wakeQueued = false;
+        void claimAndStart();
       });
     };
 
-    sink.onUp?.(kick);
-    return { sink, kick, stop: () => clearTimeout(dueTimer) };
+    sink.onUp?.(wakeLane);
+    return { sink, wakeLane, forgetState, stop: () => clearTimeout(dueTimer) };
   };
 
   const lanes = deps.sinks.map(createLane);
-  const wake = () => lanes.forEach((lane) => lane.kick());
+  const wake = () => lanes.forEach((lane) => lane.wakeLane());
 
   return {
     owner,

@@ -27,6 +27,14 @@ export interface DispatchTuning {
   leaseMs: number | undefined;
 }
 
+/**
+ * The wait after the n-th failed attempt, before jitter. A fresh event's first waits are the quick
+ * in-process retries (about 0.5 s and 1 s), so with the default 8 attempts a hook's scheduled waits
+ * are 10 m, 30 m, 2 h, 6 h and 14 h: about a day before the event is a dead letter, so a receiver
+ * down for hours loses nothing (and one failing throughout pauses after `pauseAfter` instead).
+ */
+export const RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 1_800_000, 7_200_000, 21_600_000, 50_400_000] as const;
+
 export const defaultTuning: DispatchTuning = {
   pollMs: 2000,
   batchSize: 100,
@@ -35,7 +43,7 @@ export const defaultTuning: DispatchTuning = {
   quickFactor: 2,
   quickMaxDelayMs: 5000,
   maxRetryAfterMs: 3_600_000,
-  retryDelayMs: (attempts) => Math.min(300_000, 10_000 * 2 ** Math.max(0, attempts - 1)),
+  retryDelayMs: (attempts) => RETRY_SCHEDULE_MS[Math.min(attempts, RETRY_SCHEDULE_MS.length) - 1] ?? RETRY_SCHEDULE_MS[0]!,
   leaseMarginMs: 30_000,
   leaseMs: undefined,
 };

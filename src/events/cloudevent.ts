@@ -1,3 +1,6 @@
+/** Types of the relay's own operator events (contract section 5); hooks get them only by asking for them. */
+export const OPERATOR_EVENT_PREFIX = 'boxrelay.';
+
 /** The normalized event of contract section 3 (CloudEvents 1.0, structured JSON). */
 export interface CloudEvent {
   specversion: '1.0';
@@ -16,19 +19,21 @@ interface StoredPayload {
   id: string;
   type: string;
   createdAt: string;
+  /** Operator events name their subject (a sink or a box); upstream events take the box id. */
+  subject?: string;
   data: Record<string, unknown> & { box?: { id?: unknown } };
 }
 
 /** Builds the CloudEvent from the stored raw payload: `data` unchanged, `subject` the raw box id. */
 export function toCloudEvent(payload: string, source: string, origin: string | null = null): CloudEvent {
   const event = JSON.parse(payload) as StoredPayload;
-  const boxId = event.data.box?.id;
+  const subject = event.type.startsWith(OPERATOR_EVENT_PREFIX) ? event.subject : event.data.box?.id;
   return {
     specversion: '1.0',
     id: event.id,
-    source,
+    source: event.type.startsWith(OPERATOR_EVENT_PREFIX) ? `${source}/boxrelay` : source,
     type: event.type,
-    ...(typeof boxId === 'string' && boxId !== '' ? { subject: boxId } : {}),
+    ...(typeof subject === 'string' && subject !== '' ? { subject } : {}),
     time: event.createdAt,
     datacontenttype: 'application/json',
     data: event.data,

@@ -71,6 +71,8 @@ export interface MetricSources {
   deadLettersBySink?(): Promise<Record<string, number>>;
   boxesByState?(): Promise<Record<string, number>>;
   sinkUp?(): Record<string, boolean>;
+  /** Sinks paused now (by their failures or an operator). */
+  pausedSinks?(): Promise<string[]>;
   /** Accepted secrets now, with their slots and expiry (epoch ms). */
   secrets?(): { slot: number; expiresAt?: number | undefined }[];
   ready?(): Promise<boolean>;
@@ -184,6 +186,18 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     collect() {
       const up = sources.sinkUp?.() ?? {};
       for (const sink of options.sinks) this.set({ sink }, up[sink] === false ? 0 : 1);
+    },
+  });
+
+  new Gauge({
+    name: `${prefix}sink_paused`,
+    help: '1 while the sink is paused (its work waits)',
+    labelNames: ['sink'] as const,
+    registers,
+    async collect() {
+      const paused = await sources.pausedSinks?.().catch(() => undefined);
+      if (!paused) return;
+      for (const sink of options.sinks) this.set({ sink }, paused.includes(sink) ? 1 : 0);
     },
   });
 

@@ -3,6 +3,7 @@ import pThrottle from 'p-throttle';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import type { OperatorEvents } from '../dispatch/operator-events.js';
 import type { AcceptEvent } from '../store/accept-event.js';
 import type { Schema } from '../store/schema.js';
 import { createUpstreamClient, type UpstreamClientOptions } from '../upstream/client.js';
@@ -15,6 +16,7 @@ export interface ReconcilerFromConfig {
   clock: Clock;
   logger: Logger;
   metrics: ReconcileMetrics;
+  operatorEvents: OperatorEvents;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
 }

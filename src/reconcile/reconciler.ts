@@ -15,6 +15,7 @@ import { UpstreamApiError, UpstreamError, UpstreamInvalidResponseError } from '.
 import { LeaseLostError, ReconcileFailure, cut } from './errors.js';
 import { historyEvent, synthesizedEvent, synthesizedType } from './history.js';
 import { readAllPages } from './pages.js';
+import type { OperatorEvents } from '../dispatch/operator-events.js';
 import type { ParsedEvent } from '../events/parse-event.js';
 
 const LEASE = 'reconcile';
@@ -35,6 +36,8 @@ export interface ReconcilerDeps {
   clock: Clock;
   logger: Logger;
   metrics: ReconcileMetrics;
+  /** A failed run is announced as `boxrelay.reconcile.failed`. */
+  operatorEvents: OperatorEvents;
   retentionDays: number;
   /** How long a run holds the lease without progress before another replica may take over. */
   leaseMs?: number;
@@ -116,8 +119,10 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     run.finishedAt = iso(clock.now());
     metrics.runs.inc({ outcome: run.outcome });
     const { actions: _actions, ...summary } = run;
-    if (run.outcome === 'failed') log.error({ ...summary }, `reconciliation failed: ${run.error}`);
-    else log.info({ ...summary }, dryRun ? 'reconciliation dry run finished' : 'reconciliation finished');
+    if (run.outcome === 'failed') {
+      log.error({ ...summary }, `reconciliation failed: ${run.error}`);
+      await deps.operatorEvents.announce({ type: 'boxrelay.reconcile.failed', data: { runId: run.id, startedAt: run.startedAt, error: run.error } });
+    } else log.info({ ...summary }, dryRun ? 'reconciliation dry run finished' : 'reconciliation finished');
     try {
       await saveRun(kysely, run);
       await pruneRuns(kysely, startedAt - deps.retentionDays * DAY_MS);

@@ -47,6 +47,8 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     concurrency: hook.concurrency,
     maxAttempts: hook.maxAttempts,
     attemptTimeoutMs: hook.timeoutMs,
+    ordering: hook.ordering,
+    pauseAfterMs: hook.pauseAfter,
     async deliver(event, signal) {
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;

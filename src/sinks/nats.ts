@@ -33,6 +33,7 @@ export type NatsSettings = Pick<
   | 'natsStream'
   | 'natsDuplicateWindow'
   | 'natsMaxAge'
+  | 'natsOrdering'
   | 'retentionDays'
   | 'natsCredsFile'
   | 'natsToken'
@@ -231,6 +232,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     concurrency,
     maxAttempts: Number.POSITIVE_INFINITY,
     attemptTimeoutMs: ackTimeoutMs,
+    ordering: settings.natsOrdering,
     start() {
       void connectLoop();
     },

@@ -10,6 +10,10 @@ export interface Sink {
   readonly maxAttempts: number;
   /** The longest one attempt can take, which bounds how long a claimed row must stay leased. */
   readonly attemptTimeoutMs: number;
+  /** `per-box`: one event of a box at a time, in accepted order (default `none`). */
+  readonly ordering?: 'none' | 'per-box';
+  /** Failing every attempt this long pauses the sink (contract section 5); 0 or absent: never. */
+  readonly pauseAfterMs?: number;
   /** One attempt: resolves when delivered, throws a SinkFailure otherwise. */
   deliver(event: CloudEvent, signal: AbortSignal): Promise<void>;
   /** Connected or answering (the `sink_up` gauge). */

@@ -8,8 +8,8 @@ import type { EventOrigin } from './schema.js';
 export const INSERT_DELIVERY = `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
 
-export const INSERT_OUTBOX = `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at)
-  VALUES (?, ?, 'pending', 0, ?, ?, ?)`;
+export const INSERT_OUTBOX = `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id)
+  VALUES (?, ?, 'pending', 0, ?, ?, ?, ?)`;
 
 export const SELECT_PAYLOAD = 'SELECT payload FROM deliveries WHERE id = ?';
 
@@ -59,7 +59,7 @@ export function deliveryParams({ event, receivedAt, attempt, origin }: NewDelive
 }
 
 export function outboxParams({ event, receivedAt }: NewDelivery, sink: string): unknown[] {
-  return [event.id, sink, receivedAt, receivedAt, receivedAt];
+  return [event.id, sink, receivedAt, receivedAt, receivedAt, event.boxId];
 }
 
 /** `box.hydrated` records hydratedAt and leaves the state alone (contract section 7). */

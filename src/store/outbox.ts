@@ -9,6 +9,7 @@ export interface ClaimedRow {
   deliveryId: string;
   sink: string;
   attempts: number;
+  boxId: string | null;
   payload: string | null;
   origin: string | null;
 }
@@ -29,6 +30,8 @@ export interface Claim {
   now: number;
   leaseMs: number;
   limit: number;
+  /** Per-box ordering: a row waits while an earlier row of its box is pending (due later, or leased) for the sink. */
+  ordered?: boolean;
 }
 
 /** The outcome of a row's attempts, written back by the process that holds its lease. */
@@ -81,7 +84,7 @@ export function createOutbox(database: Database) {
      * On PostgreSQL, SKIP LOCKED lets replicas claim side by side; a lease that is not settled
      * (a dead process) expires and the row becomes due again. The lease needs no fsync of its own.
      */
-    async claim({ sink, owner, now, leaseMs, limit }: Claim): Promise<ClaimedRow[]> {
+    async claim({ sink, owner, now, leaseMs, limit, ordered = false }: Claim): Promise<ClaimedRow[]> {
       const due = db
         .selectFrom('outbox')
         .select('id')
@@ -89,6 +92,20 @@ export function createOutbox(database: Database) {
         .where('sink', '=', sink)
         .where('next_attempt_at', '<=', now)
         .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', now)]))
+        .$if(ordered, (q) =>
+          q.where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('outbox as earlier')
+                  .select('earlier.id')
+                  .whereRef('earlier.sink', '=', 'outbox.sink')
+                  .whereRef('earlier.box_id', '=', 'outbox.box_id')
+                  .where('earlier.status', '=', 'pending')
+                  .whereRef('earlier.id', '<', 'outbox.id'),
+              ),
+            ),
+          ),
+        )
         .orderBy('next_attempt_at')
         .orderBy('id')
         .limit(limit)
@@ -99,7 +116,7 @@ export function createOutbox(database: Database) {
           .updateTable('outbox')
           .set({ lease_owner: owner, lease_until: now + leaseMs })
           .where('id', 'in', due)
-          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at']),
+          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at', 'box_id']),
       );
       if (rows.length === 0) return [];
       // RETURNING has no defined order.
@@ -115,6 +132,7 @@ export function createOutbox(database: Database) {
         deliveryId: r.delivery_id,
         sink: r.sink,
         attempts: r.attempts,
+        boxId: r.box_id,
         payload: events.get(r.delivery_id)?.payload ?? null,
         origin: events.get(r.delivery_id)?.origin ?? null,
       }));
@@ -176,6 +194,17 @@ export function createOutbox(database: Database) {
         .where('id', 'in', ids)
         .where('status', '=', 'pending')
         .where('lease_owner', '=', owner)
+        .execute();
+    },
+
+    /** A sink resumed: its pending work, backed off while it failed, is due now. */
+    async makeDue(sink: string, now: number): Promise<void> {
+      await db
+        .updateTable('outbox')
+        .set({ next_attempt_at: now })
+        .where('status', '=', 'pending')
+        .where('sink', '=', sink)
+        .where('next_attempt_at', '>', now)
         .execute();
     },
 
@@ -288,7 +317,7 @@ export function createOutbox(database: Database) {
       for (const [target, sinkTypes] of typesBySink) {
         const result = await db
           .insertInto('outbox')
-          .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at'])
+          .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
           .expression(
             db
               .selectFrom('deliveries')
@@ -300,6 +329,7 @@ export function createOutbox(database: Database) {
                 sql.val(now).as('next_attempt_at'),
                 sql.val(now).as('created_at'),
                 sql.val(now).as('updated_at'),
+                'box_id',
               ])
               .where('received_at', '>=', since)
               .where('type', 'in', sinkTypes)

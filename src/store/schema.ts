@@ -38,6 +38,8 @@ export interface OutboxTable {
   lease_until: number | null;
   created_at: number;
   updated_at: number;
+  /** The event's box: with per-box ordering, a row waits while an earlier row of its box is pending. */
+  box_id: string | null;
 }
 
 /** The last known state of each box (contract section 7). */
@@ -94,6 +96,16 @@ export interface ReconcileRunsTable {
   report: string;
 }
 
+/** Per sink, shared by replicas: since when every attempt failed, and whether it is paused (contract section 5). */
+export interface SinkStateTable {
+  sink: string;
+  failing_since: number | null;
+  paused_at: number | null;
+  paused_by: 'failures' | 'operator' | null;
+  /** While paused by failures: when the next probe attempt may be made. */
+  next_probe_at: number | null;
+}
+
 export interface Schema {
   deliveries: DeliveriesTable;
   outbox: OutboxTable;
@@ -103,4 +115,5 @@ export interface Schema {
   relay_meta: RelayMetaTable;
   leases: LeasesTable;
   reconcile_runs: ReconcileRunsTable;
+  sink_state: SinkStateTable;
 }

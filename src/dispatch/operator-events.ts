@@ -1,0 +1,46 @@
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../clock.js';
+import { parseEvent } from '../events/parse-event.js';
+import type { Logger } from '../log.js';
+import type { DeliveryWriter } from '../store/delivery-sql.js';
+
+/** What an operator must act on (contract section 5, "Operator events"). */
+export type OperatorEventType = 'boxrelay.sink.paused' | 'boxrelay.sink.resumed' | 'boxrelay.event.dead_lettered' | 'boxrelay.reconcile.failed';
+
+export interface OperatorEvent {
+  type: OperatorEventType;
+  /** The CloudEvent `subject`: a sink name, or a box id. */
+  subject?: string | undefined;
+  data: Record<string, unknown>;
+  /** The sink the event is about: it is never told of its own failures. */
+  about?: string | undefined;
+}
+
+export interface OperatorEvents {
+  /** Stores the event with its fan-out, like a received one; a storage failure is logged, not thrown. */
+  announce(event: OperatorEvent): Promise<void>;
+}
+
+export interface OperatorEventsDeps {
+  writer: DeliveryWriter;
+  /** The sinks an operator event type goes to: NATS, and hooks that opted in with a `boxrelay.` pattern. */
+  sinksFor(type: string): string[];
+  clock: Clock;
+  logger: Logger;
+}
+
+export function createOperatorEvents({ writer, sinksFor, clock, logger }: OperatorEventsDeps): OperatorEvents {
+  return {
+    async announce({ type, subject, data, about }) {
+      const now = clock.now();
+      const id = `evt_${randomBytes(16).toString('hex')}`;
+      const payload = JSON.stringify({ id, type, createdAt: new Date(now).toISOString(), ...(subject === undefined ? {} : { subject }), data });
+      try {
+        const event = parseEvent(Buffer.from(payload), id);
+        await writer.record({ event, receivedAt: now, attempt: null, sinks: sinksFor(type).filter((sink) => sink !== about) });
+      } catch (error) {
+        logger.error({ err: error, type, subject }, 'could not store an operator event');
+      }
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { SinkStates } from '../store/sink-state.js';
+import type { OperatorEvents } from './operator-events.js';
+
+export interface Pauses {
+  /** The sink failed every attempt for its `pauseAfter`: paused, probed once a minute. True when this call paused it. */
+  pauseForFailures(sink: string, detail: { failingSince: number; lastError: string }): Promise<boolean>;
+  /** `POST /admin/sinks/:name/pause`: paused until resumed by hand (no probes). */
+  pauseByOperator(sink: string): Promise<boolean>;
+  /** A probe succeeded, or `POST /admin/sinks/:name/resume`: its pending work is due at once. True when it was paused. */
+  resume(sink: string, by: 'probe' | 'operator'): Promise<boolean>;
+}
+
+export interface PausesDeps {
+  sinkStates: SinkStates;
+  /** Makes a resumed sink's pending work due now (it was backed off while failing). */
+  makeDue(sink: string, now: number): Promise<void>;
+  operatorEvents: OperatorEvents;
+  clock: Clock;
+  logger: Logger;
+  /** Wakes the dispatcher of this process after a resume. */
+  wake(): void;
+}
+
+/** Pausing and resuming sinks (contract section 5), shared by the dispatcher and the admin API; each change is announced once. */
+export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logger, wake }: PausesDeps): Pauses {
+  const log = logger.child({ part: 'dispatch' });
+  return {
+    async pauseForFailures(sink, { failingSince, lastError }) {
+      if (!(await sinkStates.pause(sink, 'failures', clock.now()))) return false;
+      const since = new Date(failingSince).toISOString();
+      log.warn({ sink, failingSince: since, lastError }, 'every attempt failed for the pause time: sink paused, its work waits; one probe a minute');
+      await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'failures', failingSince: since, lastError } });
+      return true;
+    },
+
+    async pauseByOperator(sink) {
+      if (!(await sinkStates.pause(sink, 'operator', clock.now()))) return false;
+      log.warn({ sink }, 'sink paused by an operator; its work waits until resumed');
+      await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'operator' } });
+      return true;
+    },
+
+    async resume(sink, by) {
+      if (!(await sinkStates.resume(sink))) return false;
+      await makeDue(sink, clock.now());
+      log.info({ sink, by }, 'sink resumed');
+      await operatorEvents.announce({ type: 'boxrelay.sink.resumed', subject: sink, about: sink, data: { sink, by } });
+      wake();
+      return true;
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { NotFoundError } from '../../errors.js';
+import type { Pauses } from '../../dispatch/pauses.js';
+import { NATS_SINK } from '../../sinks/route.js';
+import type { Sink } from '../../sinks/sink.js';
+import type { SinkStates } from '../../store/sink-state.js';
+import { methodNotAllowed } from '../send-error.js';
+import type { AdminRoutes } from './router.js';
+
+export interface SinkRoutesDeps {
+  sinks: Sink[];
+  sinkStates: SinkStates;
+  pauses: Pauses;
+  countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>>;
+}
+
+/** `GET /admin/sinks`; `POST /admin/sinks/:name/pause` and `/resume` answer with that sink's row (contract section 6). */
+export function sinkRoutes({ sinks, sinkStates, pauses, countBySink }: SinkRoutesDeps): AdminRoutes {
+  const rows = async (only?: Sink) => {
+    const [states, pending, dead] = await Promise.all([sinkStates.readAll(), countBySink('pending'), countBySink('dead')]);
+    return (only ? [only] : sinks).map((sink) => ({
+      name: sink.name,
+      kind: sink.name === NATS_SINK ? 'nats' : 'hook',
+      up: sink.up(),
+      paused: states.get(sink.name)?.paused_at != null,
+      pending: pending[sink.name] ?? 0,
+      deadLetters: dead[sink.name] ?? 0,
+    }));
+  };
+  const configured = (name: unknown): Sink => {
+    const sink = sinks.find((s) => s.name === name);
+    if (!sink) throw new NotFoundError(`no sink ${JSON.stringify(String(name).slice(0, 64))} is configured`);
+    return sink;
+  };
+  return {
+    mount(router) {
+      router.get('/sinks', async (_req, res) => {
+        res.json({ ok: true, sinks: await rows() });
+      });
+      router.post('/sinks/:name/pause', async (req, res) => {
+        const sink = configured(req.params.name);
+        await pauses.pauseByOperator(sink.name);
+        res.json({ ok: true, sink: (await rows(sink))[0] });
+      });
+      router.post('/sinks/:name/resume', async (req, res) => {
+        const sink = configured(req.params.name);
+        await pauses.resume(sink.name, 'operator');
+        res.json({ ok: true, sink: (await rows(sink))[0] });
+      });
+      router.all('/sinks', methodNotAllowed('GET'));
+      router.all('/sinks/:name/pause', methodNotAllowed('POST'));
+      router.all('/sinks/:name/resume', methodNotAllowed('POST'));
+    },
+  };
+}

@@ -1,0 +1,82 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { Schema, SinkStateTable } from './schema.js';
+
+export type SinkState = Selectable<SinkStateTable>;
+
+/** One probe attempt a minute while a sink is paused by its failures (contract section 5). */
+export const PROBE_INTERVAL_MS = 60_000;
+
+const NONE: Omit<SinkState, 'sink'> = { failing_since: null, paused_at: null, paused_by: null, next_probe_at: null };
+
+/**
+ * Pause state shared by the replicas, one row per sink. Each change is one statement whose
+ * RETURNING says whether this process made it, so a pause or a resume is announced once.
+ */
+export function createSinkStates(db: Kysely<Schema>) {
+  return {
+    async read(sink: string): Promise<SinkState> {
+      return (await db.selectFrom('sink_state').selectAll().where('sink', '=', sink).executeTakeFirst()) ?? { sink, ...NONE };
+    },
+
+    async readAll(): Promise<Map<string, SinkState>> {
+      const rows = await db.selectFrom('sink_state').selectAll().execute();
+      return new Map(rows.map((row) => [row.sink, row]));
+    },
+
+    /** A failed attempt: the sink has failed every attempt since `failing_since` (kept when already set). */
+    async failed(sink: string, now: number): Promise<SinkState> {
+      return db
+        .insertInto('sink_state')
+        .values({ sink, ...NONE, failing_since: now })
+        .onConflict((oc) => oc.column('sink').doUpdateSet((eb) => ({ failing_since: eb.fn.coalesce('sink_state.failing_since', 'excluded.failing_since') })))
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    },
+
+    /** A delivered attempt ends a run of failures. */
+    async succeeded(sink: string): Promise<void> {
+      await db.updateTable('sink_state').set({ failing_since: null }).where('sink', '=', sink).where('failing_since', 'is not', null).execute();
+    },
+
+    /** True when this call paused it (it was not paused). */
+    async pause(sink: string, by: 'failures' | 'operator', now: number): Promise<boolean> {
+      const row = await db
+        .insertInto('sink_state')
+        .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: now + PROBE_INTERVAL_MS })
+        .onConflict((oc) =>
+          oc
+            .column('sink')
+            .doUpdateSet({ paused_at: now, paused_by: by, next_probe_at: now + PROBE_INTERVAL_MS })
+            .where('sink_state.paused_at', 'is', null),
+        )
+        .returning('sink')
+        .executeTakeFirst();
+      return row !== undefined;
+    },
+
+    /** True when this call resumed it (it was paused). */
+    async resume(sink: string): Promise<boolean> {
+      const result = await db
+        .updateTable('sink_state')
+        .set(NONE)
+        .where('sink', '=', sink)
+        .where('paused_at', 'is not', null)
+        .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
+    },
+
+    /** While paused by failures: true when this process may make the probe attempt now (one a minute, across replicas). */
+    async takeProbe(sink: string, now: number): Promise<boolean> {
+      const result = await db
+        .updateTable('sink_state')
+        .set({ next_probe_at: now + PROBE_INTERVAL_MS })
+        .where('sink', '=', sink)
+        .where('paused_by', '=', 'failures')
+        .where('next_probe_at', '<=', now)
+        .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
+    },
+  };
+}
+
+export type SinkStates = ReturnType<typeof createSinkStates>;

@@ -191,6 +191,42 @@ for (const engine of engines) {
         });
       }
 
+      // Contract section 2's receiver limits; each refusal names the limit it applies.
+      // Arrays nested `depth` levels; inside `data`, two levels deeper in the body.
+      const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+      const limitBodies: Record<string, { id?: string; body: (id: string) => string; message: RegExp }> = {
+        'an id of 257 characters': { id: 'evt_'.padEnd(257, 'x'), body: (id) => eventBody(id), message: /^id .*256/ },
+        'a box id of 257 characters': { body: (id) => eventBody(id, { data: { box: { id: 'b'.repeat(257) } } }), message: /data\.box\.id.*256/ },
+        'a type of 129 characters': { body: (id) => eventBody(id, { type: `box.${'t'.repeat(125)}` }), message: /type.*128/ },
+        'a 200 KB type': { body: (id) => eventBody(id, { type: 't'.repeat(200_000) }), message: /type.*128/ },
+        'JSON nested 65 levels': { body: (id) => eventBody(id, { data: { box: { id: 'bx_1' }, deep: JSON.parse(nested(63)) } }), message: /nesting.*64/ },
+        'JSON nested 5,000 levels': { body: (id) => eventBody(id, { data: { box: { id: 'bx_1' } } }).replace('{"id":"bx_1"}', `{"id":"bx_1","deep":${nested(5000)}}`), message: /nesting.*64/ },
+      };
+      for (const [name, { id = eventId(), body, message }] of Object.entries(limitBodies)) {
+        it(`400 invalid_event naming the limit for ${name}`, async () => {
+          const response = await send(delivery({ id, timestamp: t.clock.seconds, body: body(id) }));
+          expectRefusal(response, 400, 'invalid_event');
+          expect(response.body.message).toMatch(message);
+          await nothingStored();
+        });
+      }
+
+      it('accepts an id and box id of 256 characters (code points), a type of 128 and nesting of 64 levels (brackets in strings do not count)', async () => {
+        const id = 'evt_'.padEnd(256, 'x');
+        const body = eventBody(id, { type: `box.${'t'.repeat(124)}`, data: { box: { id: '\u{1F4E6}'.repeat(256) }, deep: JSON.parse(nested(62)), note: `"${'['.repeat(100)}` } });
+        expect((await send(delivery({ id, timestamp: t.clock.seconds, body }))).body).toEqual({ ok: true, id, duplicate: false });
+      });
+
+      it('400 invalid_event for a signed body that is not valid UTF-8', async () => {
+        const id = eventId();
+        const [before, after] = eventBody(id, { data: { box: { id: 'bx_@' } } }).split('@') as [string, string];
+        const body = Buffer.concat([Buffer.from(before), Buffer.from([0xff, 0xfe]), Buffer.from(after)]);
+        const response = await send(delivery({ id, timestamp: t.clock.seconds, body }));
+        expectRefusal(response, 400, 'invalid_event');
+        expect(response.body.message).toMatch(/UTF-8/);
+        await nothingStored();
+      });
+
       it('400 delivery_id_mismatch when the body id differs from X-Service-Delivery', async () => {
         const d = delivery({ timestamp: t.clock.seconds });
         const other = delivery({ id: d.id, timestamp: t.clock.seconds, body: d.body.toString().replace(d.id, eventId()) });
@@ -253,6 +289,11 @@ describe('restart', () => {
     await second.close();
   });
 });
+
+/** A valid box.ready body with some fields replaced. */
+function eventBody(id: string, fields: Record<string, unknown> = {}): string {
+  return JSON.stringify({ id, type: 'box.ready', createdAt: '2026-11-21T10:00:00.000Z', data: { box: { id: 'bx_1' } }, ...fields });
+}
 
 /** A valid event whose JSON is padded to exactly `size` bytes. */
 function paddedBody(size: number): { id: string; body: string } {

@@ -90,6 +90,8 @@ describe('/metrics on the internal port', () => {
     const tooLargeBody = JSON.stringify({ pad: 'x'.repeat(MAX_BODY) });
     const withoutSignature = signed();
     delete withoutSignature.headers['X-Service-Signature'];
+    const twiceDelivered = signed();
+    twiceDelivered.headers['X-Service-Delivery'] = [twiceDelivered.id, twiceDelivered.id] as unknown as string;
     const badTimestamp = signed();
     badTimestamp.headers['X-Service-Timestamp'] = '1e9';
     const mismatch = signed({ id: 'evt_header' });
@@ -99,6 +101,7 @@ describe('/metrics on the internal port', () => {
       [first, 200],
       [first, 200],
       [withoutSignature, 400],
+      [twiceDelivered, 400],
       [badTimestamp, 400],
       [signed({ timestamp: t.clock.seconds - 301 }), 401],
       [signed({ body: tooLargeBody }), 413],

@@ -110,6 +110,43 @@ for (const engine of engines) {
         });
       }
 
+      // Node joins most repeated headers with ", "; each header line must count on its own.
+      const repeated = (d: { headers: Record<string, string> }, header: string, values: string[]) =>
+        Object.fromEntries(Object.entries(d.headers).filter(([name]) => name !== header).concat([[header, values as unknown as string]]));
+
+      for (const header of ['X-Service-Delivery', 'X-Service-Timestamp']) {
+        it(`400 duplicate_header for ${header} given twice, even with the same value`, async () => {
+          const d = delivery({ timestamp: t.clock.seconds });
+          const value = d.headers[header] as string;
+          for (const values of [[value, value], [value, '1'], ['1', value]]) {
+            const response = await send({ ...d, headers: repeated(d, header, values) });
+            expectRefusal(response, 400, 'duplicate_header');
+            expect(response.body.message).toContain(header);
+          }
+          await nothingStored();
+          expect(await t.registry.getSingleMetricAsString('boxrelay_webhook_requests_total')).toContain('outcome="duplicate_header"} 3');
+        });
+      }
+
+      it('answers missing_header before duplicate_header', async () => {
+        const d = delivery({ timestamp: t.clock.seconds });
+        const { 'X-Service-Signature': _omitted, ...without } = repeated(d, 'X-Service-Delivery', [d.id, d.id]);
+        expectRefusal(await send({ ...d, headers: without }), 400, 'missing_header');
+      });
+
+      it('adds the items of a repeated X-Service-Signature header, whatever their order', async () => {
+        const wrong = `v1=${'0'.repeat(64)}`;
+        for (const order of ['good first', 'wrong first']) {
+          const d = delivery({ timestamp: t.clock.seconds });
+          const good = d.headers['X-Service-Signature'] as string;
+          const values = order === 'good first' ? [good, wrong] : [wrong, good];
+          expect((await send({ ...d, headers: repeated(d, 'X-Service-Signature', values) })).body).toEqual({ ok: true, id: d.id, duplicate: false });
+        }
+        const d = delivery({ timestamp: t.clock.seconds });
+        expectRefusal(await send({ ...d, headers: repeated(d, 'X-Service-Signature', [wrong, 'v0=abc']) }), 401, 'invalid_signature');
+        expectRefusal(await send({ ...d, headers: repeated(d, 'X-Service-Signature', ['v0=abc', ' ']) }), 401, 'malformed_signature');
+      });
+
       for (const timestamp of ['12.5', '-100', '+100', '1e9', 'abc', '0x10', '1_000', '12 34']) {
         it(`400 malformed_timestamp for ${JSON.stringify(timestamp)}`, async () => {
           const d = delivery({ timestamp: t.clock.seconds });

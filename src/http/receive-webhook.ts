@@ -38,7 +38,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
     let deliveryId: string | undefined;
     let outcome: WebhookOutcome;
     try {
-      const headers = readDeliveryHeaders(req.headers);
+      const headers = readDeliveryHeaders(req.headersDistinct);
       deliveryId = headers.deliveryId;
       checkTimestamp(headers.timestamp, clock.now(), deps.toleranceSeconds);
       const body = await readBody(req, deps.maxBodyBytes);

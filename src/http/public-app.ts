@@ -22,7 +22,13 @@ export function createPublicApp(deps: PublicAppDeps): Express {
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', false);
+  // Paths match exactly (contract section 2): case and a trailing slash count.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
 
+  // Express routes an absolute-form target (`POST http://evil.example/webhooks`) by its path alone;
+  // only origin-form targets may reach a route.
+  app.use((req, res, next) => (req.url.startsWith('/') ? next() : assignRequestId(req, res, () => notFound(req, res, next))));
   app.post('/webhooks', (req, res) => {
     const requestId = newRequestId();
     res.setHeader('X-Request-Id', requestId);

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listen, type Listening } from '../src/http/listen.js';
+import { waitFor } from './support/fanout.js';
 import { rawRequest, type RawAnswer } from './support/raw-http.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 import { delivery } from './support/sign.js';
@@ -53,4 +54,30 @@ describe('POST /webhooks on the wire', () => {
       expect(await stored()).toBe(0);
     });
   }
+
+  /** A request whose head declares a body that is never sent. */
+  const withoutBody = (headers: Record<string, string>) =>
+    ['POST /webhooks HTTP/1.1', 'Host: relay.test', ...Object.entries(headers).map(([n, v]) => `${n}: ${v}`), 'Content-Length: 100000', '', ''].join('\r\n');
+
+  for (const [name, change, code] of [
+    ['a missing header', { 'X-Service-Signature': '' }, 'missing_header'],
+    ['a repeated header', { 'X-Service-Delivery': 'evt_a\r\nX-Service-Delivery: evt_b' }, 'duplicate_header'],
+    ['a malformed timestamp', { 'X-Service-Timestamp': '1e9' }, 'malformed_timestamp'],
+    ['a timestamp out of the window', { 'X-Service-Timestamp': '1000' }, 'timestamp_out_of_window'],
+  ] as const) {
+    it(`answers ${name} before the body with Connection: close, and closes without waiting for the body`, async () => {
+      const headers: Record<string, string> = { ...delivery({ timestamp: t.clock.seconds }).headers, ...change };
+      const answer = await send(withoutBody(Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== ''))));
+      expect(JSON.parse(answer.body)).toMatchObject({ ok: false, code });
+      expect(answer.head).toMatch(/\r\nConnection: close(\r\n|$)/i);
+      // The server would otherwise read the declared body for up to 30 s (its request timeout).
+      await waitFor(() => answer.socket.closed, 'the server to close the connection', 5_000);
+    });
+  }
+
+  it('keeps the connection open after a refusal that read the whole body', async () => {
+    const answer = await send(signedRequest('/webhooks', [], delivery({ timestamp: t.clock.seconds, secret: 'whsec_wrong' })));
+    expect(answer.status).toBe(401);
+    expect(answer.head).toMatch(/\r\nConnection: keep-alive\r\n/i);
+  });
 });

@@ -61,6 +61,8 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       const refusal = asRelayError(error);
       if (refusal instanceof InternalError) logger.error({ err: error, requestId, deliveryId }, 'delivery failed inside the relay');
       outcome = refusal.code as WebhookOutcome;
+      // Answered before the body was read in full: closing spares reading the rest (up to 30 s).
+      if (!req.complete) res.setHeader('Connection', 'close');
       sendRelayError(res, refusal, requestId);
     }
     metrics.webhookRequests.inc({ outcome });

@@ -8,8 +8,6 @@ export interface RawAnswer {
   head: string;
   /** The body its Content-Length announces. */
   body: string;
-  /** Settles when the server closes the connection. */
-  closed: Promise<unknown>;
 }
 
 /**
@@ -19,7 +17,6 @@ export interface RawAnswer {
  */
 export async function rawRequest(port: number, text: string): Promise<RawAnswer> {
   const socket = connect(port, '127.0.0.1');
-  const closed = once(socket, 'close');
   await once(socket, 'connect');
   let received = '';
   const answer = new Promise<{ head: string; body: string }>((resolve, reject) => {
@@ -36,5 +33,5 @@ export async function rawRequest(port: number, text: string): Promise<RawAnswer>
   });
   socket.write(text);
   const { head, body } = await answer;
-  return { socket, status: Number(head.split(' ')[1]), head, body, closed };
+  return { socket, status: Number(head.split(' ')[1]), head, body };
 }

@@ -313,6 +313,26 @@ for (const engine of engines) {
   });
 }
 
+describe('log lines', () => {
+  it('cut untrusted values short: a 15 KB X-Service-Delivery does not make a 15 KB line', async () => {
+    const t = await testRelay();
+    try {
+      const huge = `evt_${'x'.repeat(15_000)}`;
+      for (const signature of ['v1=abc', `v1=${'0'.repeat(64)}`]) {
+        const d = delivery({ timestamp: t.clock.seconds, signature });
+        const response = await sendRaw(request(t.relay.publicApp).post('/webhooks').set({ ...d.headers, 'X-Service-Delivery': huge }), d.body);
+        expect(response.status).toBe(401);
+      }
+      const lines = t.logs.entries().filter((e) => e.msg === 'delivery');
+      expect(lines).toHaveLength(2);
+      for (const line of lines) expect(line.deliveryId).toMatch(/^evt_x+…/);
+      expect(Math.max(...t.logs.lines.map((line) => line.length))).toBeLessThan(1000);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('restart', () => {
   it('keeps deduplicating on the same database file after a restart', async () => {
     const first = await testRelay();

@@ -1,6 +1,6 @@
 import express, { type Express } from 'express';
 import { InternalError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { untrusted, type Logger } from '../log.js';
 import type { ReadinessReport } from './readiness.js';
 import { assignRequestId, newRequestId } from './request-id.js';
 import { errorHandler, methodNotAllowed, notFound, sendRelayError } from './send-error.js';
@@ -46,7 +46,7 @@ export function createPublicApp(deps: PublicAppDeps): Express {
 /** The handler answers every error itself; this is for a bug past that (as Express's final handler). */
 function answer(receive: ReceiveWebhook, logger: Logger, ...[req, res, requestId]: Parameters<ReceiveWebhook>): void {
   receive(req, res, requestId).catch((error: unknown) => {
-    logger.error({ err: error, requestId, path: req.url }, 'unhandled error');
+    logger.error({ err: error, requestId, path: untrusted(req.url) }, 'unhandled error');
     if (res.headersSent) req.socket.destroy();
     else sendRelayError(res, new InternalError({ cause: error }), requestId);
   });

@@ -14,6 +14,7 @@ export abstract class RelayError extends Error {
 
 export type ErrorCode =
   | 'missing_header'
+  | 'duplicate_header'
   | 'malformed_timestamp'
   | 'timestamp_out_of_window'
   | 'payload_too_large'
@@ -34,6 +35,13 @@ export class MissingHeaderError extends RelayError {
   readonly code = 'missing_header';
   constructor(readonly header: string) {
     super(`missing or empty header ${header}`);
+  }
+}
+
+export class DuplicateHeaderError extends RelayError {
+  readonly code = 'duplicate_header';
+  constructor(readonly header: string) {
+    super(`header ${header} given more than once`);
   }
 }
 

@@ -28,6 +28,15 @@ export const redactedPaths = [
   '*.signature',
 ];
 
+/**
+ * Untrusted text (ids, types and header values from requests) as logged: a short prefix and how long
+ * it was, so one request cannot write a log line the size of its headers.
+ */
+export function untrusted(value: string | null | undefined, max = 64): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  return value.length <= max ? value : `${value.slice(0, max)}…(${value.length} chars)`;
+}
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
     {

@@ -19,7 +19,10 @@ describe('admin API: dead letters and replay', () => {
     const app = t.relay.internalApp;
     const posted = [];
     for (let i = 0; i < 3; i++) posted.push((await t.post({ boxId: `bx_${i}` })).deliveryId);
-    await waitFor(async () => (await outboxRows(t, 'picky')).every((r) => r.status === 'dead'), 'three dead letters');
+    await waitFor(async () => {
+      const rows = await outboxRows(t, 'picky');
+      return rows.length === 3 && rows.every((r) => r.status === 'dead');
+    }, 'three dead letters');
     await good.received(3);
 
     expect((await request(app).get('/admin/dead-letters')).status).toBe(401);

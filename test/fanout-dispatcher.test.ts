@@ -76,7 +76,10 @@ describe('dispatcher', () => {
     for (let i = 0; i < 40; i++) posted.add((await (i % 2 ? a : b).post({ boxId: `bx_${i}` })).deliveryId);
     await target.received(40);
     await allDelivered(a, 'h');
-    expect(new Set(ids(target))).toEqual(posted);
-    expect(target.requests).toHaveLength(40);
+    // A second copy may still be on its way once the rows are settled: stopping both replicas waits
+    // for every call in flight, so the hook has then seen every request it will ever get.
+    await a.close();
+    await b.close();
+    expect(ids(target).sort()).toEqual([...posted].sort());
   });
 });

@@ -110,6 +110,43 @@ for (const engine of engines) {
         });
       }
 
+      // Node joins most repeated headers with ", "; each header line must count on its own.
+      const repeated = (d: { headers: Record<string, string> }, header: string, values: string[]) =>
+        Object.fromEntries(Object.entries(d.headers).filter(([name]) => name !== header).concat([[header, values as unknown as string]]));
+
+      for (const header of ['X-Service-Delivery', 'X-Service-Timestamp']) {
+        it(`400 duplicate_header for ${header} given twice, even with the same value`, async () => {
+          const d = delivery({ timestamp: t.clock.seconds });
+          const value = d.headers[header] as string;
+          for (const values of [[value, value], [value, '1'], ['1', value]]) {
+            const response = await send({ ...d, headers: repeated(d, header, values) });
+            expectRefusal(response, 400, 'duplicate_header');
+            expect(response.body.message).toContain(header);
+          }
+          await nothingStored();
+          expect(await t.registry.getSingleMetricAsString('boxrelay_webhook_requests_total')).toContain('outcome="duplicate_header"} 3');
+        });
+      }
+
+      it('answers missing_header before duplicate_header', async () => {
+        const d = delivery({ timestamp: t.clock.seconds });
+        const { 'X-Service-Signature': _omitted, ...without } = repeated(d, 'X-Service-Delivery', [d.id, d.id]);
+        expectRefusal(await send({ ...d, headers: without }), 400, 'missing_header');
+      });
+
+      it('adds the items of a repeated X-Service-Signature header, whatever their order', async () => {
+        const wrong = `v1=${'0'.repeat(64)}`;
+        for (const order of ['good first', 'wrong first']) {
+          const d = delivery({ timestamp: t.clock.seconds });
+          const good = d.headers['X-Service-Signature'] as string;
+          const values = order === 'good first' ? [good, wrong] : [wrong, good];
+          expect((await send({ ...d, headers: repeated(d, 'X-Service-Signature', values) })).body).toEqual({ ok: true, id: d.id, duplicate: false });
+        }
+        const d = delivery({ timestamp: t.clock.seconds });
+        expectRefusal(await send({ ...d, headers: repeated(d, 'X-Service-Signature', [wrong, 'v0=abc']) }), 401, 'invalid_signature');
+        expectRefusal(await send({ ...d, headers: repeated(d, 'X-Service-Signature', ['v0=abc', ' ']) }), 401, 'malformed_signature');
+      });
+
       for (const timestamp of ['12.5', '-100', '+100', '1e9', 'abc', '0x10', '1_000', '12 34']) {
         it(`400 malformed_timestamp for ${JSON.stringify(timestamp)}`, async () => {
           const d = delivery({ timestamp: t.clock.seconds });
@@ -191,6 +228,42 @@ for (const engine of engines) {
         });
       }
 
+      // Contract section 2's receiver limits; each refusal names the limit it applies.
+      // Arrays nested `depth` levels; inside `data`, two levels deeper in the body.
+      const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+      const limitBodies: Record<string, { id?: string; body: (id: string) => string; message: RegExp }> = {
+        'an id of 257 characters': { id: 'evt_'.padEnd(257, 'x'), body: (id) => eventBody(id), message: /^id .*256/ },
+        'a box id of 257 characters': { body: (id) => eventBody(id, { data: { box: { id: 'b'.repeat(257) } } }), message: /data\.box\.id.*256/ },
+        'a type of 129 characters': { body: (id) => eventBody(id, { type: `box.${'t'.repeat(125)}` }), message: /type.*128/ },
+        'a 200 KB type': { body: (id) => eventBody(id, { type: 't'.repeat(200_000) }), message: /type.*128/ },
+        'JSON nested 65 levels': { body: (id) => eventBody(id, { data: { box: { id: 'bx_1' }, deep: JSON.parse(nested(63)) } }), message: /nesting.*64/ },
+        'JSON nested 5,000 levels': { body: (id) => eventBody(id, { data: { box: { id: 'bx_1' } } }).replace('{"id":"bx_1"}', `{"id":"bx_1","deep":${nested(5000)}}`), message: /nesting.*64/ },
+      };
+      for (const [name, { id = eventId(), body, message }] of Object.entries(limitBodies)) {
+        it(`400 invalid_event naming the limit for ${name}`, async () => {
+          const response = await send(delivery({ id, timestamp: t.clock.seconds, body: body(id) }));
+          expectRefusal(response, 400, 'invalid_event');
+          expect(response.body.message).toMatch(message);
+          await nothingStored();
+        });
+      }
+
+      it('accepts an id and box id of 256 characters (code points), a type of 128 and nesting of 64 levels (brackets in strings do not count)', async () => {
+        const id = 'evt_'.padEnd(256, 'x');
+        const body = eventBody(id, { type: `box.${'t'.repeat(124)}`, data: { box: { id: '\u{1F4E6}'.repeat(256) }, deep: JSON.parse(nested(62)), note: `"${'['.repeat(100)}` } });
+        expect((await send(delivery({ id, timestamp: t.clock.seconds, body }))).body).toEqual({ ok: true, id, duplicate: false });
+      });
+
+      it('400 invalid_event for a signed body that is not valid UTF-8', async () => {
+        const id = eventId();
+        const [before, after] = eventBody(id, { data: { box: { id: 'bx_@' } } }).split('@') as [string, string];
+        const body = Buffer.concat([Buffer.from(before), Buffer.from([0xff, 0xfe]), Buffer.from(after)]);
+        const response = await send(delivery({ id, timestamp: t.clock.seconds, body }));
+        expectRefusal(response, 400, 'invalid_event');
+        expect(response.body.message).toMatch(/UTF-8/);
+        await nothingStored();
+      });
+
       it('400 delivery_id_mismatch when the body id differs from X-Service-Delivery', async () => {
         const d = delivery({ timestamp: t.clock.seconds });
         const other = delivery({ id: d.id, timestamp: t.clock.seconds, body: d.body.toString().replace(d.id, eventId()) });
@@ -240,6 +313,26 @@ for (const engine of engines) {
   });
 }
 
+describe('log lines', () => {
+  it('cut untrusted values short: a 15 KB X-Service-Delivery does not make a 15 KB line', async () => {
+    const t = await testRelay();
+    try {
+      const huge = `evt_${'x'.repeat(15_000)}`;
+      for (const signature of ['v1=abc', `v1=${'0'.repeat(64)}`]) {
+        const d = delivery({ timestamp: t.clock.seconds, signature });
+        const response = await sendRaw(request(t.relay.publicApp).post('/webhooks').set({ ...d.headers, 'X-Service-Delivery': huge }), d.body);
+        expect(response.status).toBe(401);
+      }
+      const lines = t.logs.entries().filter((e) => e.msg === 'delivery');
+      expect(lines).toHaveLength(2);
+      for (const line of lines) expect(line.deliveryId).toMatch(/^evt_x+…/);
+      expect(Math.max(...t.logs.lines.map((line) => line.length))).toBeLessThan(1000);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('restart', () => {
   it('keeps deduplicating on the same database file after a restart', async () => {
     const first = await testRelay();
@@ -253,6 +346,11 @@ describe('restart', () => {
     await second.close();
   });
 });
+
+/** A valid box.ready body with some fields replaced. */
+function eventBody(id: string, fields: Record<string, unknown> = {}): string {
+  return JSON.stringify({ id, type: 'box.ready', createdAt: '2026-11-21T10:00:00.000Z', data: { box: { id: 'bx_1' } }, ...fields });
+}
 
 /** A valid event whose JSON is padded to exactly `size` bytes. */
 function paddedBody(size: number): { id: string; body: string } {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   SecretNotStoredError,
   listWebhooks,
@@ -17,7 +17,7 @@ import { ManualClock } from './support/clock.js';
 import { engines, sqliteFile } from './support/databases.js';
 import { startFakeSandbox, type FakeSandbox } from './support/fake-sandbox.js';
 import { captureLogs, type CapturedLogs } from './support/log-capture.js';
-import { runCli } from './support/process.js';
+import { requireBuild, runCli } from './support/process.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
 const KEY = `base64:${randomBytes(32).toString('base64')}`;
@@ -199,6 +199,8 @@ describe('rotation details', () => {
 });
 
 describe('the real CLI (spawned; run `npm run build` first)', () => {
+  beforeAll(requireBuild);
+
   it('register, list and rotate configured by env; a lost rotate answer exits 1 with guidance; missing settings exit 2', async () => {
     const database = sqliteFile();
     const env = {

@@ -1,6 +1,6 @@
 import express, { type Express } from 'express';
 import { InternalError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { untrusted, type Logger } from '../log.js';
 import type { ReadinessReport } from './readiness.js';
 import { assignRequestId, newRequestId } from './request-id.js';
 import { errorHandler, methodNotAllowed, notFound, sendRelayError } from './send-error.js';
@@ -22,7 +22,13 @@ export function createPublicApp(deps: PublicAppDeps): Express {
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', false);
+  // Paths match exactly (contract section 2): case and a trailing slash count.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
 
+  // Express routes an absolute-form target (`POST http://evil.example/webhooks`) by its path alone;
+  // only origin-form targets may reach a route.
+  app.use((req, res, next) => (req.url.startsWith('/') ? next() : assignRequestId(req, res, () => notFound(req, res, next))));
   app.post('/webhooks', (req, res) => {
     const requestId = newRequestId();
     res.setHeader('X-Request-Id', requestId);
@@ -40,7 +46,7 @@ export function createPublicApp(deps: PublicAppDeps): Express {
 /** The handler answers every error itself; this is for a bug past that (as Express's final handler). */
 function answer(receive: ReceiveWebhook, logger: Logger, ...[req, res, requestId]: Parameters<ReceiveWebhook>): void {
   receive(req, res, requestId).catch((error: unknown) => {
-    logger.error({ err: error, requestId, path: req.url }, 'unhandled error');
+    logger.error({ err: error, requestId, path: untrusted(req.url) }, 'unhandled error');
     if (res.headersSent) req.socket.destroy();
     else sendRelayError(res, new InternalError({ cause: error }), requestId);
   });

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../clock.js';
 import { InternalError } from '../errors.js';
 import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
-import type { Logger } from '../log.js';
+import { untrusted, type Logger } from '../log.js';
 import type { Metrics, WebhookOutcome } from '../metrics/metrics.js';
 import type { AcceptEvent } from '../store/accept-event.js';
 import { checkTimestamp, readDeliveryHeaders } from '../verify/delivery-headers.js';
@@ -37,7 +37,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
     let deliveryId: string | undefined;
     let outcome: WebhookOutcome;
     try {
-      const headers = readDeliveryHeaders(req.headers);
+      const headers = readDeliveryHeaders(req.headersDistinct);
       deliveryId = headers.deliveryId;
       checkTimestamp(headers.timestamp, clock.now(), deps.toleranceSeconds);
       const body = await readBody(req, deps.maxBodyBytes);
@@ -49,14 +49,16 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       const stored = await accept({ event, receivedAt, attempt: headers.attempt });
       outcome = stored.duplicate ? 'duplicate' : 'accepted';
       if (stored.payloadDiffers) {
-        logger.warn({ requestId, deliveryId, type: event.type }, 'duplicate delivery with a different body; the first copy is kept');
+        logger.warn({ requestId, deliveryId: untrusted(deliveryId), type: untrusted(event.type) }, 'duplicate delivery with a different body; the first copy is kept');
       }
       if (!stored.duplicate) metrics.eventDelay.observe(Math.max(0, receivedAt - Date.parse(event.createdAt)) / 1000);
       sendJson(res, 200, { ok: true, id: event.id, duplicate: stored.duplicate });
     } catch (error) {
       const refusal = asRelayError(error);
-      if (refusal instanceof InternalError) logger.error({ err: error, requestId, deliveryId }, 'delivery failed inside the relay');
+      if (refusal instanceof InternalError) logger.error({ err: error, requestId, deliveryId: untrusted(deliveryId) }, 'delivery failed inside the relay');
       outcome = refusal.code as WebhookOutcome;
+      // Answered before the body was read in full: closing spares reading the rest (up to 30 s).
+      if (!req.complete) res.setHeader('Connection', 'close');
       sendRelayError(res, refusal, requestId);
     }
     metrics.webhookRequests.inc({ outcome });
@@ -64,9 +66,9 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
     logger[log](
       {
         requestId,
-        deliveryId,
-        type: event?.type,
-        boxId: event?.boxId ?? undefined,
+        deliveryId: untrusted(deliveryId),
+        type: untrusted(event?.type),
+        boxId: untrusted(event?.boxId),
         outcome,
         durationMs: Math.round((performance.now() - started) * 100) / 100,
       },

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { InternalError, InvalidRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError, RelayError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { untrusted, type Logger } from '../log.js';
 import { statusByCode } from './status.js';
 
 export interface ErrorBody {
@@ -62,7 +62,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (res.headersSent) return next(error);
     const relayError = asRelayError(error);
     if (relayError instanceof InternalError) {
-      logger.error({ err: error, requestId: res.locals.requestId, path: req.path }, 'unhandled error');
+      logger.error({ err: error, requestId: res.locals.requestId, path: untrusted(req.path) }, 'unhandled error');
     }
     sendError(res, relayError);
   };

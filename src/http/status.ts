@@ -3,6 +3,7 @@ import type { ErrorCode } from '../errors.js';
 /** The one place where error codes become HTTP statuses; closed, so a new code must be mapped here. */
 export const statusByCode: Readonly<Record<ErrorCode, number>> = {
   missing_header: 400,
+  duplicate_header: 400,
   malformed_timestamp: 400,
   timestamp_out_of_window: 401,
   payload_too_large: 413,

@@ -16,6 +16,7 @@ export const WEBHOOK_OUTCOMES = [
   'accepted',
   'duplicate',
   'missing_header',
+  'duplicate_header',
   'malformed_timestamp',
   'timestamp_out_of_window',
   'payload_too_large',

@@ -3,19 +3,38 @@ import { OPERATOR_EVENT_PREFIX } from '../events/cloudevent.js';
 
 export const NATS_SINK = 'nats';
 
-/** Event globs: `*` matches any run of characters, dots included; everything else is literal. */
-export function globToRegExp(glob: string): RegExp {
-  const escaped = glob.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'));
-  return new RegExp(`^${escaped.join('.*')}$`);
+/**
+ * Event globs: `*` matches any run of characters, dots included; everything else is literal and
+ * case-sensitive. Matched without regular expressions (`.*` backtracks: quadratic or worse on long
+ * signed types): the literal parts between stars are found left to right, each at its first place,
+ * which leaves the most room to the rest; so no backtracking, and at most one scan per part.
+ */
+export function globMatcher(glob: string): (type: string) => boolean {
+  const parts = glob.split('*');
+  const first = parts[0] as string;
+  if (parts.length === 1) return (type) => type === glob;
+  const last = parts[parts.length - 1] as string;
+  const middle = parts.slice(1, -1).filter((part) => part !== '');
+  return (type) => {
+    if (type.length < first.length + last.length || !type.startsWith(first) || !type.endsWith(last)) return false;
+    const end = type.length - last.length;
+    let at = first.length;
+    for (const part of middle) {
+      const found = type.indexOf(part, at);
+      if (found < 0 || found + part.length > end) return false;
+      at = found + part.length;
+    }
+    return true;
+  };
 }
 
 /** Which sinks get a fan-out row for an event type; cached per type, since types are few. */
 export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookConfig[] }): (type: string) => string[] {
   const matchers = options.hooks.map((hook) => ({
     name: hook.name,
-    patterns: hook.events.map(globToRegExp),
+    patterns: hook.events.map(globMatcher),
     // `*` alone does not sign a hook up for operator events: they are asked for by name.
-    operatorPatterns: hook.events.filter((glob) => glob.startsWith(OPERATOR_EVENT_PREFIX)).map(globToRegExp),
+    operatorPatterns: hook.events.filter((glob) => glob.startsWith(OPERATOR_EVENT_PREFIX)).map(globMatcher),
   }));
   const cache = new Map<string, string[]>();
   return (type) => {
@@ -24,7 +43,7 @@ export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookCon
       sinks = [
         ...(options.natsEnabled ? [NATS_SINK] : []),
         ...matchers
-          .filter((m) => (type.startsWith(OPERATOR_EVENT_PREFIX) ? m.operatorPatterns : m.patterns).some((p) => p.test(type)))
+          .filter((m) => (type.startsWith(OPERATOR_EVENT_PREFIX) ? m.operatorPatterns : m.patterns).some((matches) => matches(type)))
           .map((m) => m.name),
       ];
       if (cache.size < 1000) cache.set(type, sinks);

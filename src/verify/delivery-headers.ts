@@ -1,5 +1,5 @@
-import type { IncomingHttpHeaders } from 'node:http';
-import { MalformedTimestampError, MissingHeaderError, TimestampOutOfWindowError } from '../errors.js';
+import type { IncomingMessage } from 'node:http';
+import { DuplicateHeaderError, MalformedTimestampError, MissingHeaderError, TimestampOutOfWindowError } from '../errors.js';
 
 export interface DeliveryHeaders {
   deliveryId: string;
@@ -16,17 +16,25 @@ const REQUIRED = [
   ['signature', 'X-Service-Signature'],
 ] as const;
 
-export function readDeliveryHeaders(headers: IncomingHttpHeaders): DeliveryHeaders {
+/**
+ * The delivery headers, one header line at a time (`headersDistinct`: node would join repeated lines
+ * with ", "). Missing is checked before repeated, as in the contract's table; a repeated signature
+ * header adds its items, a repeated delivery id or timestamp is refused.
+ */
+export function readDeliveryHeaders(headers: IncomingMessage['headersDistinct']): DeliveryHeaders {
   const found: Partial<Record<(typeof REQUIRED)[number][0], string>> = {};
   for (const [field, name] of REQUIRED) {
-    const value = headers[name.toLowerCase()];
-    if (typeof value !== 'string' || value.trim() === '') throw new MissingHeaderError(name);
+    const value = (headers[name.toLowerCase()] ?? []).join(' ');
+    if (value.trim() === '') throw new MissingHeaderError(name);
     found[field] = value;
+  }
+  for (const name of ['X-Service-Delivery', 'X-Service-Timestamp']) {
+    if ((headers[name.toLowerCase()]?.length ?? 0) > 1) throw new DuplicateHeaderError(name);
   }
   const attempt = headers['x-service-attempt'];
   return {
     ...(found as Omit<DeliveryHeaders, 'attempt'>),
-    attempt: typeof attempt === 'string' && /^[1-9][0-9]{0,8}$/.test(attempt) ? Number(attempt) : null,
+    attempt: attempt?.length === 1 && /^[1-9][0-9]{0,8}$/.test(attempt[0] as string) ? Number(attempt[0]) : null,
   };
 }
 

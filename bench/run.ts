@@ -40,6 +40,10 @@ const targets: Target[] = [
     relay(`relay-compare-${i + 1}`, `relay from ${checkout}`, ctx, { logLevel: 'info', database: freshDatabase, checkout }),
   ),
   ...(settings.logCost ? [relay('relay-quiet', 'relay (LOG_LEVEL=warn)', ctx, { logLevel: 'warn', database: freshDatabase })] : []),
+  // What per-box ordering costs the NATS fan-out (the load spreads over thousands of boxes).
+  ...(natsUrl
+    ? [relay('relay-per-box', 'relay, NATS ordering per-box', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_NATS_ORDERING: 'per-box' } })]
+    : []),
   // What the fan-out costs the receiver: the same relay with no sink configured (storage only).
   ...(natsUrl ? [relay('relay-no-sink', 'relay, no sink configured', ctx, { logLevel: 'info', database: freshDatabase, fanout: false })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));

@@ -53,7 +53,7 @@ export function relay(
   key: string,
   label: string,
   ctx: Context,
-  options: { logLevel: string; database: () => string; checkout?: string; fanout?: boolean },
+  options: { logLevel: string; database: () => string; checkout?: string; fanout?: boolean; env?: Record<string, string> },
 ): Target {
   return {
     key,
@@ -69,6 +69,7 @@ export function relay(
         BOXRELAY_INTERNAL_HOST: '127.0.0.1',
         BOXRELAY_DATABASE: options.database(),
         LOG_LEVEL: options.logLevel,
+        ...options.env,
       };
       let fanout: Running['fanout'];
       if (ctx.natsUrl && options.fanout !== false) {

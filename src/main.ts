@@ -86,6 +86,7 @@ export async function createRelay({
   const cipher = createSecretCipher(config.secretsEncryptionKey);
   // The dispatcher exists only once the store is open; commits before that have nothing to wake.
   let wakeDispatcher = () => {};
+  let sinkStateChanged = (_sink: string) => {};
   const store: Store = await openStore({ ...databaseOptionsOf(config), onCommit: () => wakeDispatcher() });
   const secretsLogger = logger.child({ part: 'secrets' });
   const secrets = new SecretRing({
@@ -114,7 +115,7 @@ export async function createRelay({
   const outbox = createOutbox(store.database);
   const sinkStates = createSinkStates(kysely);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
-  const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, wake: () => wakeDispatcher() });
+  const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, changed: (sink) => sinkStateChanged(sink) });
 
   const readiness = createReadiness({
     storageWritable: () => store.checkWritable(clock.now()),
@@ -153,6 +154,7 @@ export async function createRelay({
     tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
   });
   wakeDispatcher = dispatcher.wake;
+  sinkStateChanged = dispatcher.sinkStateChanged;
   const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: dispatcher.wake });
 
   const accept = acceptEvent({ writer: store.writer, sinksFor, metrics });

@@ -25,6 +25,7 @@ const EXPECTED_ALERTS = [
   'BoxRelayNotReady',
   'BoxRelaySinkDown',
   'BoxRelayReconcileFailing',
+  'BoxRelayHookPaused',
 ];
 
 function promtool(args: string[]): { status: number | null; output: string } {

@@ -34,6 +34,8 @@ export interface Dispatcher {
   start(): Promise<void>;
   /** After a commit of new work, a dead letter retry, a replay or a resume. */
   wake(): void;
+  /** A sink was paused or resumed: its lane reads the state again and looks for work. */
+  sinkStateChanged(sink: string): void;
   stop(graceMs: number): Promise<void>;
 }
 
@@ -300,8 +302,12 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       pollTimer = setInterval(wake, tuning.pollMs).unref();
       wake();
     },
-    /** After a commit of new work, a dead letter retry or a replay. */
     wake,
+    sinkStateChanged(sink) {
+      const lane = lanes.find((l) => l.sink.name === sink);
+      lane?.forgetState();
+      lane?.wakeLane();
+    },
     /**
      * Claims nothing more and ends in-process waits (those rows stay due); sink calls in flight may
      * finish within `graceMs`, then are cut. Every row ends delivered (deleted), scheduled, dead or

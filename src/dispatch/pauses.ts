@@ -19,16 +19,17 @@ export interface PausesDeps {
   operatorEvents: OperatorEvents;
   clock: Clock;
   logger: Logger;
-  /** Wakes the dispatcher of this process after a resume. */
-  wake(): void;
+  /** Tells the dispatcher of this process at once (other replicas see a change within their poll interval). */
+  changed(sink: string): void;
 }
 
 /** Pausing and resuming sinks (contract section 5), shared by the dispatcher and the admin API; each change is announced once. */
-export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logger, wake }: PausesDeps): Pauses {
+export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logger, changed }: PausesDeps): Pauses {
   const log = logger.child({ part: 'dispatch' });
   return {
     async pauseForFailures(sink, { failingSince, lastError }) {
       if (!(await sinkStates.pause(sink, 'failures', clock.now()))) return false;
+      changed(sink);
       const since = new Date(failingSince).toISOString();
       log.warn({ sink, failingSince: since, lastError }, 'every attempt failed for the pause time: sink paused, its work waits; one probe a minute');
       await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'failures', failingSince: since, lastError } });
@@ -37,6 +38,7 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
 
     async pauseByOperator(sink) {
       if (!(await sinkStates.pause(sink, 'operator', clock.now()))) return false;
+      changed(sink);
       log.warn({ sink }, 'sink paused by an operator; its work waits until resumed');
       await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'operator' } });
       return true;
@@ -45,9 +47,9 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
     async resume(sink, by) {
       if (!(await sinkStates.resume(sink))) return false;
       await makeDue(sink, clock.now());
+      changed(sink);
       log.info({ sink, by }, 'sink resumed');
       await operatorEvents.announce({ type: 'boxrelay.sink.resumed', subject: sink, about: sink, data: { sink, by } });
-      wake();
       return true;
     },
   };

@@ -107,12 +107,12 @@ describe.each(engines)('outbox on $name', (engine) => {
   it('sets aside work of sinks no longer configured, out of the pending counts', async () => {
     await open();
     await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'alerts', 'gone'] });
-    expect(await outbox.setAside(['nats', 'alerts'], T0 + 1)).toEqual({ gone: 1 });
+    expect(await outbox.deadLetterUnconfigured(['nats', 'alerts'], T0 + 1)).toEqual({ gone: 1 });
     expect(await outbox.countBySink('pending')).toEqual({ nats: 1, alerts: 1 });
     const [dead] = await outbox.listDeadLetters({ limit: 10 });
     expect(dead).toMatchObject({ sink: 'gone', lastError: SINK_NOT_CONFIGURED, failedAt: T0 + 1, attempts: 0 });
-    expect(await outbox.setAside([], T0 + 2)).toEqual({ nats: 1, alerts: 1 });
-    expect(await outbox.setAside([], T0 + 3)).toEqual({});
+    expect(await outbox.deadLetterUnconfigured([], T0 + 2)).toEqual({ nats: 1, alerts: 1 });
+    expect(await outbox.deadLetterUnconfigured([], T0 + 3)).toEqual({});
   });
 
   it('lists dead letters by page and sink, retries and discards them', async () => {

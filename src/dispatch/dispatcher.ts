@@ -286,7 +286,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     /** Sets aside work of removed sinks, frees stale leases, then starts every lane and the poll. */
     async start(): Promise<void> {
       const now = clock.now();
-      for (const [sink, rows] of Object.entries(await outbox.setAside(deps.sinks.map((s) => s.name), now))) {
+      for (const [sink, rows] of Object.entries(await outbox.deadLetterUnconfigured(deps.sinks.map((s) => s.name), now))) {
         // Also what a replica started with an older config than its peers does to a new sink's work.
         log.warn(
           { sink, rows },

@@ -14,10 +14,21 @@ export interface OperationsDeps {
   wake?(): void;
 }
 
-export type Operations = ReturnType<typeof createOperations>;
-
 /** Dead letters and replay, checked the same way for the admin API and the CLI. */
-export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => {} }: OperationsDeps) {
+export interface Operations {
+  list(options: { sink?: string | undefined; after?: number | undefined; limit: number }): Promise<DeadLetter[]>;
+  /** Back to pending with a fresh attempt budget; refused for a sink that is no longer configured. */
+  retry(id: number): Promise<void>;
+  /** Every dead letter (of one sink) whose sink is configured. */
+  retryAll(sink?: string): Promise<number>;
+  discard(id: number): Promise<void>;
+  /** Discards dead letters of any sink, configured or not (set-aside work included). */
+  discardAll(sink?: string): Promise<number>;
+  /** Queues the deliveries received since `since` (ISO 8601 with zone) again; returns how many rows. */
+  replay(options: { since: string; sink?: string | undefined }): Promise<number>;
+}
+
+export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => {} }: OperationsDeps): Operations {
   const configuredSink = (sink: string | undefined): string | undefined => {
     if (sink !== undefined && !sinks.includes(sink)) throw new InvalidRequestError(`sink ${JSON.stringify(sink)} is not configured`);
     return sink;

@@ -8,11 +8,21 @@ export const PROBE_INTERVAL_MS = 60_000;
 
 const NONE: Omit<SinkState, 'sink'> = { failing_since: null, paused_at: null, paused_by: null, next_probe_at: null };
 
+export interface SinkStates {
+  read(sink: string): Promise<SinkState>;
+  readAll(): Promise<Map<string, SinkState>>;
+  failed(sink: string, now: number): Promise<SinkState>;
+  succeeded(sink: string): Promise<void>;
+  pause(sink: string, by: 'failures' | 'operator', now: number): Promise<boolean>;
+  resume(sink: string): Promise<boolean>;
+  takeProbe(sink: string, now: number): Promise<boolean>;
+}
+
 /**
  * Pause state shared by the replicas, one row per sink. Each change is one statement whose
  * RETURNING says whether this process made it, so a pause or a resume is announced once.
  */
-export function createSinkStates(db: Kysely<Schema>) {
+export function createSinkStates(db: Kysely<Schema>): SinkStates {
   return {
     async read(sink: string): Promise<SinkState> {
       return (await db.selectFrom('sink_state').selectAll().where('sink', '=', sink).executeTakeFirst()) ?? { sink, ...NONE };
@@ -78,5 +88,3 @@ export function createSinkStates(db: Kysely<Schema>) {
     },
   };
 }
-
-export type SinkStates = ReturnType<typeof createSinkStates>;

@@ -1,0 +1,70 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { Database } from './database.js';
+import type { DeadLetter } from './outbox.js';
+import type { OutboxTable, Schema } from './schema.js';
+
+/** Fan-out rows a sink gave up on: listed, sent again with a fresh attempt budget, or discarded. */
+export interface DeadLetterStore {
+  listDeadLetters(query: { sink?: string | undefined; after?: number | undefined; limit: number }): Promise<DeadLetter[]>;
+  findDeadLetter(id: number): Promise<DeadLetter | undefined>;
+  retryDeadLetters(selection: { id?: number; sink?: string | undefined; configured: string[]; now: number }): Promise<number>;
+  discardDeadLetters(selection: { id?: number; sink?: string | undefined }): Promise<number>;
+}
+
+const deadLetterColumns = ['id', 'delivery_id', 'sink', 'attempts', 'last_error', 'updated_at'] as const;
+
+function toDeadLetter(r: Pick<Selectable<OutboxTable>, (typeof deadLetterColumns)[number]>): DeadLetter {
+  return { id: r.id, eventId: r.delivery_id, sink: r.sink, attempts: r.attempts, lastError: r.last_error, failedAt: r.updated_at };
+}
+
+export function createDeadLetterStore(database: Database): DeadLetterStore {
+  const db: Kysely<Schema> = database.kysely;
+  const leaseCleared = { lease_owner: null, lease_until: null } as const;
+  const deadLetters = (sink: string | undefined) =>
+    db
+      .selectFrom('outbox')
+      .where('status', '=', 'dead')
+      .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
+
+  return {
+    /** Dead letters in id order after the cursor id; ask for one more than a page to learn if more follow. */
+    async listDeadLetters({ sink, after, limit }: { sink?: string | undefined; after?: number | undefined; limit: number }): Promise<DeadLetter[]> {
+      const rows = await deadLetters(sink)
+        .select(deadLetterColumns)
+        .$if(after !== undefined, (q) => q.where('id', '>', after as number))
+        .orderBy('id')
+        .limit(limit)
+        .execute();
+      return rows.map(toDeadLetter);
+    },
+
+    async findDeadLetter(id: number): Promise<DeadLetter | undefined> {
+      const row = await deadLetters(undefined).select(deadLetterColumns).where('id', '=', id).executeTakeFirst();
+      return row && toDeadLetter(row);
+    },
+
+    /** Dead letters back to pending with a fresh attempt budget, for configured sinks only. */
+    async retryDeadLetters({ id, sink, configured, now }: { id?: number; sink?: string | undefined; configured: string[]; now: number }): Promise<number> {
+      if (configured.length === 0) return 0;
+      const result = await db
+        .updateTable('outbox')
+        .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...leaseCleared })
+        .where('status', '=', 'dead')
+        .where('sink', 'in', configured)
+        .$if(id !== undefined, (q) => q.where('id', '=', id as number))
+        .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string))
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows);
+    },
+
+    async discardDeadLetters({ id, sink }: { id?: number; sink?: string | undefined }): Promise<number> {
+      const result = await db
+        .deleteFrom('outbox')
+        .where('status', '=', 'dead')
+        .$if(id !== undefined, (q) => q.where('id', '=', id as number))
+        .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string))
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
+  };
+}

@@ -1,0 +1,207 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from './database.js';
+import { SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Settled } from './outbox.js';
+import type { Schema } from './schema.js';
+import { executeUnsynced } from './unsynced.js';
+
+/** Claiming and leasing fan-out rows, and writing back what their attempts did. */
+export interface OutboxWork {
+  claim(claim: Claim): Promise<ClaimedRow[]>;
+  nextDueAt(sink: string, owner: string): Promise<number | null>;
+  removeDelivered(ids: number[]): Promise<void>;
+  scheduleRetry(settled: Settled, nextAttemptAt: number): Promise<void>;
+  markDead(settled: Settled): Promise<void>;
+  release(ids: number[], owner: string): Promise<void>;
+  makeDue(sink: string, now: number): Promise<void>;
+  releaseAll(): Promise<number>;
+  deadLetterUnconfigured(configured: string[], now: number): Promise<Record<string, number>>;
+  countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>>;
+}
+
+/**
+ * Every write is one statement, atomic by itself: on SQLite the connection is shared with the
+ * group-commit writer, so no Kysely transaction may be opened on it.
+ */
+export function createOutboxWork(database: Database): OutboxWork {
+  const db: Kysely<Schema> = database.kysely;
+  const postgres = database.dialect === 'postgres';
+  const leaseCleared = { lease_owner: null, lease_until: null } as const;
+
+  return {
+    /**
+     * Leases up to `limit` due rows of one sink, in due order (which is arrival order for fresh work).
+     * On PostgreSQL, SKIP LOCKED lets replicas claim side by side; a lease that is not settled
+     * (a dead process) expires and the row becomes due again. The lease needs no fsync of its own.
+     */
+    async claim({ sink, owner, now, leaseMs, limit, ordered = false }: Claim): Promise<ClaimedRow[]> {
+      const due = db
+        .selectFrom('outbox')
+        .select('id')
+        .where('status', '=', 'pending')
+        .where('sink', '=', sink)
+        .where('next_attempt_at', '<=', now)
+        .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', now)]))
+        .$if(ordered, (q) =>
+          q.where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('outbox as earlier')
+                  .select('earlier.id')
+                  .whereRef('earlier.sink', '=', 'outbox.sink')
+                  .whereRef('earlier.box_id', '=', 'outbox.box_id')
+                  .where('earlier.status', '=', 'pending')
+                  .whereRef('earlier.id', '<', 'outbox.id'),
+              ),
+            ),
+          ),
+        )
+        .orderBy('next_attempt_at')
+        .orderBy('id')
+        .limit(limit)
+        .$if(postgres, (q) => q.forUpdate().skipLocked());
+      const rows = await executeUnsynced(
+        database,
+        db
+          .updateTable('outbox')
+          .set({ lease_owner: owner, lease_until: now + leaseMs })
+          .where('id', 'in', due)
+          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at', 'box_id']),
+      );
+      if (rows.length === 0) return [];
+      // RETURNING has no defined order.
+      rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
+      const stored = await db
+        .selectFrom('deliveries')
+        .select(['id', 'payload', 'origin'])
+        .where('id', 'in', [...new Set(rows.map((r) => r.delivery_id))])
+        .execute();
+      const events = new Map(stored.map((d) => [d.id, d]));
+      return rows.map((r) => ({
+        id: r.id,
+        deliveryId: r.delivery_id,
+        sink: r.sink,
+        attempts: r.attempts,
+        boxId: r.box_id,
+        payload: events.get(r.delivery_id)?.payload ?? null,
+        origin: events.get(r.delivery_id)?.origin ?? null,
+      }));
+    },
+
+    /**
+     * When a lane should look again: the earliest time a row of this sink that `owner` does not
+     * hold becomes claimable (its due time, or the end of another process's lease). Null: nothing.
+     */
+    async nextDueAt(sink: string, owner: string): Promise<number | null> {
+      const row = await db
+        .selectFrom('outbox')
+        .select(
+          sql<number | null>`MIN(CASE WHEN lease_owner = ${owner} THEN NULL
+            WHEN lease_until > next_attempt_at THEN lease_until ELSE next_attempt_at END)`.as('due'),
+        )
+        .where('status', '=', 'pending')
+        .where('sink', '=', sink)
+        .executeTakeFirst();
+      return row?.due == null ? null : Number(row.due);
+    },
+
+    /**
+     * Delivered rows are deleted: the outbox keeps only work and dead letters, so it stays small. A
+     * delete lost to a power failure only sends the event again, so it needs no fsync of its own.
+     */
+    async removeDelivered(ids: number[]): Promise<void> {
+      await executeUnsynced(database, db.deleteFrom('outbox').where('id', 'in', ids).where('status', '=', 'pending'));
+    },
+
+    /** Another attempt later; only while the lease is still ours (otherwise another process has it). */
+    async scheduleRetry({ id, owner, attempts, lastError, now }: Settled, nextAttemptAt: number): Promise<void> {
+      await db
+        .updateTable('outbox')
+        .set({ attempts, next_attempt_at: nextAttemptAt, last_error: lastError, updated_at: now, ...leaseCleared })
+        .where('id', '=', id)
+        .where('status', '=', 'pending')
+        .where('lease_owner', '=', owner)
+        .execute();
+    },
+
+    /** A dead letter: kept with its attempts and last error; `updated_at` is when it failed. */
+    async markDead({ id, owner, attempts, lastError, now }: Settled): Promise<void> {
+      await db
+        .updateTable('outbox')
+        .set({ status: 'dead', attempts, last_error: lastError, updated_at: now, ...leaseCleared })
+        .where('id', '=', id)
+        .where('status', '=', 'pending')
+        .where('lease_owner', '=', owner)
+        .execute();
+    },
+
+    /** Gives rows back untouched (a stopping process), so they are due again at once. */
+    async release(ids: number[], owner: string): Promise<void> {
+      if (ids.length === 0) return;
+      await db
+        .updateTable('outbox')
+        .set(leaseCleared)
+        .where('id', 'in', ids)
+        .where('status', '=', 'pending')
+        .where('lease_owner', '=', owner)
+        .execute();
+    },
+
+    /** A sink resumed: its pending work, backed off while it failed, is due now. */
+    async makeDue(sink: string, now: number): Promise<void> {
+      await db
+        .updateTable('outbox')
+        .set({ next_attempt_at: now })
+        .where('status', '=', 'pending')
+        .where('sink', '=', sink)
+        .where('next_attempt_at', '>', now)
+        .execute();
+    },
+
+    /** Clears every lease: for SQLite, where only one process serves the file, so any lease is stale. */
+    async releaseAll(): Promise<number> {
+      const result = await db
+        .updateTable('outbox')
+        .set(leaseCleared)
+        .where('status', '=', 'pending')
+        .where('lease_owner', 'is not', null)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows);
+    },
+
+    /**
+     * Pending work of sinks no longer configured becomes dead letters (set aside) instead of waiting forever;
+     * returns how many rows of each such sink. One statement a sink: each is atomic, and the counts
+     * name the sinks without reading back every row.
+     */
+    async deadLetterUnconfigured(configured: string[], now: number): Promise<Record<string, number>> {
+      const unknown = await db
+        .selectFrom('outbox')
+        .select('sink')
+        .distinct()
+        .where('status', '=', 'pending')
+        .$if(configured.length > 0, (q) => q.where('sink', 'not in', configured))
+        .execute();
+      const setAside: Record<string, number> = {};
+      for (const { sink } of unknown) {
+        const result = await db
+          .updateTable('outbox')
+          .set({ status: 'dead', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...leaseCleared })
+          .where('status', '=', 'pending')
+          .where('sink', '=', sink)
+          .executeTakeFirst();
+        if (result.numUpdatedRows > 0n) setAside[sink] = Number(result.numUpdatedRows);
+      }
+      return setAside;
+    },
+
+    async countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>> {
+      const rows = await db
+        .selectFrom('outbox')
+        .select(['sink', (eb) => eb.fn.countAll<number>().as('count')])
+        .where('status', '=', status)
+        .groupBy('sink')
+        .execute();
+      return Object.fromEntries(rows.map((r) => [r.sink, Number(r.count)]));
+    },
+  };
+}

@@ -1,4 +1,5 @@
 import type { LoadResult } from './load.js';
+import { BOX_COUNT } from './deliveries.js';
 import type { Settings } from './settings.js';
 
 export interface FanoutResult {
@@ -110,6 +111,17 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   if (quiet) {
     const perLine = median(relayRuns.map((m) => m.logBytes / Math.max(1, m.requests)));
     lines.push(`- Cost of logging: relay at info / relay at warn = ${quiet} (one ~${int(perLine)}-byte line per delivery at info)`);
+  }
+
+  const traced = ratio('relay-traced', 'relay');
+  if (traced) lines.push(`- Cost of tracing: relay with tracing on (every request sampled, OTLP) / relay with tracing off = ${traced}`);
+  const perBox = byKey.get('relay-per-box')?.map((m) => m.fanout?.eventsPerSecond).filter((r): r is number => typeof r === 'number') ?? [];
+  const unordered = relayRuns.map((m) => m.fanout?.eventsPerSecond).filter((r): r is number => typeof r === 'number');
+  if (perBox.length && unordered.length) {
+    lines.push(
+      `- Cost of per-box order on NATS: fan-out ${int(median(perBox))} events/s per-box vs ${int(median(unordered))} unordered ` +
+        `(${(median(perBox) / median(unordered)).toFixed(2)}, target >= 0.90) over ${int(BOX_COUNT)} boxes; intake ${ratio('relay-per-box', 'relay') ?? 'n/a'}`,
+    );
   }
 
   const sinkless = ratio('relay', 'relay-no-sink');

@@ -9,6 +9,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { natsReachable } from './fanout.js';
+import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
 import { prefill } from './prefill.js';
 import { machineBusySeconds, runNode } from './processes.js';
@@ -31,6 +32,9 @@ const freshDatabase = () => join(tmp, `empty-${++databases}.db`);
 const grownDatabase = join(tmp, 'grown.db');
 let prefillSeconds = 0;
 
+// Tracing on (every request sampled, exported over OTLP/HTTP protobuf) against the default, off.
+const otlp = await startOtlpSink();
+
 const targets: Target[] = [
   baseline('http', '(a) bare node:http + HMAC', 'bare-http.js', ctx),
   baseline('express', '(b) bare Express route + HMAC', 'bare-express.js', ctx),
@@ -40,6 +44,11 @@ const targets: Target[] = [
     relay(`relay-compare-${i + 1}`, `relay from ${checkout}`, ctx, { logLevel: 'info', database: freshDatabase, checkout }),
   ),
   ...(settings.logCost ? [relay('relay-quiet', 'relay (LOG_LEVEL=warn)', ctx, { logLevel: 'warn', database: freshDatabase })] : []),
+  relay('relay-traced', 'relay, tracing on (OTLP, all sampled)', ctx, {
+    logLevel: 'info',
+    database: freshDatabase,
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_TRACES_SAMPLER: 'always_on' },
+  }),
   // What per-box ordering costs the NATS fan-out (the load spreads over thousands of boxes).
   ...(natsUrl
     ? [relay('relay-per-box', 'relay, NATS ordering per-box', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_NATS_ORDERING: 'per-box' } })]
@@ -140,6 +149,7 @@ try {
   }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
+  await otlp.close();
 }
 
 const report = renderReport({

@@ -4,6 +4,7 @@ import * as pruneIndex from './002_prune_index.js';
 import * as outboxLanes from './003_outbox_lanes.js';
 import * as reconcile from './004_reconcile.js';
 import * as fanoutOrderPause from './005_fanout_order_pause.js';
+import * as traceContext from './006_trace_context.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '003_outbox_lanes': outboxLanes,
   '004_reconcile': reconcile,
   '005_fanout_order_pause': fanoutOrderPause,
+  '006_trace_context': traceContext,
 };

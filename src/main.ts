@@ -37,6 +37,7 @@ import { createSecretsStore } from './store/secrets-store.js';
 import { databaseOptionsOf } from './store/database.js';
 import { openStore, type Store } from './store/store.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
+import { tracingOff, type Tracing } from './tracing/tracing.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
 
@@ -57,6 +58,8 @@ export interface RelayDeps {
   /** Fan-out timing (tests shorten it); the poll interval comes from the config. */
   dispatch?: Partial<DispatchTuning>;
   nats?: Pick<NatsSinkOptions, 'ackTimeoutMs' | 'backoff'>;
+  /** OpenTelemetry (contract section 11); off unless given (`serve` builds it from the OTEL_* variables). */
+  tracing?: Tracing;
   /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
   reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream'] };
 }
@@ -76,6 +79,7 @@ export async function createRelay({
   dispatch,
   nats: natsOptions,
   reconcile: reconcileOptions,
+  tracing = tracingOff,
 }: RelayDeps) {
   const secretsFile = config.secretsFile
     ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) })
@@ -151,6 +155,7 @@ export async function createRelay({
     sinkStates,
     pauses,
     operatorEvents,
+    tracing,
     tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
   });
   wakeDispatcher = dispatcher.wake;
@@ -165,13 +170,14 @@ export async function createRelay({
     secrets,
     accept,
     metrics,
+    tracing,
     readiness,
     logger,
   });
   // A second entrance to the store, beside the receiver: events found upstream take `accept` too.
   const reconciler =
     metrics.reconcile &&
-    reconcilerFromConfig({ config, kysely, accept, clock, logger, metrics: metrics.reconcile, operatorEvents, upstream: reconcileOptions?.upstream });
+    reconcilerFromConfig({ config, kysely, accept, clock, logger, metrics: metrics.reconcile, operatorEvents, tracing, upstream: reconcileOptions?.upstream });
   const admin = config.adminToken
     ? createAdminRouter(config.adminToken, [
         eventRoutes(kysely, config.source),
@@ -245,6 +251,7 @@ export async function createRelay({
       await dispatcher.stop(Math.max(1000, config.shutdownTimeoutMs - (Date.now() - started)));
       await Promise.all(sinks.map((sink) => sink.close()));
       await store.close();
+      await tracing.shutdown();
       logger.info('boxrelay stopped');
     },
   };

@@ -6,6 +6,7 @@ import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config/load.js';
 import { createPublicApp } from '../src/http/public-app.js';
+import { tracingOff } from '../src/tracing/tracing.js';
 import { listen } from '../src/http/listen.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { SecretRing } from '../src/verify/secrets.js';
@@ -81,6 +82,7 @@ describe('a fault inside the relay', () => {
       clock,
       secrets: new SecretRing({ env: [SECRET], clock }),
       accept: () => Promise.reject(new Error('boom')),
+      tracing: tracingOff,
       metrics,
       readiness: async () => ({ ok: true, checks: {} }),
       logger: logs.logger,

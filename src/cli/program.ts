@@ -7,6 +7,7 @@ import { describePrune, pruneExpired } from '../store/prune.js';
 import { systemClock } from '../clock.js';
 import { duration } from '../config/schema.js';
 import { createUpstreamClient, type UpstreamClient } from '../upstream/client.js';
+import { createTracing, TracingConfigError, type Tracing } from '../tracing/tracing.js';
 import { SecretCipherError } from '../upstream/secret-cipher.js';
 import { withDatabase } from './database.js';
 import { fanoutCommands } from './fanout.js';
@@ -39,10 +40,21 @@ function configOrExit(): Config {
   }
 }
 
+/** Tracing from the OTEL_* variables; a setting it cannot use is a configuration error (exit 2). */
+function tracingOrExit(): Tracing {
+  try {
+    return createTracing(process.env);
+  } catch (error) {
+    if (!(error instanceof TracingConfigError)) throw error;
+    process.stderr.write(`boxrelay: invalid configuration: ${error.message}\n`);
+    process.exit(2);
+  }
+}
+
 async function serve(): Promise<void> {
   const config = configOrExit();
   const logger = createLogger(config.logLevel);
-  const relay = await createRelay({ config, logger });
+  const relay = await createRelay({ config, logger, tracing: tracingOrExit() });
   await relay.start();
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -199,7 +211,10 @@ export function buildProgram(): Command {
     .option('--dry-run', 'change nothing; list what a run would do')
     .action(async (options: { dryRun?: boolean }) => {
       const config = configOrExit();
-      const run = await reconcileOnce(config, createLogger(config.logLevel, process.stderr), { dryRun: options.dryRun ?? false });
+      const tracing = tracingOrExit();
+      const run = await reconcileOnce(config, createLogger(config.logLevel, process.stderr), tracing, { dryRun: options.dryRun ?? false }).finally(() =>
+        tracing.shutdown(),
+      );
       if (run === undefined) exitMisconfigured('reconcile needs BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY');
       console.log(JSON.stringify(run, null, 2));
       if (run.outcome === 'failed') process.exitCode = 1;

@@ -11,13 +11,14 @@ import { databaseOptionsOf } from '../store/database.js';
 import { lastSuccessAt } from '../store/reconcile-runs.js';
 import { openStore } from '../store/store.js';
 import type { Run } from '../store/reconcile-runs.js';
+import type { Tracing } from '../tracing/tracing.js';
 
 /**
  * `boxrelay reconcile [--dry-run]`: one run now, in this process, against the configured database
  * (the lease keeps it from overlapping a replica's run). The fan-out rows it stores are sent by the
  * running relay. Returns the run report; a run already going anywhere is ReconcileInProgressError.
  */
-export async function reconcileOnce(config: Config, logger: Logger, options: { dryRun: boolean }): Promise<Run | undefined> {
+export async function reconcileOnce(config: Config, logger: Logger, tracing: Tracing, options: { dryRun: boolean }): Promise<Run | undefined> {
   if (!reconcileConfigured(config)) return undefined;
   const store = await openStore(databaseOptionsOf(config));
   try {
@@ -35,6 +36,7 @@ export async function reconcileOnce(config: Config, logger: Logger, options: { d
       logger,
       metrics: metrics.reconcile as NonNullable<typeof metrics.reconcile>,
       operatorEvents: createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger }),
+      tracing,
     });
     return await (await reconciler.start(options)).finished;
   } finally {

@@ -22,6 +22,8 @@ export interface AttemptRun {
   stopping: AbortSignal;
   /** Passed to the sink: cuts an attempt in flight (after the stop grace). */
   cut: AbortSignal;
+  /** One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span). */
+  send(signal: AbortSignal): Promise<void>;
   /** Each attempt's duration in seconds. */
   observe(seconds: number): void;
 }
@@ -56,7 +58,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
         attempts++;
         const started = performance.now();
         try {
-          await sink.deliver(run.event, run.cut);
+          await run.send(run.cut);
           delivered = true;
         } catch (error) {
           failures++;

@@ -10,6 +10,8 @@ import type { SinkState, SinkStates } from '../store/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
 import type { OperatorEvents } from './operator-events.js';
 import type { Pauses } from './pauses.js';
+import type { Tracing } from '../tracing/tracing.js';
+import { NATS_SINK } from '../sinks/route.js';
 import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 
 export interface DispatcherDeps {
@@ -25,6 +27,7 @@ export interface DispatcherDeps {
   sinkStates: SinkStates;
   pauses: Pauses;
   operatorEvents: OperatorEvents;
+  tracing: Tracing;
   tuning?: Partial<DispatchTuning>;
 }
 
@@ -150,7 +153,23 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       return false;
     }
     const event = toCloudEvent(row.payload, deps.source, row.origin);
+    /** Each attempt is a span in the trace of the delivery that stored the event. */
+    const send = async (signal: AbortSignal): Promise<void> => {
+      const span = deps.tracing.child(sink.spanName?.(event) ?? sink.name, sink.name === NATS_SINK ? 'producer' : 'client', row.traceparent, {
+        'boxrelay.sink': sink.name,
+        'boxrelay.delivery_id': event.id,
+        'boxrelay.event_type': event.type,
+      });
+      try {
+        await sink.deliver(event, signal, { traceparent: span.traceparent });
+        span.end();
+      } catch (error) {
+        span.end({ 'error.type': (error as { code?: string }).code ?? 'sink_error' }, error);
+        throw error;
+      }
+    };
     const outcome = await attemptDelivery({
+      send,
       sink,
       event,
       attempts: row.attempts,

@@ -7,6 +7,7 @@ import type { Metrics, WebhookOutcome } from '../metrics/metrics.js';
 import type { AcceptEvent } from '../store/accept-event.js';
 import { checkTimestamp, readDeliveryHeaders } from '../verify/delivery-headers.js';
 import type { SecretRing } from '../verify/secrets.js';
+import type { Tracing } from '../tracing/tracing.js';
 import { readBody } from './read-body.js';
 import { asRelayError, sendJson, sendRelayError } from './send-error.js';
 
@@ -17,6 +18,7 @@ export interface ReceiveWebhookDeps {
   secrets: SecretRing;
   accept: AcceptEvent;
   metrics: Metrics;
+  tracing: Tracing;
   logger: Logger;
 }
 
@@ -29,10 +31,11 @@ export type ReceiveWebhook = (req: IncomingMessage, res: ServerResponse, request
  * Plain node:http, so the hot path pays for no framework.
  */
 export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
-  const { clock, secrets, accept, metrics, logger } = deps;
+  const { clock, secrets, accept, metrics, logger, tracing } = deps;
 
   return async (req, res, requestId) => {
     const started = performance.now();
+    const span = tracing.receive(req.headers);
     let event: ParsedEvent | undefined;
     let deliveryId: string | undefined;
     let outcome: WebhookOutcome;
@@ -46,7 +49,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       event = parseEvent(body, headers.deliveryId);
 
       const receivedAt = clock.now();
-      const stored = await accept({ event, receivedAt, attempt: headers.attempt });
+      const stored = await accept({ event, receivedAt, attempt: headers.attempt, traceparent: span.traceparent });
       outcome = stored.duplicate ? 'duplicate' : 'accepted';
       if (stored.payloadDiffers) {
         logger.warn({ requestId, deliveryId: untrusted(deliveryId), type: untrusted(event.type) }, 'duplicate delivery with a different body; the first copy is kept');
@@ -62,6 +65,12 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       sendRelayError(res, refusal, requestId);
     }
     metrics.webhookRequests.inc({ outcome });
+    span.end({
+      'http.response.status_code': res.statusCode,
+      'boxrelay.outcome': outcome,
+      ...(deliveryId === undefined ? {} : { 'boxrelay.delivery_id': untrusted(deliveryId, 256) as string }),
+      ...(event ? { 'boxrelay.event_type': event.type, ...(event.boxId === null ? {} : { 'boxrelay.box_id': event.boxId }) } : {}),
+    });
     const log = outcome === 'accepted' || outcome === 'duplicate' ? 'info' : 'warn';
     logger[log](
       {
@@ -71,6 +80,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
         boxId: untrusted(event?.boxId),
         outcome,
         durationMs: Math.round((performance.now() - started) * 100) / 100,
+        ...span.logFields,
       },
       'delivery',
     );

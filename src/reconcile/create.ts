@@ -5,6 +5,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { OperatorEvents } from '../dispatch/operator-events.js';
 import type { AcceptEvent } from '../store/accept-event.js';
+import type { Tracing } from '../tracing/tracing.js';
 import type { Schema } from '../store/schema.js';
 import { createUpstreamClient, type UpstreamClientOptions } from '../upstream/client.js';
 import { createReconciler, type ReconcileMetrics, type Reconciler } from './reconciler.js';
@@ -17,6 +18,7 @@ export interface ReconcilerFromConfig {
   logger: Logger;
   metrics: ReconcileMetrics;
   operatorEvents: OperatorEvents;
+  tracing: Tracing;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
 }

@@ -17,6 +17,7 @@ import { historyEvent, synthesizedEvent, synthesizedType } from './history.js';
 import { readAllPages } from './pages.js';
 import type { OperatorEvents } from '../dispatch/operator-events.js';
 import type { ParsedEvent } from '../events/parse-event.js';
+import type { Tracing, TraceSpan } from '../tracing/tracing.js';
 
 const LEASE = 'reconcile';
 const USABLE = new Set(['ready', 'idle', 'running']);
@@ -38,6 +39,8 @@ export interface ReconcilerDeps {
   metrics: ReconcileMetrics;
   /** A failed run is announced as `boxrelay.reconcile.failed`. */
   operatorEvents: OperatorEvents;
+  /** A run is a span of its own; the fan-out of its events joins its trace. */
+  tracing: Tracing;
   retentionDays: number;
   /** How long a run holds the lease without progress before another replica may take over. */
   leaseMs?: number;
@@ -97,14 +100,16 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       await releaseLease(kysely, LEASE, holder);
       throw error;
     }
-    log.info({ runId: run.id, dryRun }, 'reconciliation started');
-    const finished = execute(run, startedAt, dryRun).finally(() => (current = undefined));
+    const span = deps.tracing.child('reconcile', 'internal', undefined, { 'boxrelay.reconcile.run_id': run.id, 'boxrelay.reconcile.dry_run': dryRun });
+    log.info({ runId: run.id, dryRun, ...span.logFields }, 'reconciliation started');
+    const finished = execute(run, startedAt, dryRun, span).finally(() => (current = undefined));
     current = finished;
     return { run: { ...run }, finished };
   }
 
-  async function execute(run: Run, startedAt: number, dryRun: boolean): Promise<Run> {
+  async function execute(run: Run, startedAt: number, dryRun: boolean, span: TraceSpan): Promise<Run> {
     const problems: string[] = [];
+    traceparent = span.traceparent;
     try {
       await repairAll(run, startedAt, dryRun, problems);
       run.outcome = problems.length > 0 ? 'failed' : dryRun ? 'dry-run' : 'succeeded';
@@ -118,6 +123,15 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     }
     run.finishedAt = iso(clock.now());
     metrics.runs.inc({ outcome: run.outcome });
+    span.end(
+      {
+        'boxrelay.reconcile.outcome': run.outcome,
+        'boxrelay.reconcile.boxes_listed': run.boxesListed,
+        'boxrelay.reconcile.events_from_history': run.eventsFromHistory,
+        'boxrelay.reconcile.events_synthesized': run.eventsSynthesized,
+      },
+      run.outcome === 'failed' ? new Error(run.error ?? 'failed') : undefined,
+    );
     const { actions: _actions, ...summary } = run;
     if (run.outcome === 'failed') {
       log.error({ ...summary }, `reconciliation failed: ${run.error}`);
@@ -233,9 +247,12 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     if (!dryRun) await markRepaired(kysely, box.id, updatedAt);
   }
 
+  /** The span of the run going on, which the fan-out of the events it takes joins. */
+  let traceparent: string | undefined;
+
   /** The receiver's store-once path; true when the event was new. */
   async function take(event: ParsedEvent, origin: EventOrigin): Promise<boolean> {
-    const stored = await accept({ event, receivedAt: clock.now(), attempt: null, origin });
+    const stored = await accept({ event, receivedAt: clock.now(), attempt: null, origin, traceparent });
     if (stored.duplicate) return false;
     metrics.events.inc({ origin });
     return true;

@@ -26,7 +26,7 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
   const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
   let answering = true;
 
-  const request = (event: CloudEvent): { body: string; headers: Headers } => {
+  const request = (event: CloudEvent, traceparent: string | undefined): { body: string; headers: Headers } => {
     const body = hook.format === 'slack' ? slackBody(event) : JSON.stringify(event);
     const timestamp = String(Math.floor(clock.now() / 1000));
     // Extra headers first, so they cannot replace the ones receivers verify.
@@ -35,6 +35,8 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     headers.set('user-agent', 'boxrelay');
     headers.set('webhook-id', event.id);
     headers.set('webhook-timestamp', timestamp);
+    // The receiver continues the trace of the attempt (tracing on).
+    if (traceparent) headers.set('traceparent', traceparent);
     if (key) {
       const signature = computeSignature(key, event.id, timestamp, Buffer.from(body, 'utf8')).toString('base64');
       headers.set('webhook-signature', `v1,${signature}`);
@@ -49,13 +51,14 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     attemptTimeoutMs: hook.timeoutMs,
     ordering: hook.ordering,
     pauseAfterMs: hook.pauseAfter,
-    async deliver(event, signal) {
+    spanName: () => 'POST',
+    async deliver(event, signal, trace) {
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;
       try {
         response = await fetchFn(hook.url, {
           method: 'POST',
-          ...request(event),
+          ...request(event, trace?.traceparent),
           redirect: 'manual',
           signal: AbortSignal.any([signal, timeout]),
         });

@@ -236,7 +236,8 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     start() {
       void connectLoop();
     },
-    async deliver(event: CloudEvent) {
+    spanName: (event) => `publish ${subjectFor(prefix, event)}`,
+    async deliver(event: CloudEvent, _signal, trace) {
       const connection = nc;
       if (!connection || !connected) throw new RetryableFailure('nats_down', 'not connected to NATS');
       const subject = subjectFor(prefix, event);
@@ -245,8 +246,10 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (Buffer.byteLength(payload) > maxPayload) {
         throw new PermanentFailure('nats_payload_too_large', `event exceeds the server's max_payload of ${maxPayload} bytes`);
       }
+      const h = headers();
+      // Consumers continue the trace of the attempt (tracing on).
+      if (trace?.traceparent) h.set('traceparent', trace.traceparent);
       if (!jetStreamMode) {
-        const h = headers();
         h.set('Nats-Msg-Id', event.id);
         connection.publish(subject, payload, { headers: h });
         return flushed(connection);
@@ -256,7 +259,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       }
       const generation = streamGeneration;
       try {
-        await js.publish(subject, payload, { msgID: event.id, timeout: ackTimeoutMs });
+        await js.publish(subject, payload, { msgID: event.id, timeout: ackTimeoutMs, headers: h });
       } catch (error) {
         if (!noStreamCaptures(error)) throw new RetryableFailure('nats_no_ack', (error as Error).message, { cause: error });
         void recoverStream(connection, generation);

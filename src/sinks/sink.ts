@@ -14,8 +14,13 @@ export interface Sink {
   readonly ordering?: 'none' | 'per-box';
   /** Failing every attempt this long pauses the sink (contract section 5); 0 or absent: never. */
   readonly pauseAfterMs?: number;
-  /** One attempt: resolves when delivered, throws a SinkFailure otherwise. */
-  deliver(event: CloudEvent, signal: AbortSignal): Promise<void>;
+  /**
+   * One attempt: resolves when delivered, throws a SinkFailure otherwise. `trace.traceparent` (tracing
+   * on) goes with the message or request, so consumers continue the trace.
+   */
+  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<void>;
+  /** The span name of an attempt: `publish <subject>` for NATS, the method for a hook. */
+  spanName?(event: CloudEvent): string;
   /** Connected or answering (the `sink_up` gauge). */
   up(): boolean;
   /**

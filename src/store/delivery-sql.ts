@@ -8,8 +8,8 @@ import type { EventOrigin } from './schema.js';
 export const INSERT_DELIVERY = `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
 
-export const INSERT_OUTBOX = `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id)
-  VALUES (?, ?, 'pending', 0, ?, ?, ?, ?)`;
+export const INSERT_OUTBOX = `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id, trace_parent)
+  VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?)`;
 
 export const SELECT_PAYLOAD = 'SELECT payload FROM deliveries WHERE id = ?';
 
@@ -41,6 +41,8 @@ export interface NewDelivery {
   sinks: string[];
   /** Set when a reconciliation run, not a webhook, brought the event. */
   origin?: EventOrigin | undefined;
+  /** The span that stores it (tracing on): kept with the fan-out rows. */
+  traceparent?: string | undefined;
 }
 
 export interface RecordResult {
@@ -58,8 +60,8 @@ export function deliveryParams({ event, receivedAt, attempt, origin }: NewDelive
   return [event.id, event.type, event.boxId, event.createdAtIso, receivedAt, attempt, event.payload, origin ?? null];
 }
 
-export function outboxParams({ event, receivedAt }: NewDelivery, sink: string): unknown[] {
-  return [event.id, sink, receivedAt, receivedAt, receivedAt, event.boxId];
+export function outboxParams({ event, receivedAt, traceparent }: NewDelivery, sink: string): unknown[] {
+  return [event.id, sink, receivedAt, receivedAt, receivedAt, event.boxId, traceparent ?? null];
 }
 
 /** `box.hydrated` records hydratedAt and leaves the state alone (contract section 7). */

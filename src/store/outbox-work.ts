@@ -65,7 +65,7 @@ export function createOutboxWork(database: Database): OutboxWork {
           .updateTable('outbox')
           .set({ lease_owner: owner, lease_until: now + leaseMs })
           .where('id', 'in', due)
-          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at', 'box_id']),
+          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at', 'box_id', 'trace_parent']),
       );
       if (rows.length === 0) return [];
       // RETURNING has no defined order.
@@ -82,6 +82,7 @@ export function createOutboxWork(database: Database): OutboxWork {
         sink: r.sink,
         attempts: r.attempts,
         boxId: r.box_id,
+        traceparent: r.trace_parent,
         payload: events.get(r.delivery_id)?.payload ?? null,
         origin: events.get(r.delivery_id)?.origin ?? null,
       }));

@@ -10,6 +10,8 @@ export interface ClaimedRow {
   sink: string;
   attempts: number;
   boxId: string | null;
+  /** Of the span that stored the work; its attempts join that trace. */
+  traceparent: string | null;
   payload: string | null;
   origin: string | null;
 }

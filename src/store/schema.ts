@@ -40,6 +40,8 @@ export interface OutboxTable {
   updated_at: number;
   /** The event's box: with per-box ordering, a row waits while an earlier row of its box is pending. */
   box_id: string | null;
+  /** W3C traceparent of the span that stored the row (tracing on): its attempts join that trace. */
+  trace_parent: string | null;
 }
 
 /** The last known state of each box (contract section 7). */

@@ -26,6 +26,7 @@ import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-sc
 import { createSecretsStore } from './store/secrets-store.js';
 import { databaseOptionsOf } from './store/database.js';
 import { openStore, type Store } from './store/store.js';
+import { createStorageFailureLog } from './store/storage-failures.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
@@ -65,7 +66,11 @@ export async function createRelay({ config, logger, clock = systemClock, registr
   const cipher = createSecretCipher(config.secretsEncryptionKey);
   // The dispatcher exists only once the store is open; commits before that have nothing to wake.
   let wakeDispatcher = () => {};
-  const store: Store = await openStore({ ...databaseOptionsOf(config), onCommit: () => wakeDispatcher() });
+  const store: Store = await openStore({
+    ...databaseOptionsOf(config),
+    onCommit: () => wakeDispatcher(),
+    onFailure: createStorageFailureLog({ logger: logger.child({ part: 'storage' }), clock }),
+  });
   const secretsLogger = logger.child({ part: 'secrets' });
   const secrets = new SecretRing({
     env: config.secrets,

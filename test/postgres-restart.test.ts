@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './support/fanout.js';
 import { ownPostgres, type OwnPostgres } from './support/postgres-server.js';
-import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 
 // Short database waits, so each case takes seconds; the bound asserted below is the "a few seconds".
@@ -17,10 +17,7 @@ beforeAll(async () => {
 });
 afterAll(() => pg?.close());
 afterEach(async () => {
-  if (relay && relay.child.exitCode === null) {
-    relay.child.kill('SIGKILL');
-    await relay.exited;
-  }
+  await killIfRunning(relay);
   relay = undefined;
   await pg.restore();
 });

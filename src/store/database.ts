@@ -114,7 +114,7 @@ function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConne
       const result = query(...args);
       if (result instanceof Promise) {
         result.catch((error: unknown) => {
-          if (!(error instanceof pg.DatabaseError)) (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+          if (!(error instanceof pg.DatabaseError)) dropConnection(client);
         });
       }
       return result;
@@ -126,4 +126,9 @@ function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConne
   };
   const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: bounded }) });
   return { dialect: 'postgres', kysely, pool, close: () => kysely.destroy() };
+}
+
+/** Closes the client's socket; the pool then discards it (pg exposes no public way to do this). */
+function dropConnection(client: pg.PoolClient): void {
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
 }

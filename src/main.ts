@@ -36,6 +36,7 @@ import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-sc
 import { createSecretsStore } from './store/secrets-store.js';
 import { databaseOptionsOf } from './store/database.js';
 import { openStore, type Store } from './store/store.js';
+import { createStorageFailureLog } from './store/storage-failures.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
 import { tracingOff, type Tracing } from './tracing/tracing.js';
 import { SecretRing } from './verify/secrets.js';
@@ -91,7 +92,11 @@ export async function createRelay({
   // The dispatcher exists only once the store is open; commits before that have nothing to wake.
   let wakeDispatcher = () => {};
   let sinkStateChanged = (_sink: string) => {};
-  const store: Store = await openStore({ ...databaseOptionsOf(config), onCommit: () => wakeDispatcher() });
+  const store: Store = await openStore({
+    ...databaseOptionsOf(config),
+    onCommit: () => wakeDispatcher(),
+    onFailure: createStorageFailureLog({ logger: logger.child({ part: 'storage' }), clock }),
+  });
   const secretsLogger = logger.child({ part: 'secrets' });
   const secrets = new SecretRing({
     env: config.secrets,

@@ -3,17 +3,14 @@ import { once } from 'node:events';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { sqliteFile } from './support/databases.js';
-import { requireBuild, runCli, spawnRelay, type RelayProcess } from './support/process.js';
+import { killIfRunning, requireBuild, runCli, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 
 beforeAll(requireBuild);
 
 let relay: RelayProcess | undefined;
 afterEach(async () => {
-  if (relay && relay.child.exitCode === null) {
-    relay.child.kill('SIGKILL');
-    await relay.exited;
-  }
+  await killIfRunning(relay);
   relay = undefined;
 });
 

@@ -26,7 +26,9 @@ describe('health', () => {
     other.exec('BEGIN IMMEDIATE');
     const down = await request(t.relay.internalApp).get('/readyz');
     expect(down.status).toBe(503);
-    expect(down.body).toEqual({ ok: false, checks: { storage: 'down' } });
+    // The internal answer says why, and the cause is logged.
+    expect(down.body).toEqual({ ok: false, checks: { storage: 'down' }, errors: { storage: 'SQLITE_BUSY: database is locked' } });
+    expect(t.logs.entries().filter((e) => e.msg === 'storage failure').map((e) => e.reason)).toEqual(['SQLITE_BUSY: database is locked']);
     expect((await request(t.relay.publicApp).get('/readyz')).body).toEqual({ ok: false });
     expect(await t.registry.getSingleMetricAsString('boxrelay_ready')).toContain('boxrelay_ready 0');
     other.exec('ROLLBACK');

@@ -69,6 +69,11 @@ export const configSchema = z.strictObject({
   database: z.string().min(1).default('./data/boxrelay.db'),
   sqliteSynchronous: z.enum(['FULL', 'EXTRA', 'NORMAL']).default('FULL'),
   busyTimeoutMs: positiveInt.default(5000),
+  /** PostgreSQL: the longest wait for a connection, a pool slot or one statement before the request answers 503. */
+  databaseTimeoutMs: positiveInt.default(3000),
+  databasePoolSize: positiveInt.default(10),
+  /** PostgreSQL: queries waiting for a pool slot; one more is refused at once (503). */
+  databaseMaxWaiting: positiveInt.default(100),
   retentionDays: positiveInt.default(30),
   natsUrl: optionalText,
   natsSubjectPrefix: z

@@ -61,6 +61,12 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
           await run.send(run.cut);
           delivered = true;
         } catch (error) {
+          // Cut by shutdown: the sink was not given its chance, so this is neither an attempt nor a
+          // failure; the row is released and sent again by the next process.
+          if (run.cut.aborted) {
+            attempts--;
+            throw error;
+          }
           failures++;
           last = asSinkFailure(error);
           throw last;

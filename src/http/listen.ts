@@ -1,10 +1,19 @@
 import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Server as NetServer, type AddressInfo } from 'node:net';
+
+/**
+ * How long, at shutdown, an idle keep-alive connection may still bring a request (answered, with
+ * `Connection: close`) before it is closed: a client may have sent one just before the signal.
+ */
+const IDLE_GRACE_MS = 1000;
 
 export interface Listening {
   server: Server;
   port: number;
-  /** Stops accepting, lets in-flight requests finish, then cuts what is left after `graceMs`. */
+  /**
+   * Stops accepting, answers what is in flight or arrives within a short grace on open connections
+   * (each with `Connection: close`), closes idle ones, and cuts what is left after `graceMs`.
+   */
   close(graceMs: number): Promise<void>;
 }
 
@@ -42,13 +51,15 @@ export async function listen(handler: RequestListener, port: number, host: strin
       new Promise<void>((resolve) => {
         closing = true;
         for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+        const idleTimer = setTimeout(() => server.closeIdleConnections(), Math.min(IDLE_GRACE_MS, graceMs));
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-        timer.unref();
-        server.close(() => {
+        // Node's http close() would destroy idle keep-alive connections at once, resetting a request
+        // already sent on one but not read yet: only the listening socket is closed here.
+        NetServer.prototype.close.call(server, () => {
+          clearTimeout(idleTimer);
           clearTimeout(timer);
           resolve();
         });
-        server.closeIdleConnections();
       }),
   };
 }

@@ -1,18 +1,19 @@
 import type { Clock } from '../clock.js';
+import { storageFailureReason } from '../store/storage-failures.js';
 
-/** `error`: the dependency answers but refuses what the relay needs (e.g. a JetStream stream). */
+/** `error`: the dependency answers but refuses what the relay needs (e.g. a JetStream stream); `down`: it does not answer. */
 export type CheckState = 'ok' | 'down' | 'error';
 
 export interface DependencyStatus {
   state: CheckState;
-  /** Why, for `error`: safe to show (no secrets). */
+  /** Why, for `error` (and storage `down`): safe to show (no secrets). */
   error?: string;
 }
 
 export interface ReadinessReport {
   ok: boolean;
   checks: Record<string, CheckState>;
-  /** The reason of each check in `error`, by dependency. */
+  /** The reason of each failing check that has one, by dependency. */
   errors?: Record<string, string>;
 }
 
@@ -28,19 +29,24 @@ export interface ReadinessOptions {
 
 export function createReadiness(options: ReadinessOptions): () => Promise<ReadinessReport> {
   const cacheMs = options.cacheMs ?? 1000;
-  let last: { at: number; storage: Promise<boolean> } | undefined;
+  let last: { at: number; storage: Promise<DependencyStatus> } | undefined;
 
-  const storageOk = (): Promise<boolean> => {
+  const storageCheck = (): Promise<DependencyStatus> => {
     const now = options.clock.now();
     if (!last || now - last.at >= cacheMs) {
-      last = { at: now, storage: options.storageWritable().catch(() => false) };
+      const storage = options.storageWritable().then(
+        (ok): DependencyStatus => (ok ? { state: 'ok' } : { state: 'down', error: 'storage refused the write' }),
+        (error: unknown): DependencyStatus => ({ state: 'down', error: storageFailureReason(error) }),
+      );
+      last = { at: now, storage };
     }
     return last.storage;
   };
 
   return async () => {
-    const storage = await storageOk();
-    const report: ReadinessReport = { ok: storage, checks: { storage: storage ? 'ok' : 'down' } };
+    const storage = await storageCheck();
+    const report: ReadinessReport = { ok: storage.state === 'ok', checks: { storage: storage.state } };
+    if (storage.error !== undefined) report.errors = { storage: storage.error };
     for (const [name, { state, error }] of Object.entries(options.dependencies?.() ?? {})) {
       report.checks[name] = state;
       if (error !== undefined) (report.errors ??= {})[name] = error;

@@ -12,11 +12,36 @@ export interface DatabaseOptions {
   url: string;
   sqliteSynchronous?: 'FULL' | 'EXTRA' | 'NORMAL';
   busyTimeoutMs?: number;
+  /** PostgreSQL: the longest wait for a connection, a free pool slot, or one statement's answer (unset: unbounded, for migrations). */
+  timeoutMs?: number;
+  /** PostgreSQL: connections in the pool. */
+  poolSize?: number;
+  /** PostgreSQL: queries waiting for a pool slot beyond which a query is refused at once. */
+  maxWaiting?: number;
+  /** PostgreSQL: a connection failed outside a query (e.g. the server restarted); the next query fails and reconnects. */
+  onConnectionError?: (error: Error) => void;
 }
 
 /** The database settings of the configuration, as `serve` and every command open it. */
-export function databaseOptionsOf(config: Pick<Config, 'database' | 'sqliteSynchronous' | 'busyTimeoutMs'>): DatabaseOptions {
-  return { url: config.database, sqliteSynchronous: config.sqliteSynchronous, busyTimeoutMs: config.busyTimeoutMs };
+export function databaseOptionsOf(
+  config: Pick<Config, 'database' | 'sqliteSynchronous' | 'busyTimeoutMs' | 'databaseTimeoutMs' | 'databasePoolSize' | 'databaseMaxWaiting'>,
+): DatabaseOptions {
+  return {
+    url: config.database,
+    sqliteSynchronous: config.sqliteSynchronous,
+    busyTimeoutMs: config.busyTimeoutMs,
+    timeoutMs: config.databaseTimeoutMs,
+    poolSize: config.databasePoolSize,
+    maxWaiting: config.databaseMaxWaiting,
+  };
+}
+
+/** Refused at once rather than queued: every pool slot is taken and enough queries already wait. */
+export class DatabaseBusyError extends Error {
+  readonly code = 'database_busy';
+  constructor(waiting: number) {
+    super(`${waiting} queries already wait for a database connection`);
+  }
 }
 
 export type Database =
@@ -38,19 +63,9 @@ export function isPostgresUrl(url: string): boolean {
 
 const INT8_OID = 20;
 
-export function openDatabase({ url, sqliteSynchronous = 'FULL', busyTimeoutMs = 5000 }: DatabaseOptions): Database {
-  if (isPostgresUrl(url)) {
-    const pool = new pg.Pool({
-      connectionString: url,
-      // Epoch-millisecond columns are BIGINT; they fit a JS number, so read them as numbers.
-      types: {
-        getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-          oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as never,
-      },
-    });
-    const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
-    return { dialect: 'postgres', kysely, pool, close: () => kysely.destroy() };
-  }
+export function openDatabase(options: DatabaseOptions): Database {
+  const { url, sqliteSynchronous = 'FULL', busyTimeoutMs = 5000 } = options;
+  if (isPostgresUrl(url)) return openPostgres(options);
 
   if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
   const sqlite = new BetterSqlite3(url);
@@ -61,4 +76,59 @@ export function openDatabase({ url, sqliteSynchronous = 'FULL', busyTimeoutMs = 
   const prepare = statementCache(sqlite);
   const kysely = new Kysely<Schema>({ dialect: new SqliteDialect({ database: { prepare, close: () => sqlite.close() } }) });
   return { dialect: 'sqlite', kysely, sqlite, prepare, synchronous: sqliteSynchronous, close: () => kysely.destroy() };
+}
+
+/**
+ * Every wait is bounded, so a database that is down or stops answering costs a request a few
+ * seconds at most: the connect and a free slot (connectionTimeoutMillis), each statement (the
+ * client's query_timeout, as the server cannot enforce anything while frozen; statement_timeout
+ * and idle_in_transaction_session_timeout on the server side), and the queue of waiting queries.
+ */
+function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConnectionError = () => {} }: DatabaseOptions): Database {
+  const timeouts = timeoutMs && {
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+    statement_timeout: timeoutMs,
+    idle_in_transaction_session_timeout: 2 * timeoutMs,
+  };
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    ...timeouts,
+    // Epoch-millisecond columns are BIGINT; they fit a JS number, so read them as numbers.
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+        oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as never,
+    },
+  });
+  // Without these, a restart of the server ("terminating connection due to administrator command")
+  // is an unhandled 'error' event that ends the process: the pool's for idle clients, the client's
+  // own for one checked out (Kysely listens to neither).
+  pool.on('error', onConnectionError);
+  pool.on('connect', (client) => {
+    client.on('error', onConnectionError);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    // A statement that timed out on the client may still be running on the server: the connection
+    // is closed, so its transaction ends there and the next checkout gets a fresh connection.
+    client.query = ((...args: unknown[]) => {
+      const result = query(...args);
+      if (result instanceof Promise) {
+        result.catch((error: unknown) => {
+          if (!(error instanceof pg.DatabaseError)) dropConnection(client);
+        });
+      }
+      return result;
+    }) as typeof client.query;
+  });
+  const bounded = {
+    connect: () => (pool.waitingCount >= maxWaiting ? Promise.reject(new DatabaseBusyError(pool.waitingCount)) : pool.connect()),
+    end: () => pool.end(),
+  };
+  const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: bounded }) });
+  return { dialect: 'postgres', kysely, pool, close: () => kysely.destroy() };
+}
+
+/** Closes the client's socket; the pool then discards it (pg exposes no public way to do this). */
+function dropConnection(client: pg.PoolClient): void {
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
 }

@@ -31,11 +31,15 @@ export interface MigratedDatabase {
 /** Opens the database and migrates it to the latest schema; one whose migration fails is closed again. */
 export async function openMigrated(options: DatabaseOptions): Promise<MigratedDatabase> {
   const database = openDatabase(options);
+  // A migration may run long, or wait for another replica's: not under the serving timeouts.
+  const migrating = database.dialect === 'postgres' && options.timeoutMs !== undefined ? openDatabase({ ...options, timeoutMs: undefined }) : database;
   try {
-    return { database, migrations: (await migrateToLatest(database)) ?? [] };
+    return { database, migrations: (await migrateToLatest(migrating)) ?? [] };
   } catch (error) {
     await database.close();
     throw error;
+  } finally {
+    if (migrating !== database) await migrating.close();
   }
 }
 

@@ -15,26 +15,35 @@ export interface Store {
 export interface StoreOptions extends DatabaseOptions {
   /** Called after a commit that stored new fan-out work, so the dispatcher starts at once. */
   onCommit?: () => void;
+  /** Each storage failure (a delivery or a readiness write refused, a connection lost), to log its cause. */
+  onFailure?: (error: unknown) => void;
 }
 
 /** Opens the database named by the config, migrates it, and picks the engine's write path. */
 export async function openStore(options: StoreOptions): Promise<Store> {
-  const { database } = await openMigrated(options);
-  const writer =
+  const { onFailure = () => {} } = options;
+  const { database } = await openMigrated({ onConnectionError: onFailure, ...options });
+  const engineWriter =
     database.dialect === 'sqlite'
       ? createSqliteDeliveryWriter(database.sqlite, options.onCommit)
       : createPostgresDeliveryWriter(database.kysely, options.onCommit);
+  const reported = <T>(promise: Promise<T>): Promise<T> =>
+    promise.catch((error: unknown) => {
+      onFailure(error);
+      throw error;
+    });
   return {
     database,
-    writer,
-    async checkWritable(now) {
-      await database.kysely
-        .insertInto('heartbeat')
-        .values({ id: 1, beat_at: now })
-        .onConflict((c) => c.column('id').doUpdateSet({ beat_at: now }))
-        .execute();
-      return true;
-    },
+    writer: { record: (delivery) => reported(engineWriter.record(delivery)) },
+    checkWritable: (now) =>
+      reported(
+        database.kysely
+          .insertInto('heartbeat')
+          .values({ id: 1, beat_at: now })
+          .onConflict((c) => c.column('id').doUpdateSet({ beat_at: now }))
+          .execute()
+          .then(() => true),
+      ),
     close: () => database.close(),
   };
 }

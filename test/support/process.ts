@@ -86,3 +86,11 @@ export async function runCli(args: string[], env: Record<string, string> = {}): 
   const [code] = (await once(child, 'exit')) as [number | null];
   return { code, stdout, stderr };
 }
+
+/** After a test: a relay still running is killed and waited for. */
+export async function killIfRunning(relay: RelayProcess | undefined): Promise<void> {
+  if (relay && relay.child.exitCode === null) {
+    relay.child.kill('SIGKILL');
+    await relay.exited;
+  }
+}

@@ -48,21 +48,25 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     maxAttempts: hook.maxAttempts,
     attemptTimeoutMs: hook.timeoutMs,
     async deliver(event, signal) {
+      let built: { body: string; headers: Headers };
+      try {
+        built = request(event);
+      } catch {
+        // A header that cannot be encoded (an event id outside Latin-1, a bad configured value) fails
+        // every attempt; the error would quote the value, so it is not kept.
+        throw new PermanentFailure('invalid_request', 'the request cannot be built: a header value is not valid HTTP (not shown)');
+      }
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;
       try {
-        response = await fetchFn(hook.url, {
-          method: 'POST',
-          ...request(event),
-          redirect: 'manual',
-          signal: AbortSignal.any([signal, timeout]),
-        });
+        response = await fetchFn(hook.url, { method: 'POST', ...built, redirect: 'manual', signal: AbortSignal.any([signal, timeout]) });
       } catch (error) {
         answering = false;
         if (timeout.aborted) throw new RetryableFailure('timeout', `no answer within ${hook.timeoutMs} ms`, { cause: error });
         if (signal.aborted) throw new RetryableFailure('aborted', 'the relay is stopping', { cause: error });
-        const cause = (error as { cause?: { code?: string } }).cause?.code;
-        throw new RetryableFailure('connection_error', cause ?? (error as Error).message, { cause: error });
+        // Only the system error code: fetch's own messages may quote the request's headers.
+        const code = (error as { cause?: { code?: unknown } }).cause?.code;
+        throw new RetryableFailure('connection_error', typeof code === 'string' ? code : 'the request failed without an answer');
       }
       // The status is all that counts; dropping the body frees the connection.
       await response.body?.cancel().catch(() => {});

@@ -74,6 +74,9 @@ describe('hook headers', () => {
       // A stored event id outside Latin-1 cannot be a webhook-id: never sendable, so dead-lettered at once.
       const plain = createHttpHookSink({ hook: hookSchema.parse({ name: 'plain', url: receiver.url }), clock: new ManualClock() });
       await expect(plain.deliver(event('evt_\u20ac'), new AbortController().signal)).rejects.toBeInstanceOf(PermanentFailure);
+      // Data nested deeper than JSON.stringify can write (stored before the receiver's depth limit).
+      const deep = { ...event('evt_deep'), data: JSON.parse(`{"nested":${'['.repeat(10_000)}${']'.repeat(10_000)}}`) as Record<string, unknown> };
+      await expect(plain.deliver(deep, new AbortController().signal)).rejects.toMatchObject({ code: 'event_not_serializable', retryable: false });
       await plain.deliver(event('evt_2'), new AbortController().signal);
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_2']);
     });

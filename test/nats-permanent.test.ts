@@ -38,11 +38,13 @@ authorization {
 const natsCheck = async (t: TestRelay) => (await request(t.relay.internalApp).get('/readyz')).body as { checks: Record<string, string>; errors?: Record<string, string> };
 
 /** Stores an event the way one stored before the receiver's limits was (no check of its lengths), for the NATS sink only. */
-async function storedEvent(t: TestRelay, options: { type?: string; boxId: string; data?: Record<string, unknown> }): Promise<string> {
+async function storedEvent(t: TestRelay, options: { type?: string; boxId: string; data?: Record<string, unknown>; nestedLevels?: number }): Promise<string> {
   const id = eventId();
   const createdAt = new Date(t.clock.now()).toISOString();
   const type = options.type ?? 'box.ready';
   const data = { box: { id: options.boxId }, ...options.data };
+  // Built as text: JSON.stringify cannot write what is nested that deep.
+  const nested = options.nestedLevels ? `,"nested":${'['.repeat(options.nestedLevels)}${']'.repeat(options.nestedLevels)}` : '';
   const event: ParsedEvent = {
     id,
     type,
@@ -52,7 +54,7 @@ async function storedEvent(t: TestRelay, options: { type?: string; boxId: string
     boxName: null,
     state: null,
     previousState: null,
-    payload: JSON.stringify({ id, type, createdAt, data }),
+    payload: JSON.stringify({ id, type, createdAt, data }).replace(/}}$/, `${nested}}}`),
   };
   await t.relay.store.writer.record({ event, receivedAt: t.clock.now(), attempt: 1, sinks: ['nats'] });
   t.relay.dispatcher.wake();
@@ -66,7 +68,7 @@ function paddingFor(t: TestRelay, bytes: number, boxId: string): string {
   return 'x'.repeat(bytes - sized(''));
 }
 
-it('dead-letters at once an event NATS can never take (subject, max_payload), keeps the connection and sends the others', async () => {
+it('dead-letters at once an event NATS can never take (subject, max_payload, nesting), keeps the connection and sends the others', async () => {
   const nats = await ownNats(['-c', natsConfig('max_payload: 1024\n').path]);
   defer(() => nats.kill());
   const { prefix, stream } = uniqueNames();
@@ -78,18 +80,20 @@ it('dead-letters at once an event NATS can never take (subject, max_payload), ke
   const tooLarge = (await t.post({ boxId: 'bx_large', boxName: 'n'.repeat(2000) })).deliveryId;
   // The payload alone fits max_payload; with the Nats-Msg-Id header it does not.
   const withHeaders = await storedEvent(t, { boxId: 'bx_edge', data: { pad: paddingFor(t, 1000, 'bx_edge') } });
+  const tooDeep = await storedEvent(t, { boxId: 'bx_deep', nestedLevels: 10_000 });
   const last = await storedEvent(t, { boxId: 'bx_last' });
 
   const dead = await waitFor(async () => {
     const rows = await outboxRows(t, 'nats');
-    return rows.length === 3 && rows.every((r) => r.status === 'dead') ? rows : undefined;
-  }, 'the three unsendable events to be dead letters');
+    return rows.length === 4 && rows.every((r) => r.status === 'dead') ? rows : undefined;
+  }, 'the four unsendable events to be dead letters');
   const lastErrors = new Map(dead.map((r) => [r.delivery_id, r.last_error]));
   expect(lastErrors.get(longSubject)).toBe(`nats_subject_too_long: subject of ${prefix.length + 'box.ready.bx_'.length + 1 + MAX_SUBJECT_BYTES} bytes exceeds NATS's limit of ${MAX_SUBJECT_BYTES} bytes`);
   expect(lastErrors.get(tooLarge)).toMatch(/^nats_payload_too_large: event of \d+ bytes \(with headers\) exceeds the server's max_payload of 1024 bytes$/);
   expect(lastErrors.get(withHeaders)).toMatch(/^nats_payload_too_large: event of 10\d\d bytes/);
+  expect(lastErrors.get(tooDeep)).toBe('event_not_serializable: the event cannot be serialized as JSON (nested too deeply)');
   // One attempt each: nothing was retried.
-  expect(dead.map((r) => r.attempts)).toEqual([1, 1, 1]);
+  expect(dead.map((r) => r.attempts)).toEqual([1, 1, 1, 1]);
 
   const client = await natsClient(nats.url);
   defer(() => client.close());
@@ -99,7 +103,7 @@ it('dead-letters at once an event NATS can never take (subject, max_payload), ke
   }
   expect(sent.sort()).toEqual([first, last].sort());
   expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: 'nats' })).toBe(1);
-  expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'dead_lettered' })).toBe(3);
+  expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'dead_lettered' })).toBe(4);
   expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'retried' })).toBe(0);
   expect(t.logs.entries().filter((e) => e.msg === 'NATS disconnected; deliveries wait in the outbox')).toEqual([]);
   expect((await natsCheck(t)).checks.nats).toBe('ok');

@@ -4,7 +4,7 @@ import type { CloudEvent } from '../events/cloudevent.js';
 import { parseRetryAfter } from '../http/retry-after.js';
 import { computeSignature } from '../verify/signature.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
-import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
+import { PermanentFailure, RetryableFailure, eventJson, type Sink } from './sink.js';
 import { slackBody } from './slack.js';
 
 export interface HttpHookOptions {
@@ -26,15 +26,23 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
   const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
   let answering = true;
 
+  /** The request for an event, or a PermanentFailure when it can never be built. */
   const request = (event: CloudEvent): { body: string; headers: Headers } => {
-    const body = hook.format === 'slack' ? slackBody(event) : JSON.stringify(event);
+    const body = hook.format === 'slack' ? slackBody(event) : eventJson(event);
     const timestamp = String(Math.floor(clock.now() / 1000));
-    // Extra headers first, so they cannot replace the ones receivers verify.
-    const headers = new Headers(hook.headers);
-    headers.set('content-type', CONTENT_TYPE[hook.format]);
-    headers.set('user-agent', 'boxrelay');
-    headers.set('webhook-id', event.id);
-    headers.set('webhook-timestamp', timestamp);
+    let headers: Headers;
+    try {
+      // Extra headers first, so they cannot replace the ones receivers verify.
+      headers = new Headers(hook.headers);
+      headers.set('content-type', CONTENT_TYPE[hook.format]);
+      headers.set('user-agent', 'boxrelay');
+      headers.set('webhook-id', event.id);
+      headers.set('webhook-timestamp', timestamp);
+    } catch {
+      // A value that cannot be encoded (an event id outside Latin-1, a bad configured value) fails
+      // every attempt; the error would quote the value, so it is not kept.
+      throw new PermanentFailure('invalid_request', 'the request cannot be built: a header value is not valid HTTP (not shown)');
+    }
     if (key) {
       const signature = computeSignature(key, event.id, timestamp, Buffer.from(body, 'utf8')).toString('base64');
       headers.set('webhook-signature', `v1,${signature}`);
@@ -48,14 +56,7 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     maxAttempts: hook.maxAttempts,
     attemptTimeoutMs: hook.timeoutMs,
     async deliver(event, signal) {
-      let built: { body: string; headers: Headers };
-      try {
-        built = request(event);
-      } catch {
-        // A header that cannot be encoded (an event id outside Latin-1, a bad configured value) fails
-        // every attempt; the error would quote the value, so it is not kept.
-        throw new PermanentFailure('invalid_request', 'the request cannot be built: a header value is not valid HTTP (not shown)');
-      }
+      const built = request(event);
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;
       try {

@@ -25,7 +25,7 @@ import type { Logger } from '../log.js';
 import { DAY_MS } from '../store/prune.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
 import { NATS_SINK } from './route.js';
-import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
+import { PermanentFailure, RetryableFailure, eventJson, type Sink } from './sink.js';
 
 export type NatsSettings = Pick<
   Config,
@@ -358,6 +358,7 @@ export const MAX_SUBJECT_BYTES = 4096 - 128;
 /**
  * The message for an event, or a PermanentFailure for one NATS can never take: sent anyway, a
  * subject over the control line breaks the connection, and a payload over `max_payload` is refused.
+ * Checked before publishing, so the connection is never put at risk.
  */
 function natsMessage(prefix: string, event: CloudEvent, maxPayload = Number.POSITIVE_INFINITY): { subject: string; payload: string; headers: MsgHdrsImpl } {
   const subject = subjectFor(prefix, event);
@@ -371,7 +372,7 @@ function natsMessage(prefix: string, event: CloudEvent, maxPayload = Number.POSI
   } catch {
     throw new PermanentFailure('nats_invalid_message', 'the event id cannot be a NATS header value');
   }
-  const payload = JSON.stringify(event);
+  const payload = eventJson(event);
   const size = Buffer.byteLength(payload) + headers.encode().length;
   if (size > maxPayload) {
     throw new PermanentFailure('nats_payload_too_large', `event of ${size} bytes (with headers) exceeds the server's max_payload of ${maxPayload} bytes`);

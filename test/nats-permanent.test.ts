@@ -38,8 +38,8 @@ authorization {
 const natsCheck = async (t: TestRelay) => (await request(t.relay.internalApp).get('/readyz')).body as { checks: Record<string, string>; errors?: Record<string, string> };
 
 /** Stores an event the way one stored before the receiver's limits was (no check of its lengths), for the NATS sink only. */
-async function storedEvent(t: TestRelay, options: { type?: string; boxId: string; data?: Record<string, unknown>; nestedLevels?: number }): Promise<string> {
-  const id = eventId();
+async function storedEvent(t: TestRelay, options: { id?: string; type?: string; boxId: string; data?: Record<string, unknown>; nestedLevels?: number }): Promise<string> {
+  const id = options.id ?? eventId();
   const createdAt = new Date(t.clock.now()).toISOString();
   const type = options.type ?? 'box.ready';
   const data = { box: { id: options.boxId }, ...options.data };
@@ -68,7 +68,7 @@ function paddingFor(t: TestRelay, bytes: number, boxId: string): string {
   return 'x'.repeat(bytes - sized(''));
 }
 
-it('dead-letters at once an event NATS can never take (subject, max_payload, nesting), keeps the connection and sends the others', async () => {
+it('dead-letters at once an event NATS can never take (subject, max_payload, nesting, id), keeps the connection and sends the others', async () => {
   const nats = await ownNats(['-c', natsConfig('max_payload: 1024\n').path]);
   defer(() => nats.kill());
   const { prefix, stream } = uniqueNames();
@@ -81,19 +81,21 @@ it('dead-letters at once an event NATS can never take (subject, max_payload, nes
   // The payload alone fits max_payload; with the Nats-Msg-Id header it does not.
   const withHeaders = await storedEvent(t, { boxId: 'bx_edge', data: { pad: paddingFor(t, 1000, 'bx_edge') } });
   const tooDeep = await storedEvent(t, { boxId: 'bx_deep', nestedLevels: 10_000 });
+  const badId = await storedEvent(t, { id: `${eventId()}\r\nX: y`, boxId: 'bx_bad_id' });
   const last = await storedEvent(t, { boxId: 'bx_last' });
 
   const dead = await waitFor(async () => {
     const rows = await outboxRows(t, 'nats');
-    return rows.length === 4 && rows.every((r) => r.status === 'dead') ? rows : undefined;
-  }, 'the four unsendable events to be dead letters');
+    return rows.length === 5 && rows.every((r) => r.status === 'dead') ? rows : undefined;
+  }, 'the five unsendable events to be dead letters');
   const lastErrors = new Map(dead.map((r) => [r.delivery_id, r.last_error]));
   expect(lastErrors.get(longSubject)).toBe(`nats_subject_too_long: subject of ${prefix.length + 'box.ready.bx_'.length + 1 + MAX_SUBJECT_BYTES} bytes exceeds NATS's limit of ${MAX_SUBJECT_BYTES} bytes`);
   expect(lastErrors.get(tooLarge)).toMatch(/^nats_payload_too_large: event of \d+ bytes \(with headers\) exceeds the server's max_payload of 1024 bytes$/);
   expect(lastErrors.get(withHeaders)).toMatch(/^nats_payload_too_large: event of 10\d\d bytes/);
   expect(lastErrors.get(tooDeep)).toBe('event_not_serializable: the event cannot be serialized as JSON (nested too deeply)');
+  expect(lastErrors.get(badId)).toBe('nats_invalid_message: the event id cannot be a NATS header value');
   // One attempt each: nothing was retried.
-  expect(dead.map((r) => r.attempts)).toEqual([1, 1, 1, 1]);
+  expect(dead.map((r) => r.attempts)).toEqual([1, 1, 1, 1, 1]);
 
   const client = await natsClient(nats.url);
   defer(() => client.close());
@@ -103,7 +105,7 @@ it('dead-letters at once an event NATS can never take (subject, max_payload, nes
   }
   expect(sent.sort()).toEqual([first, last].sort());
   expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: 'nats' })).toBe(1);
-  expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'dead_lettered' })).toBe(4);
+  expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'dead_lettered' })).toBe(5);
   expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'retried' })).toBe(0);
   expect(t.logs.entries().filter((e) => e.msg === 'NATS disconnected; deliveries wait in the outbox')).toEqual([]);
   expect((await natsCheck(t)).checks.nats).toBe('ok');

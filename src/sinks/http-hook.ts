@@ -60,7 +60,12 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;
       try {
-        response = await fetchFn(hook.url, { method: 'POST', ...built, redirect: 'manual', signal: AbortSignal.any([signal, timeout]) });
+        response = await fetchFn(hook.url, {
+          method: 'POST',
+          ...built,
+          redirect: 'manual',
+          signal: AbortSignal.any([signal, timeout]),
+        });
       } catch (error) {
         answering = false;
         if (timeout.aborted) throw new RetryableFailure('timeout', `no answer within ${hook.timeoutMs} ms`, { cause: error });

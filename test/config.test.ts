@@ -130,4 +130,20 @@ describe('configuration', () => {
     );
     expect(problems).toEqual(['hooks file: hooks: hook names must be unique']);
   });
+
+  it('refuses a hook header that cannot be sent, naming the hook and header but never the value', () => {
+    const token = 'Bearer s3cret-token-value';
+    const withHeaders = (headers: Record<string, string>) => () =>
+      loadConfig({ env: { BOXRELAY_CONFIG: '/c.json' }, readFile: files({ '/c.json': JSON.stringify({ hooks: [{ name: 'alerts', url: 'http://x', headers }] }) }) });
+    const problems = problemsOf(withHeaders({ Authorization: `${token}\nX-Injected: 1`, 'X-Ok': 'fine' }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^hooks\.0\.headers: hook alerts, header "Authorization": the value is not a valid HTTP header value/);
+    expect(problems[0]).not.toContain('s3cret');
+    for (const value of ['a\rb', 'a\u0000b', 'caf\u20ac']) expect(problemsOf(withHeaders({ 'X-Token': value }))).toHaveLength(1);
+    expect(problemsOf(withHeaders({ 'X Token': 'fine', 'X-Other:': 'fine' }))).toEqual([
+      'hooks.0.headers: hook alerts, header "X Token": not a valid HTTP header name',
+      'hooks.0.headers: hook alerts, header "X-Other:": not a valid HTTP header name',
+    ]);
+    expect(withHeaders({ Authorization: token, 'X-Tab': 'a\tb' })().hooks[0]?.headers).toEqual({ Authorization: token, 'X-Tab': 'a\tb' });
+  });
 });

@@ -1,3 +1,4 @@
+import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { z } from 'zod';
 import { standardWebhooksKey } from '../verify/secrets.js';
 
@@ -47,7 +48,29 @@ export const hookSchema = z.strictObject({
   ordering: z.enum(['none', 'per-box']).default('none'),
   /** Failing every attempt this long pauses the hook; 0 never pauses. */
   pauseAfter: z.union([zeroDuration, duration]).default(600_000),
-});
+}).superRefine(checkHookHeaders);
+
+/**
+ * A hook's extra headers must be sendable: fetch would refuse them at every attempt with an error
+ * that quotes the value (often a token). The problem names the hook and header, never the value.
+ */
+function checkHookHeaders(hook: { name: string; headers: Record<string, string> }, ctx: z.RefinementCtx): void {
+  for (const [header, value] of Object.entries(hook.headers)) {
+    const shown = JSON.stringify(header.length > 64 ? `${header.slice(0, 64)}…` : header);
+    const problem = (message: string) => ctx.addIssue({ code: 'custom', path: ['headers'], message: `hook ${hook.name}, header ${shown}: ${message}` });
+    try {
+      validateHeaderName(header);
+    } catch {
+      problem('not a valid HTTP header name');
+      continue;
+    }
+    try {
+      validateHeaderValue(header, value);
+    } catch {
+      problem('the value is not a valid HTTP header value (no CR, LF, NUL or other control characters); the value is not shown');
+    }
+  }
+}
 
 export type HookConfig = z.infer<typeof hookSchema>;
 

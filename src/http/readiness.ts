@@ -6,7 +6,7 @@ export type CheckState = 'ok' | 'down' | 'error';
 
 export interface DependencyStatus {
   state: CheckState;
-  /** Why, for `error` (and storage `down`): safe to show (no secrets). */
+  /** Why, for `error` (and storage `down`); for `ok`, a refusal of some work that leaves the rest flowing. Safe to show (no secrets). */
   error?: string;
 }
 

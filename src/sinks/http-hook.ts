@@ -4,7 +4,7 @@ import type { CloudEvent } from '../events/cloudevent.js';
 import { parseRetryAfter } from '../http/retry-after.js';
 import { computeSignature } from '../verify/signature.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
-import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
+import { PermanentFailure, RetryableFailure, eventJson, type Sink } from './sink.js';
 import { slackBody } from './slack.js';
 
 export interface HttpHookOptions {
@@ -26,17 +26,25 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
   const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
   let answering = true;
 
+  /** The request for an event, or a PermanentFailure when it can never be built. */
   const request = (event: CloudEvent, traceparent: string | undefined): { body: string; headers: Headers } => {
-    const body = hook.format === 'slack' ? slackBody(event) : JSON.stringify(event);
+    const body = hook.format === 'slack' ? slackBody(event) : eventJson(event);
     const timestamp = String(Math.floor(clock.now() / 1000));
-    // Extra headers first, so they cannot replace the ones receivers verify.
-    const headers = new Headers(hook.headers);
-    headers.set('content-type', CONTENT_TYPE[hook.format]);
-    headers.set('user-agent', 'boxrelay');
-    headers.set('webhook-id', event.id);
-    headers.set('webhook-timestamp', timestamp);
-    // The receiver continues the trace of the attempt (tracing on).
-    if (traceparent) headers.set('traceparent', traceparent);
+    let headers: Headers;
+    try {
+      // Extra headers first, so they cannot replace the ones receivers verify.
+      headers = new Headers(hook.headers);
+      headers.set('content-type', CONTENT_TYPE[hook.format]);
+      headers.set('user-agent', 'boxrelay');
+      headers.set('webhook-id', event.id);
+      headers.set('webhook-timestamp', timestamp);
+      // The receiver continues the trace of the attempt (tracing on).
+      if (traceparent) headers.set('traceparent', traceparent);
+    } catch {
+      // A value that cannot be encoded (an event id outside Latin-1, a bad configured value) fails
+      // every attempt; the error would quote the value, so it is not kept.
+      throw new PermanentFailure('invalid_request', 'the request cannot be built: a header value is not valid HTTP (not shown)');
+    }
     if (key) {
       const signature = computeSignature(key, event.id, timestamp, Buffer.from(body, 'utf8')).toString('base64');
       headers.set('webhook-signature', `v1,${signature}`);
@@ -53,12 +61,13 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     pauseAfterMs: hook.pauseAfter,
     spanName: () => 'POST',
     async deliver(event, signal, trace) {
+      const built = request(event, trace?.traceparent);
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;
       try {
         response = await fetchFn(hook.url, {
           method: 'POST',
-          ...request(event, trace?.traceparent),
+          ...built,
           redirect: 'manual',
           signal: AbortSignal.any([signal, timeout]),
         });
@@ -66,8 +75,9 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
         answering = false;
         if (timeout.aborted) throw new RetryableFailure('timeout', `no answer within ${hook.timeoutMs} ms`, { cause: error });
         if (signal.aborted) throw new RetryableFailure('aborted', 'the relay is stopping', { cause: error });
-        const cause = (error as { cause?: { code?: string } }).cause?.code;
-        throw new RetryableFailure('connection_error', cause ?? (error as Error).message, { cause: error });
+        // Only the system error code: fetch's own messages may quote the request's headers.
+        const code = (error as { cause?: { code?: unknown } }).cause?.code;
+        throw new RetryableFailure('connection_error', typeof code === 'string' ? code : 'the request failed without an answer');
       }
       // The status is all that counts; dropping the body frees the connection.
       await response.body?.cancel().catch(() => {});

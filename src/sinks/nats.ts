@@ -9,10 +9,11 @@ import {
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import {
+  MsgHdrsImpl,
   RequestError,
   connect,
   credsAuthenticator,
-  headers,
+  errors,
   nanos,
   type NatsConnection,
   type NodeConnectionOptions,
@@ -24,7 +25,7 @@ import type { Logger } from '../log.js';
 import { DAY_MS } from '../store/prune.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
 import { NATS_SINK } from './route.js';
-import { PermanentFailure, RetryableFailure, type Sink } from './sink.js';
+import { PermanentFailure, RetryableFailure, eventJson, type Sink } from './sink.js';
 
 export type NatsSettings = Pick<
   Config,
@@ -56,7 +57,10 @@ export interface NatsSinkOptions {
 export interface NatsSink extends Sink {
   /** Connects in the background; deliveries wait in the outbox until the sink is up. */
   start(): void;
-  /** `/readyz` detail: down while disconnected or while the stream is set up (again), error (with the reason) when it is refused. */
+  /**
+   * `/readyz` detail: down while disconnected or while the stream is set up (again), error (with the
+   * reason) when it is refused; ok, with the last subject the server refused to take (permissions), when up.
+   */
   check(): DependencyStatus;
 }
 
@@ -73,27 +77,74 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   const closing = new AbortController();
   const listeners = new Set<() => void>();
 
-  let nc: NatsConnection | undefined;
-  let js: JetStreamClient | undefined;
-  let connected = false;
-  let stream: { state: 'pending' | 'ready' } | { state: 'refused'; error: string } = { state: 'pending' };
-  /** Counts the set-ups that ended ready, so a publish sent before the latest one cannot undo it. */
-  let streamGeneration = 0;
+  let state: State = { name: 'connecting' };
   /** When a lost stream was last set up again: once per `backoff.maxMs` at most. */
   let lastRecoveryAt = Number.NEGATIVE_INFINITY;
+  const denials = createDenials();
   let failures = 0;
   const nextDelay = () => Math.min(backoff.maxMs, backoff.minMs * 2 ** failures++) * (0.75 + Math.random() / 2);
 
-  const isUp = () => connected && (!jetStreamMode || stream.state === 'ready');
-  const notifyIfUp = () => {
-    if (isUp()) for (const listener of listeners) listener();
+  /** Whether `session` is the one whose stream set-up is under way (or refused, to be tried again). */
+  const settingUp = (session: Session) => (state.name === 'settingUpStream' || state.name === 'streamRefused') && state.session === session;
+
+  /**
+   * Every transition of the sink's state. A new session is started by each connect and reconnect;
+   * leaving a session aborts its set-up, so set-up work of an earlier session (or a publish that saw
+   * an earlier `ready`) cannot change the state of a later one.
+   */
+  const on = (input: Input): void => {
+    const previous = state;
+    switch (input.type) {
+      case 'connected': {
+        if (previous.name === 'closed') return;
+        failures = 0;
+        const session: Session = { connection: input.connection, js: jetstream(input.connection, { timeout: ackTimeoutMs }), ended: new AbortController() };
+        // A reconnect may reach a new server that lost the stream: each session sets it up.
+        state = jetStreamMode ? { name: 'settingUpStream', session } : { name: 'ready', session };
+        if (jetStreamMode) void setUpStream(session, 0);
+        break;
+      }
+      case 'disconnected':
+        if (sessionOf(previous)?.connection !== input.connection) return;
+        state = { name: 'disconnected', connection: input.connection };
+        break;
+      case 'lost':
+        if (previous.name === 'closed' || connectionOf(previous) !== input.connection) return;
+        state = { name: 'connecting' };
+        break;
+      case 'streamReady':
+        if (!settingUp(input.session)) return;
+        state = { name: 'ready', session: input.session };
+        break;
+      case 'streamRefused':
+        if (!settingUp(input.session)) return;
+        state = { name: 'streamRefused', session: input.session, error: input.error };
+        break;
+      case 'streamMissing': {
+        // Publishes failing together share one set-up: only the first still sees the `ready` it started in.
+        if (previous !== input.ready) return;
+        log.error({ stream: settings.natsStream, subjects: captured }, 'JetStream stream is gone; setting it up again');
+        state = { name: 'settingUpStream', session: input.ready.session };
+        const wait = Math.max(0, lastRecoveryAt + backoff.maxMs - performance.now());
+        lastRecoveryAt = performance.now() + wait;
+        void setUpStream(input.ready.session, wait);
+        break;
+      }
+      case 'close':
+        state = { name: 'closed' };
+        closing.abort();
+        break;
+    }
+    const left = sessionOf(previous);
+    if (left && left !== sessionOf(state)) left.ended.abort();
+    if (state.name === 'ready') for (const listener of listeners) listener();
   };
 
   const options: NodeConnectionOptions = {
     servers: settings.natsUrl.split(',').map((s) => s.trim()),
     name: 'boxrelay',
     maxReconnectAttempts: -1,
-    reconnectDelayHandler: nextDelay,
+    reconnectDelayHandler: steadyUntilPassed(nextDelay),
     timeout: ackTimeoutMs,
     pingInterval: 10_000,
     // Otherwise every publish captures two stack traces up front (for a timeout's message), a
@@ -114,13 +165,17 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     return undefined;
   };
 
-  const setUpStream = async (connection: NatsConnection): Promise<void> => {
+  /** Finds, extends or creates the stream for `session`, after `wait` ms, then every `backoff.maxMs` while refused. */
+  const setUpStream = async (session: Session, wait: number): Promise<void> => {
     const report = oncePerReason((reason: string) => log.error({ stream: settings.natsStream }, reason));
-    while (!closing.signal.aborted && connection === nc) {
+    for (let delay = wait; ; delay = backoff.maxMs) {
+      if (delay > 0) await sleep(delay, undefined, { signal: session.ended.signal }).catch(() => {});
+      if (!settingUp(session)) return;
       try {
-        const jsm = await jetstreamManager(connection, { timeout: ackTimeoutMs });
+        const jsm = await jetstreamManager(session.connection, { timeout: ackTimeoutMs });
         const existing = await capturingStream(jsm);
         const named = existing ? undefined : await jsm.streams.info(settings.natsStream).catch(unlessStreamNotFound);
+        if (!settingUp(session)) return;
         if (existing) {
           log.info({ stream: existing, subjects: captured }, 'publishing to the existing JetStream stream that captures the subjects');
         } else if (named) {
@@ -136,53 +191,31 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
           });
           log.info({ stream: settings.natsStream, subjects: captured }, 'created the JetStream stream');
         }
-        stream = { state: 'ready' };
-        streamGeneration++;
-        notifyIfUp();
-        return;
+        return on({ type: 'streamReady', session });
       } catch (error) {
+        if (!settingUp(session)) return;
         const reason = `JetStream stream ${settings.natsStream} for ${captured} could not be set up: ${(error as Error).message}`;
-        stream = { state: 'refused', error: reason };
         report(reason);
-        await sleep(backoff.maxMs, undefined, { signal: closing.signal }).catch(() => {});
+        on({ type: 'streamRefused', session, error: reason });
       }
     }
   };
 
-  /** One set-up at a time, whether asked by the first connect or a reconnect. */
-  let settingUp: Promise<void> | undefined;
-  const ensureStream = (connection: NatsConnection): Promise<void> =>
-    (settingUp ??= setUpStream(connection).finally(() => (settingUp = undefined)));
-
-  /**
-   * The stream vanished while connected (`nats stream rm`): the sink is down (nothing is claimed,
-   * `sink_up` 0, `/readyz` down) until one set-up has found or created it again, which wakes the
-   * lane. Publishes failing together share that one set-up; a stream that keeps vanishing is set
-   * up again once per `backoff.maxMs` at most.
-   */
-  const recoverStream = async (connection: NatsConnection, generation: number): Promise<void> => {
-    if (generation !== streamGeneration || stream.state !== 'ready') return;
-    stream = { state: 'pending' };
-    log.error({ stream: settings.natsStream, subjects: captured }, 'JetStream stream is gone; setting it up again');
-    const wait = lastRecoveryAt + backoff.maxMs - performance.now();
-    if (wait > 0) await sleep(wait, undefined, { signal: closing.signal }).catch(() => {});
-    lastRecoveryAt = performance.now();
-    // A reconnect may have set it up meanwhile.
-    if (stream.state !== 'ready') await ensureStream(connection);
-  };
-
   const watch = async (connection: NatsConnection): Promise<void> => {
+    const reportDenial = oncePerReason((subject: string) =>
+      log.warn({ subject: shortSubject(subject) }, 'NATS refused a publish (permissions violation); events on that subject are dead letters'),
+    );
     for await (const status of connection.status()) {
       if (status.type === 'disconnect') {
-        connected = false;
+        on({ type: 'disconnected', connection });
         log.warn({ server: status.server }, 'NATS disconnected; deliveries wait in the outbox');
       } else if (status.type === 'reconnect') {
-        connected = true;
-        failures = 0;
         log.info({ server: status.server }, 'NATS reconnected');
-        // The server may be a new one that lost the stream.
-        if (jetStreamMode) void ensureStream(connection);
-        else notifyIfUp();
+        on({ type: 'connected', connection });
+      } else if (status.type === 'error' && isPublishDenied(status.error) && status.error.subject.startsWith(`${prefix}.`)) {
+        // Refusals of the JetStream API are the stream set-up's to report.
+        denials.add(status.error.subject);
+        reportDenial(status.error.subject);
       }
     }
   };
@@ -196,23 +229,16 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       try {
         const connection = await connect(options);
         if (closing.signal.aborted) return void (await connection.close());
-        nc = connection;
-        js = jetstream(connection, { timeout: ackTimeoutMs });
-        connected = true;
-        failures = 0;
         log.info({ server: connection.getServer(), mode: settings.natsMode }, 'NATS connected');
         void watch(connection);
         void connection.closed().then((error) => {
-          connected = false;
           if (closing.signal.aborted) return;
           // Only a fatal error (e.g. repeated auth failures) ends a connection that reconnects forever.
           log.error({ err: error }, 'NATS connection closed; connecting again');
-          nc = undefined;
+          on({ type: 'lost', connection });
           void connectLoop();
         });
-        if (jetStreamMode) await ensureStream(connection);
-        else notifyIfUp();
-        return;
+        return on({ type: 'connected', connection });
       } catch (error) {
         report(error as Error);
         await sleep(nextDelay(), undefined, { signal: closing.signal }).catch(() => {});
@@ -227,6 +253,8 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     }
   };
 
+  const denied = (subject: string) => new PermanentFailure('nats_permission_denied', `NATS refused publishing to ${shortSubject(subject)} (permissions violation)`);
+
   return {
     name: NATS_SINK,
     concurrency,
@@ -238,52 +266,157 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     },
     spanName: (event) => `publish ${subjectFor(prefix, event)}`,
     async deliver(event: CloudEvent, _signal, trace) {
-      const connection = nc;
-      if (!connection || !connected) throw new RetryableFailure('nats_down', 'not connected to NATS');
-      const subject = subjectFor(prefix, event);
-      const payload = JSON.stringify(event);
-      const maxPayload = connection.info?.max_payload ?? Number.POSITIVE_INFINITY;
-      if (Buffer.byteLength(payload) > maxPayload) {
-        throw new PermanentFailure('nats_payload_too_large', `event exceeds the server's max_payload of ${maxPayload} bytes`);
-      }
-      const h = headers();
-      // Consumers continue the trace of the attempt (tracing on).
-      if (trace?.traceparent) h.set('traceparent', trace.traceparent);
+      const current = state;
+      if (current.name === 'streamRefused') throw new RetryableFailure('nats_stream_unavailable', current.error);
+      if (current.name === 'settingUpStream') throw new RetryableFailure('nats_stream_unavailable', 'stream not set up yet');
+      if (current.name !== 'ready') throw new RetryableFailure('nats_down', 'not connected to NATS');
+      const { connection, js } = current.session;
+      const { subject, payload, headers } = natsMessage(prefix, event, connection.info?.max_payload, trace?.traceparent);
       if (!jetStreamMode) {
-        h.set('Nats-Msg-Id', event.id);
-        connection.publish(subject, payload, { headers: h });
-        return flushed(connection);
+        const denialsBefore = denials.count();
+        connection.publish(subject, payload, { headers });
+        await flushed(connection);
+        // The server answers a denied publish with an error before the flush's PONG; once the
+        // events already read are handled (one macrotask), the denial is known.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (denials.since(denialsBefore, subject)) throw denied(subject);
+        return denials.allowed(subject);
       }
-      if (stream.state !== 'ready' || !js) {
-        throw new RetryableFailure('nats_stream_unavailable', stream.state === 'refused' ? stream.error : 'stream not set up yet');
-      }
-      const generation = streamGeneration;
       try {
-        await js.publish(subject, payload, { msgID: event.id, timeout: ackTimeoutMs, headers: h });
+        await js.publish(subject, payload, { headers, timeout: ackTimeoutMs });
+        denials.allowed(subject);
       } catch (error) {
+        const violation = error instanceof RequestError ? error.cause : error;
+        if (isPublishDenied(violation) && violation.subject === subject) throw denied(subject);
         if (!noStreamCaptures(error)) throw new RetryableFailure('nats_no_ack', (error as Error).message, { cause: error });
-        void recoverStream(connection, generation);
-        throw new RetryableFailure('nats_stream_missing', `no JetStream stream captures ${subject}`, { cause: error });
+        on({ type: 'streamMissing', ready: current });
+        throw new RetryableFailure('nats_stream_missing', `no JetStream stream captures ${shortSubject(subject)}`, { cause: error });
       }
     },
-    up: isUp,
+    up: () => state.name === 'ready',
     onUp(listener) {
       listeners.add(listener);
     },
     check() {
-      if (stream.state === 'refused') return { state: 'error', error: stream.error };
-      return { state: isUp() ? 'ok' : 'down' };
+      if (state.name === 'streamRefused') return { state: 'error', error: state.error };
+      if (state.name !== 'ready') return { state: 'down' };
+      const subject = denials.last();
+      // Up for every other subject; the refusal is still worth showing.
+      return subject === undefined ? { state: 'ok' } : { state: 'ok', error: `NATS refused publishing to ${shortSubject(subject)} (permissions violation); such events are dead letters` };
     },
     /** Sends what is buffered and closes; a connection that is down is just closed. */
     async close() {
-      closing.abort();
-      const connection = nc;
-      nc = undefined;
+      const previous = state;
+      on({ type: 'close' });
+      const connection = connectionOf(previous);
       if (!connection || connection.isClosed()) return;
-      if (!connected) return connection.close();
+      if (previous.name === 'disconnected') return connection.close();
       if (!(await settlesWithin(connection.drain(), ackTimeoutMs))) await connection.close();
     },
   };
+}
+
+/** One connection, or one reconnection of it: work started for a session ends with it. */
+interface Session {
+  connection: NatsConnection;
+  js: JetStreamClient;
+  /** Aborted when the sink leaves the session (disconnect, close): ends its set-up's waits. */
+  ended: AbortController;
+}
+
+/**
+ * The sink's one state: `ready` is up (`sink_up` 1, rows claimed); every other state holds the work
+ * in the outbox. In core mode a session is `ready` at once.
+ */
+type State =
+  | { name: 'connecting' }
+  | { name: 'settingUpStream'; session: Session }
+  | { name: 'ready'; session: Session }
+  | { name: 'streamRefused'; session: Session; error: string }
+  | { name: 'disconnected'; connection: NatsConnection }
+  | { name: 'closed' };
+
+/** What moves the state: the connection's events, the stream set-up's results, a publish that found no stream, close(). */
+type Input =
+  | { type: 'connected' | 'disconnected' | 'lost'; connection: NatsConnection }
+  | { type: 'streamReady'; session: Session }
+  | { type: 'streamRefused'; session: Session; error: string }
+  | { type: 'streamMissing'; ready: Extract<State, { name: 'ready' }> }
+  | { type: 'close' };
+
+function sessionOf(state: State): Session | undefined {
+  return 'session' in state ? state.session : undefined;
+}
+
+function connectionOf(state: State): NatsConnection | undefined {
+  return state.name === 'disconnected' ? state.connection : sessionOf(state)?.connection;
+}
+
+/**
+ * The subject shares the server's control line (`max_control_line`, 4 KB by default) with the verb,
+ * the reply inbox and two sizes; a longer line makes the server drop the connection.
+ */
+export const MAX_SUBJECT_BYTES = 4096 - 128;
+
+/**
+ * The message for an event, or a PermanentFailure for one NATS can never take: sent anyway, a
+ * subject over the control line breaks the connection, and a payload over `max_payload` is refused.
+ * Checked before publishing, so the connection is never put at risk.
+ */
+function natsMessage(
+  prefix: string,
+  event: CloudEvent,
+  maxPayload = Number.POSITIVE_INFINITY,
+  traceparent?: string,
+): { subject: string; payload: string; headers: MsgHdrsImpl } {
+  const subject = subjectFor(prefix, event);
+  const subjectBytes = Buffer.byteLength(subject);
+  if (subjectBytes > MAX_SUBJECT_BYTES) {
+    throw new PermanentFailure('nats_subject_too_long', `subject of ${subjectBytes} bytes exceeds NATS's limit of ${MAX_SUBJECT_BYTES} bytes`);
+  }
+  const headers = new MsgHdrsImpl();
+  try {
+    headers.set('Nats-Msg-Id', event.id);
+  } catch {
+    throw new PermanentFailure('nats_invalid_message', 'the event id cannot be a NATS header value');
+  }
+  // Consumers continue the trace of the attempt (tracing on).
+  if (traceparent) headers.set('traceparent', traceparent);
+  const payload = eventJson(event);
+  const size = Buffer.byteLength(payload) + headers.encode().length;
+  if (size > maxPayload) {
+    throw new PermanentFailure('nats_payload_too_large', `event of ${size} bytes (with headers) exceeds the server's max_payload of ${maxPayload} bytes`);
+  }
+  return { subject, payload, headers };
+}
+
+/** Subjects come from event types and box ids: cut short where they are shown. */
+function shortSubject(subject: string): string {
+  return subject.length > 120 ? `${subject.slice(0, 120)}…` : subject;
+}
+
+/** The subjects the server refused to take from the relay (permissions), newest last, a bounded few. */
+function createDenials() {
+  const bySubject = new Map<string, number>();
+  let count = 0;
+  return {
+    count: () => count,
+    add(subject: string) {
+      bySubject.delete(subject);
+      bySubject.set(subject, ++count);
+      if (bySubject.size > 1000) bySubject.delete(bySubject.keys().next().value as string);
+    },
+    /** Whether `subject` was refused after the count was `before`. */
+    since: (before: number, subject: string) => (bySubject.get(subject) ?? 0) > before,
+    /** A publish to `subject` went through: the rights were granted since. */
+    allowed: (subject: string) => void bySubject.delete(subject),
+    last: (): string | undefined => [...bySubject.keys()].at(-1),
+  };
+}
+
+/** The server refused a publish (permissions); a request to that subject ends with it as its cause. */
+function isPublishDenied(error: unknown): error is InstanceType<typeof errors.PermissionViolationError> {
+  return error instanceof errors.PermissionViolationError && error.operation === 'publish';
 }
 
 /**
@@ -300,6 +433,23 @@ function noStreamCaptures(error: unknown): boolean {
 function unlessStreamNotFound(error: unknown): undefined {
   if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return undefined;
   throw error;
+}
+
+/**
+ * nats.js asks for the reconnect delay at every turn of its dial loop, not once per dial, and dials
+ * only when the delay it got has passed since the last dial: a growing answer at each call would put
+ * the next dial off until the delays reach their maximum. The same delay is answered until it has passed.
+ */
+function steadyUntilPassed(nextDelay: () => number): () => number {
+  let current = { delay: 0, until: Number.NEGATIVE_INFINITY };
+  return () => {
+    const now = Date.now();
+    if (now >= current.until) {
+      const delay = nextDelay();
+      current = { delay, until: now + delay };
+    }
+    return current.delay;
+  };
 }
 
 /** A failure retried in a loop is logged once per distinct reason, not at every attempt. */

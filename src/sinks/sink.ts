@@ -66,6 +66,18 @@ export class PermanentFailure extends SinkFailure {
   readonly retryable = false;
 }
 
+/**
+ * The event as JSON, or a PermanentFailure: JSON.stringify overflows the stack on data nested some
+ * thousands of levels deep (an event stored before the receiver's depth limit), at every attempt.
+ */
+export function eventJson(event: CloudEvent): string {
+  try {
+    return JSON.stringify(event);
+  } catch {
+    throw new PermanentFailure('event_not_serializable', 'the event cannot be serialized as JSON (nested too deeply)');
+  }
+}
+
 /** Anything a sink threw that is not a SinkFailure is an unexpected library error: retry it. */
 export function asSinkFailure(error: unknown): SinkFailure {
   if (error instanceof SinkFailure) return error;

@@ -111,6 +111,27 @@ it('dead-letters at once an event NATS can never take (subject, max_payload, nes
   expect((await natsCheck(t)).checks.nats).toBe('ok');
 });
 
+it('publishes a subject of exactly the limit without harm to the connection', async () => {
+  const nats = await ownNats();
+  defer(() => nats.kill());
+  const { prefix, stream } = uniqueNames();
+  const t = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream });
+  await waitFor(async () => (await natsCheck(t)).checks.nats === 'ok', 'NATS to be up');
+  const boxId = `bx_${'l'.repeat(MAX_SUBJECT_BYTES - `${prefix}.box.ready.bx_`.length)}`;
+  const atLimit = await storedEvent(t, { boxId });
+  const after = await storedEvent(t, { boxId: 'bx_after' });
+  await allDelivered(t, 'nats');
+  const client = await natsClient(nats.url);
+  defer(() => client.close());
+  const subjects = new Map<string, number>();
+  for (const seq of [1, 2]) {
+    const message = (await client.jsm.streams.getMessage(stream, { seq }))!;
+    subjects.set(message.header.get('Nats-Msg-Id'), message.subject.length);
+  }
+  expect(subjects).toEqual(new Map([[atLimit, MAX_SUBJECT_BYTES], [after, `${prefix}.box.ready.bx_after`.length]]));
+  expect(t.logs.entries().filter((e) => e.msg === 'NATS disconnected; deliveries wait in the outbox')).toEqual([]);
+});
+
 for (const natsMode of ['jetstream', 'core'] as const) {
   it(`dead-letters at once an event whose subject the NATS user may not publish on, and sends the others (${natsMode})`, async () => {
     const { prefix, stream } = uniqueNames();

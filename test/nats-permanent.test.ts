@@ -37,7 +37,7 @@ authorization {
 
 const natsCheck = async (t: TestRelay) => (await request(t.relay.internalApp).get('/readyz')).body as { checks: Record<string, string>; errors?: Record<string, string> };
 
-/** Stores an event the way one stored before the receiver's limits was (no check of its lengths), for the NATS sink only. */
+/** Stores an event for the NATS sink as it could be stored before the receiver had limits (lengths and depth unchecked). */
 async function storedEvent(t: TestRelay, options: { id?: string; type?: string; boxId: string; data?: Record<string, unknown>; nestedLevels?: number }): Promise<string> {
   const id = options.id ?? eventId();
   const createdAt = new Date(t.clock.now()).toISOString();

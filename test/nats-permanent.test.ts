@@ -37,7 +37,7 @@ authorization {
 
 const natsCheck = async (t: TestRelay) => (await request(t.relay.internalApp).get('/readyz')).body as { checks: Record<string, string>; errors?: Record<string, string> };
 
-/** Stores an event the way one stored before the receiver's limits was (no check of its lengths), for the NATS sink only. */
+/** Stores an event for the NATS sink as it could be stored before the receiver had limits (lengths and depth unchecked). */
 async function storedEvent(t: TestRelay, options: { id?: string; type?: string; boxId: string; data?: Record<string, unknown>; nestedLevels?: number }): Promise<string> {
   const id = options.id ?? eventId();
   const createdAt = new Date(t.clock.now()).toISOString();
@@ -109,6 +109,27 @@ it('dead-letters at once an event NATS can never take (subject, max_payload, nes
   expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'nats', outcome: 'retried' })).toBe(0);
   expect(t.logs.entries().filter((e) => e.msg === 'NATS disconnected; deliveries wait in the outbox')).toEqual([]);
   expect((await natsCheck(t)).checks.nats).toBe('ok');
+});
+
+it('publishes a subject of exactly the limit without harm to the connection', async () => {
+  const nats = await ownNats();
+  defer(() => nats.kill());
+  const { prefix, stream } = uniqueNames();
+  const t = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream });
+  await waitFor(async () => (await natsCheck(t)).checks.nats === 'ok', 'NATS to be up');
+  const boxId = `bx_${'l'.repeat(MAX_SUBJECT_BYTES - `${prefix}.box.ready.bx_`.length)}`;
+  const atLimit = await storedEvent(t, { boxId });
+  const after = await storedEvent(t, { boxId: 'bx_after' });
+  await allDelivered(t, 'nats');
+  const client = await natsClient(nats.url);
+  defer(() => client.close());
+  const subjects = new Map<string, number>();
+  for (const seq of [1, 2]) {
+    const message = (await client.jsm.streams.getMessage(stream, { seq }))!;
+    subjects.set(message.header.get('Nats-Msg-Id'), message.subject.length);
+  }
+  expect(subjects).toEqual(new Map([[atLimit, MAX_SUBJECT_BYTES], [after, `${prefix}.box.ready.bx_after`.length]]));
+  expect(t.logs.entries().filter((e) => e.msg === 'NATS disconnected; deliveries wait in the outbox')).toEqual([]);
 });
 
 for (const natsMode of ['jetstream', 'core'] as const) {

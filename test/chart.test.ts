@@ -244,6 +244,7 @@ const MATRIX: Record<string, Obj> = {
     },
     serviceMonitor: { enabled: true, additionalLabels: { release: 'kube-prometheus-stack' } },
     prometheusRule: { enabled: true },
+    grafanaDashboard: { enabled: true, namespace: 'monitoring', annotations: { grafana_folder: 'Relays' } },
     podAnnotations: { a: 'b' },
     podLabels: { team: 'relay' },
     extraEnv: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=200' }],
@@ -315,7 +316,7 @@ describe('chart: rendered by helm', () => {
       'Deployment', 'PodDisruptionBudget', 'Secret', 'Service', 'Service', 'ServiceAccount',
     ]);
     expect(kinds(render(MATRIX['every optional part on']!))).toEqual([
-      'Ingress', 'NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service', 'Service', 'Service',
+      'ConfigMap', 'Ingress', 'NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service', 'Service', 'Service',
       'ServiceAccount', 'ServiceMonitor', 'StatefulSet',
     ]);
   });
@@ -392,6 +393,16 @@ describe('chart: rendered by helm', () => {
     const scraped = byKind(objects, 'Service').filter((s) => Object.entries(selector).every(([k, v]) => s.metadata.labels?.[k] === v));
     expect(scraped.map((s) => s.metadata.name)).toEqual(['relay-boxrelay-internal']);
     expect(valueAt(monitor, 'spec.endpoints').value).toMatchObject([{ port: 'internal', path: '/metrics' }]);
+  });
+
+  it('ships the Grafana dashboard as a ConfigMap labelled grafana_dashboard: "1", off by default', () => {
+    expect(byKind(render(MATRIX.defaults!), 'ConfigMap')).toEqual([]);
+    const [map] = byKind(render(MATRIX['every optional part on']!), 'ConfigMap') as (K8sObject & { data: Record<string, string> })[];
+    expect(map!.metadata.labels?.grafana_dashboard).toBe('1');
+    expect(map!.metadata.namespace).toBe('monitoring');
+    const file = read(path.join(chartDir, 'files', 'grafana-dashboard.json'));
+    expect(map!.data).toEqual({ 'grafana-dashboard.json': file });
+    expect(JSON.parse(map!.data['grafana-dashboard.json']!).title).toBe('boxrelay');
   });
 
   it('mounts Secrets without subPath (so a rotated secrets file reaches the pod)', () => {

@@ -1,0 +1,47 @@
+import type { ConfigKey } from './schema.js';
+
+/**
+ * A valid value of each setting, shown with a configuration error so the fix is one copy away.
+ * A Record over every key: a new setting does not compile without its example.
+ */
+export const configExamples: Record<ConfigKey, string> = {
+  port: '8080',
+  host: '0.0.0.0',
+  internalPort: '9091',
+  internalHost: '0.0.0.0',
+  secrets: 'whsec_current,whsec_previous',
+  secretsFile: '/etc/boxrelay/signing/secrets',
+  secretsReloadMs: '1000',
+  toleranceSeconds: '300',
+  maxBodyBytes: '262144',
+  database: './data/boxrelay.db or postgres://user:password@host:5432/boxrelay',
+  sqliteSynchronous: 'FULL',
+  busyTimeoutMs: '5000',
+  retentionDays: '30',
+  natsUrl: 'nats://127.0.0.1:4222',
+  natsSubjectPrefix: 'sandbox',
+  natsMode: 'jetstream',
+  natsStream: 'SANDBOX_EVENTS',
+  natsDuplicateWindow: '1h',
+  natsOrdering: 'per-box',
+  natsMaxAge: '7d',
+  natsCredsFile: '/etc/boxrelay/nats/nats.creds',
+  natsToken: 's3cr3t-token',
+  natsUser: 'relay',
+  natsPassword: 's3cr3t',
+  natsTlsCaFile: '/etc/boxrelay/ca/ca.pem',
+  outboxPollMs: '2000',
+  outboxLeaseMs: '60000',
+  hooksFile: '/etc/boxrelay/hooks/hooks.yaml',
+  hooks: '[{name: alerts, url: "https://hooks.example/box"}]',
+  source: 'sandbox',
+  adminToken: 'a long random string',
+  upstreamBaseUrl: 'https://sandbox.example.com',
+  upstreamApiKey: 'box_0123456789abcdef',
+  secretsEncryptionKey: 'base64:<32 bytes, from openssl rand -base64 32>',
+  reconcileInterval: '5m',
+  reconcileMaxRps: '5',
+  databaseSecretsRefreshMs: '30000',
+  shutdownTimeoutMs: '25000',
+  logLevel: 'info',
+};

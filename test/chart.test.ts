@@ -265,6 +265,8 @@ function containerEnv(objects: K8sObject[]): Map<string, string> {
   expect(workload, 'a workload').toBeDefined();
   const pod = (valueAt(workload, 'spec.template.spec').value as { containers: { name: string; env: Obj[] }[] });
   const env = pod.containers.find((c) => c.name === 'boxrelay')!.env;
+  const names = env.map((e) => String(e.name));
+  expect(names.filter((n, i) => names.indexOf(n) !== i), 'variables set twice').toEqual([]);
   return new Map(
     env.map((e) => {
       const ref = valueAt(e, 'valueFrom.secretKeyRef').value as { name: string; key: string } | undefined;

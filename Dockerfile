@@ -24,7 +24,7 @@ ENV npm_config_build_from_source=true \
     npm_config_nodedir=/usr/local
 
 # Dependencies first, so this layer is reused while only the sources change.
-COPY package.json package-lock.json ./
+COPY package.json package-lock.json .npmrc ./
 RUN npm ci
 
 COPY . .

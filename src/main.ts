@@ -45,7 +45,10 @@ import { SecretsFile } from './verify/secrets-file.js';
 export class NoSecretError extends Error {
   readonly code = 'no_secret';
   constructor() {
-    super('no signing secret: set BOXRELAY_SECRETS or BOXRELAY_SECRETS_FILE, or run `boxrelay upstream register`');
+    super(
+      'no signing secret: set BOXRELAY_SECRETS (e.g. BOXRELAY_SECRETS=whsec_current) or BOXRELAY_SECRETS_FILE ' +
+        '(e.g. BOXRELAY_SECRETS_FILE=/etc/boxrelay/signing/secrets), or run `boxrelay upstream register`',
+    );
   }
 }
 

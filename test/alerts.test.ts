@@ -20,6 +20,7 @@ const EXPECTED_ALERTS = [
   'BoxRelayDeadLetters',
   'BoxRelayOutboxBacklogGrowing',
   'BoxRelaySignatureFailures',
+  'BoxRelayDeliveriesAllRefused',
   'BoxRelayNoValidSecret',
   'BoxRelaySecretExpiringSoon',
   'BoxRelayNotReady',

@@ -1,12 +1,14 @@
-// Static checks of the deployment files: the Helm chart (helm/boxrelay) and the Dockerfile,
-// against the relay contract (docs/relay-contract.md) and package.json.
-// No helm or docker binary is needed: plain YAML is parsed, templates are scanned as text.
-import { describe, it, expect } from 'vitest';
+// Checks of the deployment files: the Helm chart (helm/boxrelay), rendered and linted by the real
+// helm (test/support/helm.ts) and validated against the Kubernetes and prometheus-operator schemas,
+// and the Dockerfile; against the relay contract (docs/relay-contract.md), the README and package.json.
+import { afterAll, beforeAll, describe, it, expect } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { configKeys, envNameOf } from '../src/config/schema.js';
+import { loadConfig } from '../src/config/load.js';
+import { configKeys, envNameOf, type ConfigKey } from '../src/config/schema.js';
 import YAML from 'yaml';
+import { unpackHelm, validateObject, type Helm, type K8sObject } from './support/helm.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const chartDir = path.join(repoRoot, 'helm', 'boxrelay');
@@ -110,7 +112,6 @@ function templateFiles(): string[] {
     .filter((f) => /\.(ya?ml|tpl|txt)$/.test(f))
     .map((f) => path.join(dir, f));
 }
-const allTemplates = (): string => templateFiles().map(read).join('\n');
 
 const values = (): Obj => parseYaml(path.join(chartDir, 'values.yaml')) as Obj;
 const pkg = (): { version: string; bin: Record<string, string>; engines?: { node?: string } } =>
@@ -167,18 +168,23 @@ describe('chart: values.yaml config <-> contract variables', () => {
     }
   });
 
-  it('every config key maps to a listed non-secret variable', () => {
-    const nonSecret = new Set([...contract.keys()].filter((v) => !(v in SECRET_VARS)));
-    const byKey = new Map([...nonSecret].map((v) => [keyOf(v), v]));
+  it('every config key is a setting of the relay, documented in the contract or the README', () => {
+    const readme = read(path.join(repoRoot, 'README.md'));
+    const byKey = new Map(configKeys.map((k) => [k as string, envNameOf(k)]));
     for (const key of Object.keys(config)) {
-      expect(byKey.has(key), `config.${key} is not a contract variable`).toBe(true);
+      const envName = byKey.get(key);
+      expect(envName, `config.${key} is not a setting of the relay`).toBeDefined();
+      expect(envName! in SECRET_VARS, `config.${key} is a secret: it belongs under secrets.*`).toBe(false);
+      const documented = contract.has(envName!) || read(contractPath).includes(`\`${envName}\``) || readme.includes(`\`${envName}\``);
+      expect(documented, `${envName} is documented`).toBe(true);
     }
   });
 
-  it('every non-secret contract variable has a config key', () => {
-    for (const v of contract.keys()) {
-      if (v in SECRET_VARS) continue;
-      expect(Object.keys(config), `${v} has no config.${keyOf(v)}`).toContain(keyOf(v));
+  it('every setting of the relay has a config key or a secrets entry', () => {
+    for (const key of configKeys) {
+      const envName = envNameOf(key);
+      if (envName in SECRET_VARS || CHART_SET.has(key)) continue;
+      expect(Object.keys(config), `${envName} has no config.${key}`).toContain(key);
     }
   });
 
@@ -191,71 +197,233 @@ describe('chart: values.yaml config <-> contract variables', () => {
     }
   });
 
-  it('the templates render each config key as its contract variable, once', () => {
-    const pairs = [
-      ...allTemplates().matchAll(/\(dict "name" "([A-Z0-9_]+)" "value" \.Values\.config\.([A-Za-z0-9]+)\)/g),
-    ].map((m) => [m[1]!, m[2]!] as const);
-    for (const [envName, key] of pairs) expect(keyOf(envName), `${envName} <- config.${key}`).toBe(key);
-    expect(pairs.map(([, key]) => key).sort()).toEqual(Object.keys(config).sort());
-  });
-
-  it('the templates set the secret-managed variables (and not BOXRELAY_SECRETS)', () => {
-    const text = allTemplates();
-    for (const [envName, valuesPath] of Object.entries(SECRET_VARS)) {
-      const rendered = new RegExp(`(name: |"name" ")${envName}\\b`).test(text);
-      expect(rendered, envName).toBe(valuesPath !== null);
+  it("config defaults are the relay's own defaults (empty = the relay's or the chart's)", () => {
+    const relayDefaults = loadConfig({ env: {} });
+    const fromValues = loadConfig({ env: Object.fromEntries(Object.entries(config).map(([k, v]) => [envNameOf(k as ConfigKey), String(v)])) });
+    for (const key of Object.keys(config) as ConfigKey[]) {
+      expect(fromValues[key], `config.${key}`).toEqual(relayDefaults[key]);
     }
   });
 });
 
-describe('chart: templates', () => {
-  const files = templateFiles();
+/** Settings the chart sets itself rather than under config.* (with their reason). */
+const CHART_SET = new Set<ConfigKey>([
+  // The hooks of the hooks file (secrets.hooks); the key exists for the config file only.
+  'hooks',
+]);
 
-  it('reference only values keys that exist in values.yaml', () => {
+/** Value sets, each rendered, linted and validated. */
+const ALL_CONFIG = {
+  natsUrl: 'nats://nats.nats.svc:4222',
+  natsMaxAge: '2d',
+  natsTlsCaFile: '/etc/boxrelay/ca/ca.pem',
+  upstreamBaseUrl: 'https://sandbox.example.com',
+  outboxLeaseMs: 90000,
+  shutdownTimeoutMs: 20000,
+};
+const MATRIX: Record<string, Obj> = {
+  defaults: {},
+  'PostgreSQL with replicas': { replicaCount: 3, secrets: { postgres: { url: 'postgres://relay@db.example:5432/relay' } } },
+  'every optional part on': {
+    config: ALL_CONFIG,
+    imagePullSecrets: [{ name: 'registry' }],
+    secrets: {
+      signing: { secrets: ['whsec_new', 'whsec_old 2026-12-01T00:00:00Z'] },
+      hooks: { hooks: [{ name: 'alerts', url: 'https://hooks.example/box', events: ['box.error'] }] },
+      adminToken: { value: 'admin' },
+      nats: { auth: 'creds', creds: '-----BEGIN NATS USER JWT-----' },
+      upstreamApiKey: { value: 'key' },
+      secretsEncryptionKey: { value: 'passphrase' },
+    },
+    persistence: { storageClass: 'fast', annotations: { a: 'b' } },
+    ingress: { enabled: true, className: 'nginx' },
+    networkPolicy: {
+      enabled: true,
+      publicFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress' } } }],
+      internalFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
+    },
+    serviceMonitor: { enabled: true, additionalLabels: { release: 'kube-prometheus-stack' } },
+    prometheusRule: { enabled: true },
+    grafanaDashboard: { enabled: true, namespace: 'monitoring', annotations: { grafana_folder: 'Relays' } },
+    podAnnotations: { a: 'b' },
+    podLabels: { team: 'relay' },
+    extraEnv: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=200' }],
+    extraVolumes: [{ name: 'ca', configMap: { name: 'ca' } }],
+    extraVolumeMounts: [{ name: 'ca', mountPath: '/etc/boxrelay/ca', readOnly: true }],
+    nodeSelector: { 'kubernetes.io/os': 'linux' },
+    tolerations: [{ key: 'relay', operator: 'Exists', effect: 'NoSchedule' }],
+    topologySpreadConstraints: [
+      { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { a: 'b' } } },
+    ],
+    priorityClassName: 'high',
+  },
+};
+
+/** The relay container's environment: plain values, and Secret references as `secret:<name>/<key>`. */
+function containerEnv(objects: K8sObject[]): Map<string, string> {
+  const workload = objects.find((o) => o.kind === 'StatefulSet' || o.kind === 'Deployment') as Obj | undefined;
+  expect(workload, 'a workload').toBeDefined();
+  const pod = (valueAt(workload, 'spec.template.spec').value as { containers: { name: string; env: Obj[] }[] });
+  const env = pod.containers.find((c) => c.name === 'boxrelay')!.env;
+  const names = env.map((e) => String(e.name));
+  expect(names.filter((n, i) => names.indexOf(n) !== i), 'variables set twice').toEqual([]);
+  return new Map(
+    env.map((e) => {
+      const ref = valueAt(e, 'valueFrom.secretKeyRef').value as { name: string; key: string } | undefined;
+      return [String(e.name), ref ? `secret:${ref.name}/${ref.key}` : String(e.value)];
+    }),
+  );
+}
+
+const kinds = (objects: K8sObject[]): string[] => objects.map((o) => o.kind).sort();
+const byKind = (objects: K8sObject[], kind: string): K8sObject[] => objects.filter((o) => o.kind === kind);
+
+describe('chart: rendered by helm', () => {
+  let helm: Helm;
+  const render = (values: Obj): K8sObject[] => helm.template(chartDir, values);
+  const refused = (args: string[]): string => {
+    const r = helm.run(['template', 'relay', chartDir, ...args]);
+    expect(r.status, r.stdout).not.toBe(0);
+    return r.stderr;
+  };
+  beforeAll(() => {
+    helm = unpackHelm();
+  });
+  afterAll(() => helm?.remove());
+
+  it.each(Object.keys(MATRIX))('helm lint --strict: %s', (name) => {
+    const r = helm.run(['lint', '--strict', chartDir, '-f', helm.valuesFile(MATRIX[name]!)]);
+    expect(r.stdout + r.stderr).toContain('1 chart(s) linted, 0 chart(s) failed');
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+  });
+
+  it.each(Object.keys(MATRIX))('every object rendered from %s is valid against its schema', async (name) => {
+    const objects = render(MATRIX[name]!);
+    expect(objects.length).toBeGreaterThan(0);
+    for (const obj of objects) {
+      await expect(validateObject(obj), `${obj.kind} ${obj.metadata.name}`).resolves.toBeUndefined();
+    }
+  });
+
+  it('the schema check refuses a broken object (it is not a no-op)', async () => {
+    const service = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'x' }, spec: { ports: [{ port: 'eighty' }] } };
+    await expect(validateObject(service)).rejects.toThrow(/port must be integer/);
+    const monitor = { apiVersion: 'monitoring.coreos.com/v1', kind: 'ServiceMonitor', metadata: { name: 'x' }, spec: { selector: {}, endpoints: [{ interval: 'often' }] } };
+    await expect(validateObject(monitor)).rejects.toThrow(/interval must match pattern/);
+  });
+
+  it('renders the expected objects for each value set', () => {
+    expect(kinds(render(MATRIX.defaults!))).toEqual(['PodDisruptionBudget', 'Service', 'Service', 'Service', 'ServiceAccount', 'StatefulSet']);
+    expect(kinds(render(MATRIX['PostgreSQL with replicas']!))).toEqual([
+      'Deployment', 'PodDisruptionBudget', 'Secret', 'Service', 'Service', 'ServiceAccount',
+    ]);
+    expect(kinds(render(MATRIX['every optional part on']!))).toEqual([
+      'ConfigMap', 'Ingress', 'NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service', 'Service', 'Service',
+      'ServiceAccount', 'ServiceMonitor', 'StatefulSet',
+    ]);
+  });
+
+  it('the schema refuses unknown keys and wrong types', () => {
+    expect(refused(['--set', 'config.tolerance=60'])).toMatch(/additional properties 'tolerance' not allowed/);
+    expect(refused(['--set', 'config.port=eighty'])).toMatch(/config\/port.*want integer/);
+    expect(refused(['--set', 'replicas=2'])).toMatch(/additional properties 'replicas' not allowed/);
+    expect(refused(['--set', 'config.natsMode=fast'])).toMatch(/config\/natsMode/);
+    expect(refused(['--set', 'serviceMonitor.enabeld=true'])).toMatch(/'enabeld' not allowed/);
+  });
+
+  it('renders each config key as its environment variable, and the relay accepts that environment', () => {
+    const objects = render({ config: ALL_CONFIG });
+    const env = containerEnv(objects);
+    const config = { ...(values().config as Obj), ...ALL_CONFIG };
+    for (const [key, value] of Object.entries(config)) {
+      expect(env.get(envNameOf(key as ConfigKey)), `config.${key}`).toBe(String(value));
+    }
+    const loaded = loadConfig({ env: Object.fromEntries(env) });
+    expect(loaded.natsMaxAge).toBe(2 * 86_400_000);
+    expect(loaded.outboxLeaseMs).toBe(90000);
+    expect(loaded.shutdownTimeoutMs).toBe(20000);
+    // Without config.shutdownTimeoutMs, it follows the grace period (40 - 5 preStop - 10 seconds).
+    expect(containerEnv(render({})).get('BOXRELAY_SHUTDOWN_TIMEOUT_MS')).toBe('25000');
+  });
+
+  it('sets the secret-managed variables (and not BOXRELAY_SECRETS)', () => {
+    const env = containerEnv(render(MATRIX['every optional part on']!));
+    for (const [envName, valuesPath] of Object.entries(SECRET_VARS)) {
+      if (envName === 'BOXRELAY_DATABASE' || valuesPath === 'secrets.nats') continue; // below
+      expect(env.has(envName), envName).toBe(valuesPath !== null);
+    }
+    expect(env.get('BOXRELAY_DATABASE')).toBe('/data/boxrelay.db');
+    expect(env.get('BOXRELAY_NATS_CREDS_FILE')).toBe('/etc/boxrelay/nats/nats.creds');
+    expect(containerEnv(render(MATRIX['PostgreSQL with replicas']!)).get('BOXRELAY_DATABASE')).toBe('secret:relay-boxrelay/database-url');
+    const token = containerEnv(render({ secrets: { nats: { auth: 'token', token: 't' } } }));
+    expect(token.get('BOXRELAY_NATS_TOKEN')).toBe('secret:relay-boxrelay/nats-token');
+    const user = containerEnv(render({ secrets: { nats: { auth: 'userPassword', user: 'u', password: 'p' } } }));
+    expect([user.get('BOXRELAY_NATS_USER'), user.get('BOXRELAY_NATS_PASSWORD')]).toEqual([
+      'secret:relay-boxrelay/nats-user', 'secret:relay-boxrelay/nats-password',
+    ]);
+  });
+
+  it('keeps SQLite to one replica on a ReadWriteOnce volume behind a headless Service, and refuses more without PostgreSQL', () => {
+    const objects = render(MATRIX.defaults!);
+    const [sts] = byKind(objects, 'StatefulSet') as Obj[];
+    expect(valueAt(sts, 'spec.replicas').value).toBe(1);
+    expect(valueAt(sts, 'spec.volumeClaimTemplates').value).toMatchObject([{ spec: { accessModes: ['ReadWriteOnce'] } }]);
+    const headless = byKind(objects, 'Service').find((s) => s.metadata.name === valueAt(sts, 'spec.serviceName').value) as Obj;
+    expect(headless, 'the StatefulSet names a rendered Service').toBeDefined();
+    expect(valueAt(headless, 'spec.clusterIP').value).toBe('None');
+    expect(valueAt(headless, 'spec.selector').value).toEqual(valueAt(sts, 'spec.selector.matchLabels').value);
+
+    expect(refused(['--set', 'replicaCount=2'])).toContain('replicaCount > 1 needs PostgreSQL');
+    const pg = render(MATRIX['PostgreSQL with replicas']!);
+    expect(byKind(pg, 'StatefulSet')).toEqual([]);
+    expect(valueAt(byKind(pg, 'Deployment')[0], 'spec.replicas').value).toBe(3);
+    expect(byKind(pg, 'Service').map((s) => valueAt(s, 'spec.clusterIP').value)).not.toContain('None');
+  });
+
+  it('with a NetworkPolicy, the ServiceMonitor is refused unless Prometheus may reach the internal port', () => {
+    const message = refused(['--set', 'networkPolicy.enabled=true', '--set', 'serviceMonitor.enabled=true']);
+    expect(message).toContain('networkPolicy.internalFrom');
+    expect(message).toContain('--set-json');
+    const objects = render(MATRIX['every optional part on']!);
+    const [policy] = byKind(objects, 'NetworkPolicy') as Obj[];
+    const [monitor] = byKind(objects, 'ServiceMonitor') as Obj[];
+    const rules = valueAt(policy, 'spec.ingress').value as { ports: { port: string }[]; from?: unknown[] }[];
+    const internal = rules.find((r) => r.ports.some((p) => p.port === 'internal'));
+    expect(internal?.from).toEqual((MATRIX['every optional part on']!.networkPolicy as Obj).internalFrom);
+    // The ServiceMonitor selects exactly the internal Service, on the port the policy opens.
+    const selector = valueAt(monitor, 'spec.selector.matchLabels').value as Record<string, string>;
+    const scraped = byKind(objects, 'Service').filter((s) => Object.entries(selector).every(([k, v]) => s.metadata.labels?.[k] === v));
+    expect(scraped.map((s) => s.metadata.name)).toEqual(['relay-boxrelay-internal']);
+    expect(valueAt(monitor, 'spec.endpoints').value).toMatchObject([{ port: 'internal', path: '/metrics' }]);
+  });
+
+  it('ships the Grafana dashboard as a ConfigMap labelled grafana_dashboard: "1", off by default', () => {
+    expect(byKind(render(MATRIX.defaults!), 'ConfigMap')).toEqual([]);
+    const [map] = byKind(render(MATRIX['every optional part on']!), 'ConfigMap') as (K8sObject & { data: Record<string, string> })[];
+    expect(map!.metadata.labels?.grafana_dashboard).toBe('1');
+    expect(map!.metadata.namespace).toBe('monitoring');
+    const file = read(path.join(chartDir, 'files', 'grafana-dashboard.json'));
+    expect(map!.data).toEqual({ 'grafana-dashboard.json': file });
+    expect(JSON.parse(map!.data['grafana-dashboard.json']!).title).toBe('boxrelay');
+  });
+
+  it('mounts Secrets without subPath (so a rotated secrets file reaches the pod)', () => {
+    const objects = render(MATRIX['every optional part on']!);
+    const mounts = JSON.stringify(byKind(objects, 'StatefulSet'));
+    expect(mounts).toContain('/etc/boxrelay/signing');
+    expect(mounts).not.toContain('subPath');
+  });
+
+  it('templates reference only values keys that exist in values.yaml', () => {
     const vals = values();
     const missing: string[] = [];
-    for (const file of files) {
+    for (const file of templateFiles()) {
       for (const m of read(file).matchAll(/\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)/g)) {
         const dotted = m[1]!.slice(1);
         if (!valueAt(vals, dotted).found) missing.push(`${path.basename(file)}: .Values.${dotted}`);
       }
     }
     expect(missing).toEqual([]);
-  });
-
-  it('include only templates that are defined', () => {
-    const text = allTemplates();
-    const defined = new Set([...text.matchAll(/\{\{-?\s*define "([^"]+)"/g)].map((m) => m[1]));
-    const included = new Set([...text.matchAll(/include "([^"]+)"/g)].map((m) => m[1]!));
-    for (const name of included) expect(defined.has(name), `include "${name}"`).toBe(true);
-  });
-
-  it.each(files.map((f) => [path.basename(f), f]))('%s: block actions are balanced', (_name, file) => {
-    const text = read(file);
-    const opened = [...text.matchAll(/\{\{-?\s*(if|with|range|define)\b/g)].length;
-    const closed = [...text.matchAll(/\{\{-?\s*end\s*-?\}\}/g)].length;
-    expect(closed).toBe(opened);
-  });
-
-  it('.Files.Get reads files that exist', () => {
-    const got = [...allTemplates().matchAll(/\.Files\.Get "([^"]+)"/g)].map((m) => m[1]!);
-    expect(got).toContain('files/alerts.rules.yml');
-    for (const f of got) expect(fs.existsSync(path.join(chartDir, f)), f).toBe(true);
-  });
-
-  it('keep SQLite to one replica on a ReadWriteOnce volume, and fail on more without PostgreSQL', () => {
-    const sts = read(path.join(chartDir, 'templates', 'statefulset.yaml'));
-    expect(sts).toMatch(/^\s*replicas: 1$/m);
-    expect(sts).toMatch(/volumeClaimTemplates:/);
-    expect(sts).toMatch(/- ReadWriteOnce/);
-    expect(sts).not.toMatch(/ReadWriteMany/);
-    const helpers = read(path.join(chartDir, 'templates', '_helpers.tpl'));
-    expect(helpers).toMatch(/gt \(int \.Values\.replicaCount\) 1\) \}\}\s*\{\{- fail "replicaCount > 1 needs PostgreSQL/);
-    expect(read(path.join(chartDir, 'templates', 'deployment.yaml'))).toMatch(/replicas: \{\{ int \.Values\.replicaCount \}\}/);
-  });
-
-  it('mount Secrets without subPath (so a rotated secrets file reaches the pod)', () => {
-    expect(allTemplates()).not.toMatch(/^\s*subPath:/m);
   });
 });
 

@@ -1,5 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { once } from 'node:events';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { sqliteFile } from './support/databases.js';
@@ -59,10 +61,12 @@ describe('boxrelay CLI', () => {
     expect(lines[1]).toMatch(/^boxrelay: invalid configuration: BOXRELAY_NATS_MODE: /);
   });
 
-  it('refuses to serve without any signing secret', async () => {
+  it('refuses to serve without any signing secret: exit 2, naming the variables with an example', async () => {
     const result = await runCli(['serve'], { BOXRELAY_DATABASE: sqliteFile(), PORT: '0', BOXRELAY_INTERNAL_PORT: '0' });
-    expect(result.code).toBe(1);
+    expect(result.code).toBe(2);
     expect(result.stderr).toContain('no signing secret');
+    expect(result.stderr).toContain('BOXRELAY_SECRETS=whsec_');
+    expect(result.stderr).toContain('BOXRELAY_SECRETS_FILE=/');
   });
 
   it('migrate applies the migrations once', async () => {
@@ -73,5 +77,63 @@ describe('boxrelay CLI', () => {
     expect(first).toMatchObject({ code: 0, stdout: applied });
     const second = await runCli(['migrate'], { BOXRELAY_DATABASE: database });
     expect(second).toMatchObject({ code: 0, stdout: 'database is up to date\n' });
+  });
+});
+
+describe('boxrelay CLI: version and errors', () => {
+  it('--version prints the version of package.json', async () => {
+    const { version } = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string };
+    expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  });
+
+  it.each([
+    [['replay', '--since', '2026-11-21T10:00:00Z'], 'replay'],
+    [['dead-letters', 'retry', '--all'], 'dead-letters retry'],
+    [['dead-letters', 'retry', '1'], 'dead-letters retry'],
+  ])('%j without any sink exits 2 naming the sink settings, and touches no database', async (args, command) => {
+    const database = sqliteFile();
+    const result = await runCli(args, { BOXRELAY_DATABASE: database });
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(new RegExp(`^boxrelay: ${command} needs the server's sinks: set BOXRELAY_NATS_URL .* or BOXRELAY_HOOKS_FILE `));
+    expect(existsSync(database)).toBe(false);
+  });
+
+  it.each([[['upstream', 'list']], [['reconcile']]])('%j without the upstream settings exits 2 naming them', async (args) => {
+    const result = await runCli(args, { BOXRELAY_DATABASE: sqliteFile() });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY');
+  });
+
+  it('a bad setting exits 2 naming the variable, or the config file and key, with a valid value', async () => {
+    const env = { BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: sqliteFile() };
+    const tolerance = await runCli(['serve'], { ...env, BOXRELAY_TOLERANCE_SECONDS: 'abc' });
+    expect(tolerance.code).toBe(2);
+    expect(tolerance.stderr).toBe(
+      'boxrelay: invalid configuration: BOXRELAY_TOLERANCE_SECONDS: expected a number; e.g. BOXRELAY_TOLERANCE_SECONDS=300\n',
+    );
+    const file = join(dirname(env.BOXRELAY_DATABASE), 'boxrelay.yaml');
+    writeFileSync(file, 'retentionDays: a month\n');
+    const fromFile = await runCli(['migrate'], { ...env, BOXRELAY_CONFIG: file });
+    expect(fromFile.code).toBe(2);
+    expect(fromFile.stderr).toBe(`boxrelay: invalid configuration: BOXRELAY_CONFIG (${file}) retentionDays: expected a number; e.g. retentionDays: 30\n`);
+    const key = await runCli(['serve'], { ...env, PORT: '0', BOXRELAY_INTERNAL_PORT: '0', BOXRELAY_SECRETS_ENCRYPTION_KEY: 'base64:abc' });
+    expect(key.code).toBe(2);
+    expect(key.stderr).toMatch(/^boxrelay: BOXRELAY_SECRETS_ENCRYPTION_KEY: /);
+  });
+
+  it('a database that cannot be opened is named: BOXRELAY_DATABASE and the path or host, never the password', async () => {
+    const blocker = sqliteFile();
+    writeFileSync(blocker, 'a file where a directory should be');
+    const path = join(blocker, 'boxrelay.db');
+    const sqlite = await runCli(['migrate'], { BOXRELAY_DATABASE: path });
+    expect(sqlite.code).toBe(1);
+    expect(sqlite.stderr).toMatch(new RegExp(`^boxrelay: cannot open the database \\(BOXRELAY_DATABASE: ${path}\\): `));
+    const notADatabase = await runCli(['dead-letters', 'list'], { BOXRELAY_DATABASE: blocker });
+    expect(notADatabase.stderr).toBe(`boxrelay: cannot open the database (BOXRELAY_DATABASE: ${blocker}): file is not a database\n`);
+    const postgres = await runCli(['serve'], { BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: 'postgres://relay:pa55word@127.0.0.1:1/boxrelay' });
+    expect(postgres.code).toBe(1);
+    expect(postgres.stderr).toMatch(/^boxrelay: cannot open the database \(BOXRELAY_DATABASE: PostgreSQL at 127\.0\.0\.1:1\/boxrelay\): /);
+    expect(postgres.stderr).not.toContain('pa55word');
   });
 });

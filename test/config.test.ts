@@ -107,9 +107,22 @@ describe('configuration', () => {
     for (const p of problems) expect(p).not.toContain('\n');
   });
 
+  it('names the variable, or the config file and its key, with a valid value to copy', () => {
+    const problems = problemsOf(() =>
+      loadConfig({
+        env: { BOXRELAY_CONFIG: '/c.yaml', BOXRELAY_TOLERANCE_SECONDS: 'abc' },
+        readFile: files({ '/c.yaml': 'toleranceSeconds: 60\nretentionDays: soon\n' }),
+      }),
+    );
+    expect(problems).toEqual([
+      'BOXRELAY_TOLERANCE_SECONDS: expected a number; e.g. BOXRELAY_TOLERANCE_SECONDS=300',
+      'BOXRELAY_CONFIG (/c.yaml) retentionDays: expected a number; e.g. retentionDays: 30',
+    ]);
+  });
+
   it('refuses unknown file settings, unreadable files and bad hooks', () => {
     expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/c.yaml' }, readFile: files({ '/c.yaml': 'prot: 1\n' }) }))).toEqual([
-      'config: unknown setting(s) prot',
+      'BOXRELAY_CONFIG (/c.yaml): unknown setting(s) prot',
     ]);
     expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/nope.yaml' }, readFile: files({}) }))[0]).toContain('cannot read (ENOENT)');
     expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/c.yaml' }, readFile: files({ '/c.yaml': 'a: [' }) }))[0]).toContain('not valid YAML');

@@ -11,7 +11,7 @@ import { sqliteFile } from './support/databases.js';
 import { captureLogs } from './support/log-capture.js';
 import { SECRET, delivery, sendRaw } from './support/sign.js';
 
-const result = (deliveries: number): PruneResult => ({ cutoff: 0, deliveries, doneRows: 0, boxes: 0, secrets: 0 });
+const result = (deliveries: number): PruneResult => ({ cutoff: 0, deliveries, doneRows: 0, boxes: 0, expiredSecrets: 0 });
 
 describe('the daily retention schedule', () => {
   it('runs shortly after start, then once a day, logging what it removed', async () => {
@@ -30,6 +30,16 @@ describe('the daily retention schedule', () => {
     ]);
     await schedule.stop();
     expect(timers.planned).toEqual([]);
+  });
+
+  it('logs the counts as numbers: the expired secrets count is not redacted', async () => {
+    const timers = new HandTimers();
+    const logs = captureLogs();
+    schedulePrune({ prune: async () => ({ ...result(3), expiredSecrets: 2 }), logger: logs.logger, timers });
+    await timers.fire();
+    const line = logs.entries().find((e) => e.level === 30);
+    expect(line).toMatchObject({ deliveries: 3, expiredSecrets: 2, msg: expect.stringContaining('expired secrets: 2') });
+    expect(logs.text()).not.toContain('[redacted]');
   });
 
   it('logs a failed run and keeps the schedule', async () => {

@@ -52,7 +52,7 @@ for (const engine of engines) {
 
       const result = await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
-      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, doneRows: 0, boxes: 1, secrets: 0 });
+      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, doneRows: 0, boxes: 1, expiredSecrets: 0 });
       expect(await deliveryIds()).toEqual([pending, dead, half, recent].sort());
       expect(await outboxRows()).toEqual(
         [`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${half}/audit/pending`].sort(),
@@ -94,7 +94,7 @@ for (const engine of engines) {
       const now = t.clock.now();
       const secret = (name: string, expiresAt: number | null) => ({ secret: name, webhook_id: 'wh_1', created_at: now - DAY_MS, expires_at: expiresAt });
       await db().insertInto('secrets').values([secret('expired', now - 1), secret('in-grace', now + 60_000), secret('current', null)]).execute();
-      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ secrets: 1 });
+      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ expiredSecrets: 1 });
       const left = await db().selectFrom('secrets').select('secret').orderBy('secret').execute();
       expect(left.map((r) => r.secret)).toEqual(['current', 'in-grace']);
     });

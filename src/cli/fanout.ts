@@ -5,6 +5,7 @@ import { createOperations, type Operations } from '../dispatch/operations.js';
 import { configuredSinks, createSinkRouter } from '../sinks/route.js';
 import { createOutbox, type DeadLetter } from '../store/outbox.js';
 import { withDatabase } from './database.js';
+import { exitMisconfigured } from './misconfigured.js';
 
 /**
  * Works on the database directly, so no server needs to run; a running server takes up retried
@@ -21,6 +22,20 @@ function withOperations<T>(config: Config, fn: (operations: Operations) => Promi
       }),
     ),
   );
+}
+
+/**
+ * Commands that send need the server's sinks: without them a retry or replay would queue nothing
+ * and look like success.
+ */
+function withSinks(config: Config, command: string): Config {
+  if (configuredSinks(config).length === 0) {
+    exitMisconfigured(
+      `${command} needs the server's sinks: set BOXRELAY_NATS_URL (e.g. nats://127.0.0.1:4222) or ` +
+        'BOXRELAY_HOOKS_FILE (e.g. /etc/boxrelay/hooks/hooks.yaml) as the server has them',
+    );
+  }
+  return config;
 }
 
 function wholeNumber(value: string): number {
@@ -85,7 +100,7 @@ export function fanoutCommands(loadConfig: () => Config): Command[] {
       .option('--all', all)
       .option('--sink <name>', 'with --all: only this sink')
       .action((id: string | undefined, options: TargetOptions) =>
-        withOperations(loadConfig(), async (operations) => {
+        withOperations(verb === 'retry' ? withSinks(loadConfig(), 'dead-letters retry') : loadConfig(), async (operations) => {
           const one = target(id === undefined ? undefined : wholeNumber(id), options);
           const count = one === undefined ? await operations[`${verb}All`](options.sink) : (await operations[verb](one), 1);
           console.log(`${done} ${plural(count, 'dead letter')}`);
@@ -99,7 +114,7 @@ export function fanoutCommands(loadConfig: () => Config): Command[] {
     .requiredOption('--since <time>', 'ISO 8601 time with a zone, e.g. 2026-11-21T10:00:00Z')
     .option('--sink <name>', 'only this sink (still within its event filter)')
     .action((options: { since: string; sink?: string }) =>
-      withOperations(loadConfig(), async (operations) => {
+      withOperations(withSinks(loadConfig(), 'replay'), async (operations) => {
         console.log(`queued ${plural(await operations.replay(options), 'sink delivery', 'sink deliveries')}`);
       }),
     );

@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig, ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { createLogger } from '../log.js';
-import { createRelay } from '../main.js';
+import { NoSecretError, createRelay } from '../main.js';
 import { describePrune, pruneExpired } from '../store/prune.js';
 import { systemClock } from '../clock.js';
 import { duration } from '../config/schema.js';
@@ -11,8 +11,10 @@ import { createTracing, TracingConfigError, type Tracing } from '../tracing/trac
 import { SecretCipherError } from '../upstream/secret-cipher.js';
 import { withDatabase } from './database.js';
 import { fanoutCommands } from './fanout.js';
+import { exitMisconfigured } from './misconfigured.js';
 import { reconcileOnce } from './reconcile.js';
 import { sendTest } from './send-test.js';
+import { packageVersion } from './version.js';
 import {
   UpstreamNotConfiguredError,
   listWebhooks,
@@ -54,7 +56,11 @@ function tracingOrExit(): Tracing {
 async function serve(): Promise<void> {
   const config = configOrExit();
   const logger = createLogger(config.logLevel);
-  const relay = await createRelay({ config, logger, tracing: tracingOrExit() });
+  const relay = await createRelay({ config, logger, tracing: tracingOrExit() }).catch((error: unknown) => {
+    // Settings, not faults: exit 2 like any other invalid configuration.
+    if (error instanceof NoSecretError || error instanceof SecretCipherError) exitMisconfigured(error.message);
+    throw error;
+  });
   await relay.start();
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -87,12 +93,6 @@ async function prune(options: { days?: number }): Promise<void> {
     pruneExpired(database.kysely, { now: Date.now(), retentionDays: options.days ?? config.retentionDays }),
   );
   console.log(describePrune(result));
-}
-
-/** A configuration problem of the upstream commands: one line, exit 2 like invalid configuration. */
-function exitMisconfigured(message: string): never {
-  process.stderr.write(`boxrelay: ${message}\n`);
-  process.exit(2);
 }
 
 function upstreamClient(config: Config): UpstreamClient {
@@ -142,6 +142,7 @@ function positiveInt(value: string): number {
 export function buildProgram(): Command {
   const program = new Command('boxrelay')
     .description('Verify, store once and relay the Sandbox Service webhooks')
+    .version(packageVersion(), '-V, --version', 'print the version of boxrelay')
     .showHelpAfterError();
 
   program.command('serve').description('migrate the database, then serve the receiver and the internal port').action(serve);

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
-import { configKeys, configSchema, envNameOf, hooksSchema, type Config } from './schema.js';
+import { configExamples } from './examples.js';
+import { configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
 
 /** Thrown when configuration is invalid; `problems` holds one human-readable line each. */
 export class ConfigError extends Error {
@@ -24,6 +25,8 @@ export interface ConfigSources {
 export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: ConfigSources): Config {
   const problems: string[] = [];
   const raw: Record<string, unknown> = {};
+  // Where each value came from, so a problem names the variable or the file's key.
+  const fromEnv = new Set<string>();
 
   const configFile = env.BOXRELAY_CONFIG;
   if (configFile) {
@@ -38,7 +41,10 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   }
   for (const key of configKeys) {
     const value = env[envNameOf(key)];
-    if (value !== undefined && value !== '') raw[key] = value;
+    if (value !== undefined && value !== '') {
+      raw[key] = value;
+      fromEnv.add(key);
+    }
   }
   if (typeof raw.hooks === 'string') {
     problems.push('hooks: give the hook list in a file (BOXRELAY_HOOKS_FILE) or as a list in BOXRELAY_CONFIG');
@@ -46,7 +52,7 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   }
 
   const parsed = configSchema.safeParse(raw);
-  if (!parsed.success) problems.push(...describeIssues(parsed.error.issues, 'config'));
+  if (!parsed.success) problems.push(...describeIssues(parsed.error.issues, 'config', { file: configFile, fromEnv }));
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
 
   const config = parsed.data;
@@ -80,17 +86,36 @@ function readStructuredFile(path: string, readFile: (path: string) => string, pr
   }
 }
 
-function describeIssues(issues: z.core.$ZodIssue[], root: 'config' | 'hooks'): string[] {
+/** zod's wording where a reader would not recognise the problem (a number that is not one reads as NaN). */
+function plainMessage(message: string): string {
+  return message.replace(/^Invalid input: expected number, received NaN$/, 'expected a number');
+}
+
+/**
+ * One line per problem: the variable (or `BOXRELAY_CONFIG (<file>) <key>` when the value came from
+ * the config file), what is wrong, and a valid value to copy.
+ */
+function describeIssues(
+  issues: z.core.$ZodIssue[],
+  root: 'config' | 'hooks',
+  source: { file?: string | undefined; fromEnv: Set<string> } = { fromEnv: new Set() },
+): string[] {
+  const fileName = `BOXRELAY_CONFIG (${source.file})`;
   return issues.map((issue) => {
     const [head, ...rest] = issue.path;
     let where: string;
+    let example = '';
     if (root === 'hooks') where = `hooks file: ${['hooks', ...issue.path].map(String).join('.')}`;
-    else if (head === undefined) where = 'config';
+    else if (head === undefined) where = source.file ? fileName : 'config';
     else if (head === 'hooks') where = ['hooks', ...rest].map(String).join('.');
-    else if (configKeys.includes(head as never)) where = [envNameOf(head as never), ...rest].map(String).join('.');
-    else where = String(head);
+    else if (configKeys.includes(head as ConfigKey)) {
+      const key = head as ConfigKey;
+      const inFile = source.file !== undefined && !source.fromEnv.has(key);
+      where = [inFile ? `${fileName} ${key}` : envNameOf(key), ...rest].map(String).join('.');
+      example = inFile ? `; e.g. ${key}: ${configExamples[key]}` : `; e.g. ${envNameOf(key)}=${configExamples[key]}`;
+    } else where = String(head);
     const message =
-      issue.code === 'unrecognized_keys' ? `unknown setting(s) ${issue.keys.join(', ')}` : issue.message;
-    return `${where}: ${message}`;
+      issue.code === 'unrecognized_keys' ? `unknown setting(s) ${issue.keys.join(', ')}` : plainMessage(issue.message);
+    return `${where}: ${message}${example}`;
   });
 }

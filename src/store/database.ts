@@ -61,6 +61,25 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
 }
 
+/** Where BOXRELAY_DATABASE points, for messages: the file, or host:port/database (never the credentials). */
+export function databaseLocation(url: string): string {
+  if (!isPostgresUrl(url)) return url;
+  try {
+    const parsed = new URL(url);
+    return `PostgreSQL at ${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname}`;
+  } catch {
+    return 'PostgreSQL at a URL that does not parse';
+  }
+}
+
+/** The database could not be opened or reached (a missing directory, a refused connection, a wrong password). */
+export class DatabaseOpenError extends Error {
+  readonly code = 'database_unavailable';
+  constructor(url: string, cause: unknown) {
+    super(`cannot open the database (BOXRELAY_DATABASE: ${databaseLocation(url)}): ${(cause as Error).message}`, { cause });
+  }
+}
+
 const INT8_OID = 20;
 
 export function openDatabase(options: DatabaseOptions): Database {

@@ -1,6 +1,6 @@
 import { Migrator, sql, type MigrationResult, type MigrationResultSet } from 'kysely';
 import { migrations } from '../../migrations/index.js';
-import { openDatabase, type Database, type DatabaseOptions } from './database.js';
+import { DatabaseOpenError, openDatabase, type Database, type DatabaseOptions } from './database.js';
 
 export class MigrationError extends Error {
   readonly code = 'migration_failed';
@@ -30,7 +30,7 @@ export interface MigratedDatabase {
 
 /** Opens the database and migrates it to the latest schema; one whose migration fails is closed again. */
 export async function openMigrated(options: DatabaseOptions): Promise<MigratedDatabase> {
-  const database = openDatabase(options);
+  const database = await reachable(options);
   // A migration may run long, or wait for another replica's: not under the serving timeouts.
   const migrating = database.dialect === 'postgres' && options.timeoutMs !== undefined ? openDatabase({ ...options, timeoutMs: undefined }) : database;
   try {
@@ -40,6 +40,19 @@ export async function openMigrated(options: DatabaseOptions): Promise<MigratedDa
     throw error;
   } finally {
     if (migrating !== database) await migrating.close();
+  }
+}
+
+/** Opens the database and makes one round trip, so a refused open names BOXRELAY_DATABASE and where it points. */
+async function reachable(options: DatabaseOptions): Promise<Database> {
+  let database: Database | undefined;
+  try {
+    database = openDatabase(options);
+    await sql`SELECT 1`.execute(database.kysely);
+    return database;
+  } catch (error) {
+    await database?.close().catch(() => {});
+    throw new DatabaseOpenError(options.url, error);
   }
 }
 

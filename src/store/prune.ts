@@ -20,8 +20,11 @@ export interface PruneResult {
   /** Fan-out rows marked `done` by a relay of an older version (which kept delivered rows). */
   doneRows: number;
   boxes: number;
-  /** Signing secrets past their expiry (those of a finished rotation). */
-  secrets: number;
+  /**
+   * Signing secrets past their expiry (those of a finished rotation). Not `secrets`: the logger
+   * redacts that path, and a count is no secret.
+   */
+  expiredSecrets: number;
 }
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -99,17 +102,17 @@ export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions
   );
 
   // An expired secret verifies nothing any more; kept, it would only be a secret at rest.
-  const secrets = options.signal?.aborted
+  const expiredSecrets = options.signal?.aborted
     ? 0
     : Number((await kysely.deleteFrom('secrets').where('expires_at', '<', options.now).executeTakeFirstOrThrow()).numDeletedRows);
 
-  return { cutoff, deliveries, doneRows, boxes, secrets };
+  return { cutoff, deliveries, doneRows, boxes, expiredSecrets };
 }
 
 export function describePrune(result: PruneResult): string {
   return (
     `removed deliveries: ${result.deliveries}, boxes: ${result.boxes} (older than ${new Date(result.cutoff).toISOString()}), ` +
-    `expired secrets: ${result.secrets}` +
+    `expired secrets: ${result.expiredSecrets}` +
     (result.doneRows > 0 ? `, done fan-out rows of an older version: ${result.doneRows}` : '')
   );
 }

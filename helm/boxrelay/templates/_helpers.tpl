@@ -80,6 +80,9 @@ Stops the render with one clear message per misconfiguration that Kubernetes wou
 {{- if not (has .Values.config.natsMode (list "jetstream" "core" "")) }}
 {{- fail "config.natsMode must be jetstream or core (or empty for the relay's default)" }}
 {{- end }}
+{{- if and .Values.networkPolicy.enabled .Values.serviceMonitor.enabled (not .Values.networkPolicy.internalFrom) }}
+{{- fail "serviceMonitor.enabled with networkPolicy.enabled: the NetworkPolicy would block Prometheus from scraping /metrics on the internal port. Allow Prometheus in networkPolicy.internalFrom, e.g. --set-json 'networkPolicy.internalFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":\"monitoring\"}},\"podSelector\":{\"matchLabels\":{\"app.kubernetes.io/name\":\"prometheus\"}}}]' (your Prometheus namespace and pod labels)." }}
+{{- end }}
 {{- $nats := .Values.secrets.nats }}
 {{- if not (has $nats.auth (list "none" "creds" "token" "userPassword")) }}
 {{- fail "secrets.nats.auth must be one of none, creds, token, userPassword" }}
@@ -124,8 +127,7 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- /* The relay's own shutdown budget fits the pod's grace period: what preStop sleeps, and ~10 s
      for the outbox hand-back and the NATS drain that follow the HTTP close, are taken off. */}}
 {{- $shutdownSeconds := max 1 (sub (sub (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds)) 10) }}
-- name: BOXRELAY_SHUTDOWN_TIMEOUT_MS
-  value: {{ mul $shutdownSeconds 1000 | quote }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SHUTDOWN_TIMEOUT_MS" "value" (.Values.config.shutdownTimeoutMs | default (mul $shutdownSeconds 1000))) }}
 {{- include "boxrelay.envVar" (dict "name" "PORT" "value" .Values.config.port) }}
 {{- include "boxrelay.envVar" (dict "name" "HOST" "value" .Values.config.host) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_INTERNAL_PORT" "value" .Values.config.internalPort) }}
@@ -145,6 +147,16 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_INTERVAL" "value" .Values.config.reconcileInterval) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_MAX_RPS" "value" .Values.config.reconcileMaxRps) }}
 {{- include "boxrelay.envVar" (dict "name" "LOG_LEVEL" "value" .Values.config.logLevel) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_ORDERING" "value" .Values.config.natsOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_POLL_MS" "value" .Values.config.outboxPollMs) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_LEASE_MS" "value" .Values.config.outboxLeaseMs) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SECRETS_RELOAD_MS" "value" .Values.config.secretsReloadMs) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SQLITE_SYNCHRONOUS" "value" .Values.config.sqliteSynchronous) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_BUSY_TIMEOUT_MS" "value" .Values.config.busyTimeoutMs) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_DATABASE_TIMEOUT_MS" "value" .Values.config.databaseTimeoutMs) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_DATABASE_POOL_SIZE" "value" .Values.config.databasePoolSize) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_DATABASE_MAX_WAITING" "value" .Values.config.databaseMaxWaiting) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_DATABASE_SECRETS_REFRESH_MS" "value" .Values.config.databaseSecretsRefreshMs) }}
 {{- $s := .Values.secrets }}
 {{- $own := include "boxrelay.secretName" . }}
 {{- if include "boxrelay.usePostgres" . }}

@@ -5,6 +5,7 @@ import * as outboxLanes from './003_outbox_lanes.js';
 import * as reconcile from './004_reconcile.js';
 import * as fanoutOrderPause from './005_fanout_order_pause.js';
 import * as traceContext from './006_trace_context.js';
+import * as dropDoneRows from './007_drop_done_rows.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -17,4 +18,5 @@ export const migrations: Record<string, Migration> = {
   '004_reconcile': reconcile,
   '005_fanout_order_pause': fanoutOrderPause,
   '006_trace_context': traceContext,
+  '007_drop_done_rows': dropDoneRows,
 };

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, it, expect } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createTracing } from '../src/tracing/tracing.js';
 import { loadConfig } from '../src/config/load.js';
 import { configKeys, envNameOf, type ConfigKey } from '../src/config/schema.js';
 import YAML from 'yaml';
@@ -245,6 +246,7 @@ const MATRIX: Record<string, Obj> = {
     serviceMonitor: { enabled: true, additionalLabels: { release: 'kube-prometheus-stack' } },
     prometheusRule: { enabled: true },
     grafanaDashboard: { enabled: true, namespace: 'monitoring', annotations: { grafana_folder: 'Relays' } },
+    tracing: { endpoint: 'http://otel-collector.observability:4318', protocol: 'http/json', sampler: 'parentbased_traceidratio', samplerArg: '0.25' },
     podAnnotations: { a: 'b' },
     podLabels: { team: 'relay' },
     extraEnv: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=200' }],
@@ -344,6 +346,26 @@ describe('chart: rendered by helm', () => {
     expect(loaded.shutdownTimeoutMs).toBe(20000);
     // Without config.shutdownTimeoutMs, it follows the grace period (40 - 5 preStop - 10 seconds).
     expect(containerEnv(render({})).get('BOXRELAY_SHUTDOWN_TIMEOUT_MS')).toBe('25000');
+  });
+
+  it('sets the OTEL_* variables from tracing.* only when an endpoint is given, and the relay accepts them', () => {
+    expect([...containerEnv(render({})).keys()].filter((k) => k.startsWith('OTEL_'))).toEqual([]);
+    const env = containerEnv(render(MATRIX['every optional part on']!));
+    const otel = Object.fromEntries([...env].filter(([k]) => k.startsWith('OTEL_')));
+    expect(otel).toEqual({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector.observability:4318',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_SERVICE_NAME: 'boxrelay',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.25',
+    });
+    const tracing = createTracing(otel);
+    expect(tracing.enabled).toBe(true);
+    return tracing.shutdown();
+  });
+
+  it('refuses tracing values the relay cannot use', () => {
+    expect(() => render({ tracing: { endpoint: 'http://c:4318', protocol: 'grpc' } })).toThrow();
   });
 
   it('sets the secret-managed variables (and not BOXRELAY_SECRETS)', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseRetryAfter, waitRestOfRetryAfter } from '../src/http/retry-after.js';
+import { parseRetryAfter, waitRestOfRetryAfter } from '../src/retry-after.js';
 
 describe('Retry-After', () => {
   const now = Date.parse('2026-11-21T10:00:00Z');

@@ -69,16 +69,14 @@ describe('upstream client against the fake Sandbox Service', () => {
     fake.shapes.webhook = shape;
     const { webhook, secret } = await client().createWebhook(input);
     expect(secret).toBe(fake.secretOf(webhook.id));
-    const read = await client().getWebhook(webhook.id);
-    expect(read).toMatchObject({ id: webhook.id, name: 'relay', url: input.url });
-    if (shape === 'top-level') expect(read).toMatchObject({ ok: true, type: 'webhook.info' });
-    expect(read).not.toHaveProperty('secret');
+    expect(webhook).toMatchObject({ name: 'relay', url: input.url });
+    if (shape === 'top-level') expect(webhook).toMatchObject({ ok: true, type: 'webhook.created' });
+    expect(webhook).not.toHaveProperty('secret');
   });
 
-  it('updates, rotates and deletes', async () => {
+  it('rotates', async () => {
     const api = client();
     const { webhook, secret } = await api.createWebhook(input);
-    expect(await api.updateWebhook(webhook.id, { name: 'renamed' })).toMatchObject({ id: webhook.id, name: 'renamed' });
 
     const rotated = await api.rotateWebhook(webhook.id);
     expect(rotated.webhook).toBeUndefined();
@@ -86,11 +84,7 @@ describe('upstream client against the fake Sandbox Service', () => {
     expect(fake.endpoints()[0]?.previousSecrets).toEqual([secret]);
 
     fake.shapes.rotateIncludesWebhook = true;
-    expect((await api.rotateWebhook(webhook.id)).webhook).toMatchObject({ id: webhook.id, name: 'renamed' });
-
-    fake.shapes.deleteStatus = 204;
-    await api.deleteWebhook(webhook.id);
-    expect(fake.endpoints()).toEqual([]);
+    expect((await api.rotateWebhook(webhook.id)).webhook).toMatchObject({ id: webhook.id, name: 'relay' });
   });
 
   it('maps an error body to UpstreamApiError with the upstream code and requestId', async () => {
@@ -101,7 +95,7 @@ describe('upstream client against the fake Sandbox Service', () => {
     expect(api.requestId).toMatch(/^req_/);
     expect(api.message).toContain(api.requestId);
 
-    const missing = await failure(client().getWebhook(`wh_${'0'.repeat(24)}`));
+    const missing = await failure(client().rotateWebhook(`wh_${'0'.repeat(24)}`));
     expect(missing).toMatchObject({ status: 404, upstreamCode: 'not_found' });
   });
 
@@ -184,13 +178,6 @@ describe('upstream client against the fake Sandbox Service', () => {
     expect(retried).toEqual([2, 3]);
   });
 
-  it('treats a 404 on a DELETE retry as already deleted', async () => {
-    const { webhook } = await client().createWebhook(input);
-    fake.inject({ kind: 'drop', method: 'DELETE', afterProcessing: true });
-    await client().deleteWebhook(webhook.id);
-    expect(fake.requests.filter((r) => r.method === 'DELETE').map((r) => r.outcome)).toEqual(['dropped', 404]);
-  });
-
   it('rejects a 2xx body that is not JSON or lacks the secret', async () => {
     fake.inject({ kind: 'raw', status: 200, body: '{"ok":tru', method: 'GET' });
     expect(await failure(client().listWebhooks())).toBeInstanceOf(UpstreamInvalidResponseError);
@@ -204,10 +191,7 @@ describe('upstream client against the fake Sandbox Service', () => {
   it('refuses an invalid webhook id before any request', async () => {
     const api = client();
     for (const id of ['wh_../../boxes', 'wh_ABCDEF000000000000000000', `wh_${'0'.repeat(24)}/rotate`, '']) {
-      expect(await failure(api.getWebhook(id))).toBeInstanceOf(InvalidWebhookIdError);
-      await expect(api.deleteWebhook(id)).rejects.toMatchObject({ code: 'invalid_webhook_id' });
-      await expect(api.rotateWebhook(id)).rejects.toBeInstanceOf(InvalidWebhookIdError);
-      await expect(api.updateWebhook(id, { name: 'x' })).rejects.toBeInstanceOf(InvalidWebhookIdError);
+      expect(await failure(api.rotateWebhook(id))).toMatchObject({ code: 'invalid_webhook_id' });
     }
     expect(fake.requests).toHaveLength(0);
   });
@@ -225,8 +209,8 @@ describe('upstream client against the fake Sandbox Service', () => {
       await failure(client({ retries: 1 }).listWebhooks()),
       await failure(client().rotateWebhook(webhook.id)),
       await failure(client().rotateWebhook(webhook.id)),
-      await failure(client().getWebhook(secret)),
-      await failure(client().getWebhook(fake.apiKey)),
+      await failure(client().rotateWebhook(secret)),
+      await failure(client().rotateWebhook(fake.apiKey)),
       await failure(client({ baseUrl: `http://127.0.0.1:${await closedPort()}/v1` }).listWebhooks()),
     ];
     expect(errors.map((e) => e.code)).toEqual([

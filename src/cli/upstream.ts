@@ -2,7 +2,7 @@ import { InvalidArgumentError } from 'commander';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { BOX_EVENT_TYPES } from '../metrics/metrics.js';
+import { BOX_EVENT_TYPES } from '../events/types.js';
 import { openConfiguredDatabase } from './database.js';
 import { createSecretsStore, type SecretsStore } from '../store/secrets-store.js';
 import type { UpstreamClient, Webhook } from '../upstream/client.js';

@@ -1,6 +1,6 @@
 import pRetry from 'p-retry';
 import type { CloudEvent } from '../events/cloudevent.js';
-import { waitRestOfRetryAfter } from '../http/retry-after.js';
+import { waitRestOfRetryAfter } from '../retry-after.js';
 import { asSinkFailure, type Sink, type SinkFailure } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 

@@ -1,7 +1,7 @@
 import express, { type Express, type Router } from 'express';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log.js';
-import { mountHealth } from './public-app.js';
+import { mountHealth } from './health.js';
 import type { ReadinessReport } from './readiness.js';
 import { assignRequestId } from './request-id.js';
 import { errorHandler, notFound } from './send-error.js';

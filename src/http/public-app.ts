@@ -2,6 +2,7 @@ import express, { type Express } from 'express';
 import { InternalError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import type { ReadinessReport } from './readiness.js';
+import { mountHealth } from './health.js';
 import { assignRequestId, newRequestId } from './request-id.js';
 import { errorHandler, methodNotAllowed, notFound, sendRelayError } from './send-error.js';
 import { receiveWebhook, type ReceiveWebhook, type ReceiveWebhookDeps } from './receive-webhook.js';
@@ -52,12 +53,3 @@ function answer(receive: ReceiveWebhook, logger: Logger, ...[req, res, requestId
   });
 }
 
-/** `/healthz` and `/readyz`; only the internal listener names the dependencies. */
-export function mountHealth(app: Express, readiness: () => Promise<ReadinessReport>, detailed: boolean): void {
-  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
-  app.get('/readyz', async (_req, res) => {
-    const report = await readiness();
-    res.status(report.ok ? 200 : 503).json(detailed ? report : { ok: report.ok });
-  });
-  app.all(['/healthz', '/readyz'], methodNotAllowed('GET'));
-}

@@ -1,14 +1,7 @@
 import type { Clock } from '../clock.js';
 import { storageFailureReason } from '../store/storage-failures.js';
 
-/** `error`: the dependency answers but refuses what the relay needs (e.g. a JetStream stream); `down`: it does not answer. */
-export type CheckState = 'ok' | 'down' | 'error';
-
-export interface DependencyStatus {
-  state: CheckState;
-  /** Why, for `error` (and storage `down`); for `ok`, a refusal of some work that leaves the rest flowing. Safe to show (no secrets). */
-  error?: string;
-}
+import type { CheckState, DependencyStatus } from '../dependency-status.js';
 
 export interface ReadinessReport {
   ok: boolean;

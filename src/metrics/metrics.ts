@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { BOX_EVENT_TYPES } from '../events/types.js';
 
-export const BOX_EVENT_TYPES = ['box.ready', 'box.error', 'box.archived', 'box.hydrated'] as const;
 export const BOX_STATES = [
   'provisioning',
   'provisioned',

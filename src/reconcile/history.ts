@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { RelayError } from '../errors.js';
 import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
-import { BOX_EVENT_TYPES } from '../metrics/metrics.js';
+import { BOX_EVENT_TYPES } from '../events/types.js';
 import type { UpstreamBox } from '../upstream/client.js';
 import { InvalidHistoryRecordError } from './errors.js';
 

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { HookConfig } from '../config/schema.js';
 import type { CloudEvent } from '../events/cloudevent.js';
-import { parseRetryAfter } from '../http/retry-after.js';
+import { parseRetryAfter } from '../retry-after.js';
 import { computeSignature } from '../verify/signature.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 import { PermanentFailure, RetryableFailure, eventJson, type Sink } from './sink.js';

@@ -20,7 +20,7 @@ import {
 } from '@nats-io/transport-node';
 import type { Config } from '../config/schema.js';
 import type { CloudEvent } from '../events/cloudevent.js';
-import type { DependencyStatus } from '../http/readiness.js';
+import type { DependencyStatus } from '../dependency-status.js';
 import type { Logger } from '../log.js';
 import { DAY_MS } from '../store/prune.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';

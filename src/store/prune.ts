@@ -17,8 +17,6 @@ export interface PruneResult {
   /** Epoch ms: what was received (or last seen) before this was removed. */
   cutoff: number;
   deliveries: number;
-  /** Fan-out rows marked `done` by a relay of an older version (which kept delivered rows). */
-  doneRows: number;
   boxes: number;
   /**
    * Signing secrets past their expiry (those of a finished rotation). Not `secrets`: the logger
@@ -47,8 +45,7 @@ async function deleteInBatches(
 
 /**
  * Retention: removes deliveries older than `retentionDays`, boxes not heard of for as long, and
- * signing secrets past their expiry. Delivered fan-out rows are deleted when delivered; those an
- * older version kept as `done` (or still writes, during a rolling update) are removed here. A
+ * signing secrets past their expiry. Delivered fan-out rows are deleted when delivered. A
  * delivery stays while any of its outbox rows is left, pending or dead (work not yet handled), so
  * retention never loses undelivered events. Removing a delivery ends its dedup protection: the
  * dedup window is the retention period. Every statement stands alone (no transaction), as the
@@ -57,21 +54,6 @@ async function deleteInBatches(
 export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions): Promise<PruneResult> {
   const batchSize = options.batchSize ?? 500;
   const cutoff = options.now - options.retentionDays * DAY_MS;
-  // Before the deliveries: a done row would keep its delivery. A literal, not a parameter, so SQLite
-  // uses the partial index outbox_done_created_at (empty but for older versions' rows).
-  const done = sql.lit<string>('done');
-  const doneRows = await deleteInBatches(
-    () =>
-      kysely
-        .deleteFrom('outbox')
-        .where('id', 'in', (eb) =>
-          eb.selectFrom('outbox').select('id').where(sql.ref('status'), '=', done).where('created_at', '<=', options.now).limit(batchSize),
-        )
-        .executeTakeFirstOrThrow(),
-    batchSize,
-    options.signal,
-  );
-
   const deliveries = await deleteInBatches(
     () =>
       kysely
@@ -106,13 +88,12 @@ export async function pruneExpired(kysely: Kysely<Schema>, options: PruneOptions
     ? 0
     : Number((await kysely.deleteFrom('secrets').where('expires_at', '<', options.now).executeTakeFirstOrThrow()).numDeletedRows);
 
-  return { cutoff, deliveries, doneRows, boxes, expiredSecrets };
+  return { cutoff, deliveries, boxes, expiredSecrets };
 }
 
 export function describePrune(result: PruneResult): string {
   return (
     `removed deliveries: ${result.deliveries}, boxes: ${result.boxes} (older than ${new Date(result.cutoff).toISOString()}), ` +
-    `expired secrets: ${result.expiredSecrets}` +
-    (result.doneRows > 0 ? `, done fan-out rows of an older version: ${result.doneRows}` : '')
+    `expired secrets: ${result.expiredSecrets}`
   );
 }

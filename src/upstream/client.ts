@@ -1,6 +1,6 @@
 import pRetry from 'p-retry';
 import { z } from 'zod';
-import { parseRetryAfter, waitRestOfRetryAfter } from '../http/retry-after.js';
+import { parseRetryAfter, waitRestOfRetryAfter } from '../retry-after.js';
 import {
   InvalidWebhookIdError,
   UpstreamApiError,
@@ -13,7 +13,7 @@ import {
 /**
  * Client of the Sandbox Service webhook endpoints (sandbox-api-v1.md, "Account and setup"), and of
  * the box list and box event history that reconciliation reads (contract section 9).
- * Only GET and DELETE are retried: a repeated POST /webhooks creates a second endpoint, a repeated
+ * Only GETs are retried: a repeated POST /webhooks creates a second endpoint, a repeated
  * rotate throws away the secret of the first, so a POST whose answer is lost is reported, not retried.
  */
 
@@ -37,7 +37,6 @@ export interface CreateWebhookInput {
   /** Full `box.` form, at least one. */
   events: string[];
 }
-export type WebhookPatch = Partial<CreateWebhookInput>;
 
 /** The most items a list page may hold ("Limits": page size 1 to 200). */
 export const PAGE_LIMIT = 200;
@@ -64,7 +63,7 @@ export interface UpstreamClientOptions {
   fetch?: typeof fetch;
   /** Per attempt, including reading the body. Default 10 s. */
   timeoutMs?: number;
-  /** Retries of GET/DELETE after the first attempt. Default 3. */
+  /** Retries of a GET after the first attempt. Default 3. */
   retries?: number;
   /** Backoff base (ms), doubled per retry. Default 500. */
   minTimeout?: number;
@@ -81,10 +80,7 @@ export interface UpstreamClientOptions {
 
 export interface UpstreamClient {
   listWebhooks(): Promise<Webhook[]>;
-  getWebhook(id: string): Promise<Webhook>;
   createWebhook(input: CreateWebhookInput): Promise<{ webhook: Webhook; secret: string }>;
-  updateWebhook(id: string, patch: WebhookPatch): Promise<Webhook>;
-  deleteWebhook(id: string): Promise<void>;
   rotateWebhook(id: string): Promise<{ webhook?: Webhook; secret: string }>;
   /** `GET /boxes?limit=200[&cursor=]` (parameter names assumed: the document does not name them). */
   listBoxes(cursor?: string): Promise<Page<UpstreamBox>>;
@@ -92,12 +88,12 @@ export interface UpstreamClient {
   listBoxEvents(boxId: string, cursor?: string): Promise<Page<unknown>>;
 }
 
-type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+type Method = 'GET' | 'POST';
 interface Call {
   method: Method;
   path: string;
   body?: unknown;
-  /** For POST/PATCH: what to check when the answer is lost. */
+  /** For a POST: what to check when the answer is lost. */
   lostGuidance?: string;
 }
 interface Answer {
@@ -203,20 +199,11 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
     });
   }
 
-  /** GET/DELETE: retried with jittered backoff on 408/429/5xx and connection failures. */
-  function sendIdempotent(call: Call, acceptOnRetry?: (error: UpstreamError) => boolean): Promise<Answer> {
+  /** GET: retried with jittered backoff on 408/429/5xx and connection failures. */
+  function sendIdempotent(call: Call): Promise<Answer> {
     const operation = operationOf(call);
     return pRetry(
-      async (attempt) => {
-        try {
-          return await send(call);
-        } catch (error) {
-          if (attempt > 1 && error instanceof UpstreamError && acceptOnRetry?.(error)) {
-            return { status: 200, body: undefined, operation };
-          }
-          throw error;
-        }
-      },
+      () => send(call),
       {
         ...retryOptions,
         shouldRetry: async ({ error, attemptNumber, retriesConsumed }) => {
@@ -248,11 +235,6 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       return parse(z.array(webhookSchema), pickList(answer.body), answer);
     },
 
-    async getWebhook(id) {
-      const answer = await sendIdempotent({ method: 'GET', path: `/webhooks/${checkId(id, apiKey)}` });
-      return parse(webhookSchema, pickWebhook(answer.body), answer);
-    },
-
     async createWebhook(input) {
       const guidance =
         'Run `boxrelay upstream list` to see whether the endpoint was created before trying again; ' +
@@ -262,20 +244,6 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       const webhook = withoutSecret(parse(webhookSchema, pickWebhook(answer.body), answer, guidance));
       const secret = parse(secretSchema, pickSecret(answer.body), answer, guidance);
       return { webhook, secret };
-    },
-
-    async updateWebhook(id, patch) {
-      const path = `/webhooks/${checkId(id, apiKey)}`;
-      const guidance = `Run \`boxrelay upstream list\` to see whether ${id} was updated before trying again.`;
-      const body = { name: patch.name, url: patch.url, events: patch.events }; // only the documented fields
-      const answer = await send({ method: 'PATCH', path, body, lostGuidance: guidance });
-      return parse(webhookSchema, pickWebhook(answer.body), answer);
-    },
-
-    async deleteWebhook(id) {
-      // A 404 on a retry means an earlier attempt whose answer was lost did delete it.
-      const isGone = (error: UpstreamError) => error instanceof UpstreamApiError && error.status === 404;
-      await sendIdempotent({ method: 'DELETE', path: `/webhooks/${checkId(id, apiKey)}` }, isGone);
     },
 
     async rotateWebhook(id) {

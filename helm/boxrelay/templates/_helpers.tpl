@@ -157,6 +157,15 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_DATABASE_POOL_SIZE" "value" .Values.config.databasePoolSize) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_DATABASE_MAX_WAITING" "value" .Values.config.databaseMaxWaiting) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_DATABASE_SECRETS_REFRESH_MS" "value" .Values.config.databaseSecretsRefreshMs) }}
+{{- with .Values.tracing }}
+{{- if .endpoint }}
+{{- include "boxrelay.envVar" (dict "name" "OTEL_EXPORTER_OTLP_ENDPOINT" "value" .endpoint) }}
+{{- include "boxrelay.envVar" (dict "name" "OTEL_EXPORTER_OTLP_PROTOCOL" "value" .protocol) }}
+{{- include "boxrelay.envVar" (dict "name" "OTEL_SERVICE_NAME" "value" .serviceName) }}
+{{- include "boxrelay.envVar" (dict "name" "OTEL_TRACES_SAMPLER" "value" .sampler) }}
+{{- include "boxrelay.envVar" (dict "name" "OTEL_TRACES_SAMPLER_ARG" "value" .samplerArg) }}
+{{- end }}
+{{- end }}
 {{- $s := .Values.secrets }}
 {{- $own := include "boxrelay.secretName" . }}
 {{- if include "boxrelay.usePostgres" . }}

@@ -5,7 +5,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hookSchema } from '../src/config/schema.js';
 import type { CloudEvent } from '../src/events/cloudevent.js';
 import { createHttpHookSink } from '../src/sinks/http-hook.js';
-import { PermanentFailure } from '../src/sinks/sink.js';
+import { PermanentFailure } from '../src/sinks/failures.js';
 import { ManualClock } from './support/clock.js';
 import { sqliteFile } from './support/databases.js';
 import { hookServer, type HookServer } from './support/hook-server.js';

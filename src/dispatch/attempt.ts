@@ -1,7 +1,8 @@
 import pRetry from 'p-retry';
 import type { CloudEvent } from '../events/cloudevent.js';
 import { waitRestOfRetryAfter } from '../retry-after.js';
-import { asSinkFailure, type Sink, type SinkFailure } from '../sinks/sink.js';
+import { asSinkFailure, type SinkFailure } from '../sinks/failures.js';
+import type { Sink } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
 export type Outcome =

@@ -4,7 +4,16 @@ import type { CloudEvent } from '../events/cloudevent.js';
 import { parseRetryAfter } from '../retry-after.js';
 import { computeSignature } from '../verify/signature.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
-import { PermanentFailure, RetryableFailure, eventJson, type Sink } from './sink.js';
+import {
+  HookConnectionError,
+  HookRejectedError,
+  HookRequestInvalidError,
+  HookTimeoutError,
+  HookUnavailableError,
+  SinkStoppingError,
+  eventJson,
+} from './failures.js';
+import type { Sink } from './sink.js';
 import { slackBody } from './slack.js';
 
 export interface HttpHookOptions {
@@ -43,7 +52,7 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     } catch {
       // A value that cannot be encoded (an event id outside Latin-1, a bad configured value) fails
       // every attempt; the error would quote the value, so it is not kept.
-      throw new PermanentFailure('invalid_request', 'the request cannot be built: a header value is not valid HTTP (not shown)');
+      throw new HookRequestInvalidError();
     }
     if (key) {
       const signature = computeSignature(key, event.id, timestamp, Buffer.from(body, 'utf8')).toString('base64');
@@ -73,20 +82,18 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
         });
       } catch (error) {
         answering = false;
-        if (timeout.aborted) throw new RetryableFailure('timeout', `no answer within ${hook.timeoutMs} ms`, { cause: error });
-        if (signal.aborted) throw new RetryableFailure('aborted', 'the relay is stopping', { cause: error });
+        if (timeout.aborted) throw new HookTimeoutError(hook.timeoutMs, { cause: error });
+        if (signal.aborted) throw new SinkStoppingError({ cause: error });
         // Only the system error code: fetch's own messages may quote the request's headers.
         const code = (error as { cause?: { code?: unknown } }).cause?.code;
-        throw new RetryableFailure('connection_error', typeof code === 'string' ? code : 'the request failed without an answer');
+        throw new HookConnectionError(typeof code === 'string' ? code : undefined);
       }
       // The status is all that counts; dropping the body frees the connection.
       await response.body?.cancel().catch(() => {});
       answering = response.status < 500;
       if (response.ok) return;
-      const message = `hook answered ${response.status}`;
-      if (!retryableStatus(response.status)) throw new PermanentFailure(`http_${response.status}`, message);
-      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), clock.now());
-      throw new RetryableFailure(`http_${response.status}`, message, { retryAfterMs });
+      if (!retryableStatus(response.status)) throw new HookRejectedError(response.status);
+      throw new HookUnavailableError(response.status, parseRetryAfter(response.headers.get('retry-after'), clock.now()));
     },
     up: () => answering,
     async close() {},

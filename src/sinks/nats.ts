@@ -25,7 +25,19 @@ import type { Logger } from '../log.js';
 import { DAY_MS } from '../store/prune.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
 import { NATS_SINK } from './route.js';
-import { PermanentFailure, RetryableFailure, eventJson, type Sink } from './sink.js';
+import {
+  NatsDownError,
+  NatsFlushTimeoutError,
+  NatsInvalidMessageError,
+  NatsNoAckError,
+  NatsPayloadTooLargeError,
+  NatsPermissionDeniedError,
+  NatsStreamMissingError,
+  NatsStreamUnavailableError,
+  NatsSubjectTooLongError,
+  eventJson,
+} from './failures.js';
+import type { Sink } from './sink.js';
 
 export type NatsSettings = Pick<
   Config,
@@ -249,11 +261,11 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   /** Core publishes have no ack; a flush (the server's PONG) proves the message reached it. */
   const flushed = async (connection: NatsConnection): Promise<void> => {
     if (!(await settlesWithin(connection.flush(), ackTimeoutMs))) {
-      throw new RetryableFailure('nats_flush_timeout', `no flush from NATS within ${ackTimeoutMs} ms`);
+      throw new NatsFlushTimeoutError(ackTimeoutMs);
     }
   };
 
-  const denied = (subject: string) => new PermanentFailure('nats_permission_denied', `NATS refused publishing to ${shortSubject(subject)} (permissions violation)`);
+  const denied = (subject: string) => new NatsPermissionDeniedError(shortSubject(subject));
 
   return {
     name: NATS_SINK,
@@ -267,9 +279,9 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     spanName: (event) => `publish ${subjectFor(prefix, event)}`,
     async deliver(event: CloudEvent, _signal, trace) {
       const current = state;
-      if (current.name === 'streamRefused') throw new RetryableFailure('nats_stream_unavailable', current.error);
-      if (current.name === 'settingUpStream') throw new RetryableFailure('nats_stream_unavailable', 'stream not set up yet');
-      if (current.name !== 'ready') throw new RetryableFailure('nats_down', 'not connected to NATS');
+      if (current.name === 'streamRefused') throw new NatsStreamUnavailableError(current.error);
+      if (current.name === 'settingUpStream') throw new NatsStreamUnavailableError('stream not set up yet');
+      if (current.name !== 'ready') throw new NatsDownError();
       const { connection, js } = current.session;
       const { subject, payload, headers } = natsMessage(prefix, event, connection.info?.max_payload, trace?.traceparent);
       if (!jetStreamMode) {
@@ -288,9 +300,9 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       } catch (error) {
         const violation = error instanceof RequestError ? error.cause : error;
         if (isPublishDenied(violation) && violation.subject === subject) throw denied(subject);
-        if (!noStreamCaptures(error)) throw new RetryableFailure('nats_no_ack', (error as Error).message, { cause: error });
+        if (!noStreamCaptures(error)) throw new NatsNoAckError((error as Error).message, { cause: error });
         on({ type: 'streamMissing', ready: current });
-        throw new RetryableFailure('nats_stream_missing', `no JetStream stream captures ${shortSubject(subject)}`, { cause: error });
+        throw new NatsStreamMissingError(shortSubject(subject), { cause: error });
       }
     },
     up: () => state.name === 'ready',
@@ -372,20 +384,20 @@ function natsMessage(
   const subject = subjectFor(prefix, event);
   const subjectBytes = Buffer.byteLength(subject);
   if (subjectBytes > MAX_SUBJECT_BYTES) {
-    throw new PermanentFailure('nats_subject_too_long', `subject of ${subjectBytes} bytes exceeds NATS's limit of ${MAX_SUBJECT_BYTES} bytes`);
+    throw new NatsSubjectTooLongError(subjectBytes, MAX_SUBJECT_BYTES);
   }
   const headers = new MsgHdrsImpl();
   try {
     headers.set('Nats-Msg-Id', event.id);
   } catch {
-    throw new PermanentFailure('nats_invalid_message', 'the event id cannot be a NATS header value');
+    throw new NatsInvalidMessageError();
   }
   // Consumers continue the trace of the attempt (tracing on).
   if (traceparent) headers.set('traceparent', traceparent);
   const payload = eventJson(event);
   const size = Buffer.byteLength(payload) + headers.encode().length;
   if (size > maxPayload) {
-    throw new PermanentFailure('nats_payload_too_large', `event of ${size} bytes (with headers) exceeds the server's max_payload of ${maxPayload} bytes`);
+    throw new NatsPayloadTooLargeError(size, maxPayload);
   }
   return { subject, payload, headers };
 }

@@ -1,0 +1,178 @@
+import type { CloudEvent } from '../events/cloudevent.js';
+
+/**
+ * Why an attempt on a sink failed: one class per failure, each with a stable `code` (it lands in
+ * `last_error`, logs and tests), retryable or permanent.
+ */
+/**
+ * A failed attempt. `code` is stable and short (it lands in `last_error`, logs and tests);
+ * `retryable` says whether another attempt may succeed.
+ */
+export abstract class SinkFailure extends Error {
+  abstract readonly retryable: boolean;
+  /** A lower bound for the delay before the next attempt (a hook's Retry-After). */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(
+    readonly code: string,
+    message: string,
+    options?: ErrorOptions & { retryAfterMs?: number | undefined },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+    this.retryAfterMs = options?.retryAfterMs;
+  }
+
+  /** What is kept in `last_error`: the code, then the detail when it adds something. */
+  get summary(): string {
+    return this.message && this.message !== this.code ? `${this.code}: ${this.message}` : this.code;
+  }
+}
+
+/** Another attempt may succeed: timeouts, connection errors, 408, 429, 5xx, a missing JetStream ack. */
+export abstract class RetryableFailure extends SinkFailure {
+  readonly retryable = true;
+}
+
+/** Trying again cannot help (a hook's other 4xx): the event becomes a dead letter at once. */
+export abstract class PermanentFailure extends SinkFailure {
+  readonly retryable = false;
+}
+
+
+// Every sink
+
+/** JSON.stringify overflows on data nested thousands of levels deep: no attempt can send it. */
+export class EventNotSerializableError extends PermanentFailure {
+  constructor() {
+    super('event_not_serializable', 'the event cannot be serialized as JSON (nested too deeply)');
+  }
+}
+
+/** A library error that is not one of the failures below: retried. */
+export class UnexpectedSinkError extends RetryableFailure {
+  constructor(message: string, options?: ErrorOptions) {
+    super('sink_error', message, options);
+  }
+}
+
+/** The relay is stopping: the attempt was cut (not counted against the event). */
+export class SinkStoppingError extends RetryableFailure {
+  constructor(options?: ErrorOptions) {
+    super('aborted', 'the relay is stopping', options);
+  }
+}
+
+// HTTP hooks
+
+/** The request cannot be built (a header value that is not valid HTTP); the value is not shown. */
+export class HookRequestInvalidError extends PermanentFailure {
+  constructor() {
+    super('invalid_request', 'the request cannot be built: a header value is not valid HTTP (not shown)');
+  }
+}
+
+export class HookTimeoutError extends RetryableFailure {
+  constructor(timeoutMs: number, options?: ErrorOptions) {
+    super('timeout', `no answer within ${timeoutMs} ms`, options);
+  }
+}
+
+/** No answer at all: only the system error code is kept (fetch's own messages may quote headers). */
+export class HookConnectionError extends RetryableFailure {
+  constructor(systemCode: string | undefined) {
+    super('connection_error', systemCode ?? 'the request failed without an answer');
+  }
+}
+
+/** 408, 429 or 5xx: tried again, no sooner than its Retry-After. */
+export class HookUnavailableError extends RetryableFailure {
+  constructor(status: number, retryAfterMs: number | undefined) {
+    super(`http_${status}`, `hook answered ${status}`, { retryAfterMs });
+  }
+}
+
+/** Any other non-2xx answer: the hook refuses the event. */
+export class HookRejectedError extends PermanentFailure {
+  constructor(status: number) {
+    super(`http_${status}`, `hook answered ${status}`);
+  }
+}
+
+// NATS
+
+export class NatsDownError extends RetryableFailure {
+  constructor() {
+    super('nats_down', 'not connected to NATS');
+  }
+}
+
+/** The JetStream stream is being set up, or its set-up was refused (the reason). */
+export class NatsStreamUnavailableError extends RetryableFailure {
+  constructor(reason: string) {
+    super('nats_stream_unavailable', reason);
+  }
+}
+
+export class NatsStreamMissingError extends RetryableFailure {
+  constructor(subject: string, options?: ErrorOptions) {
+    super('nats_stream_missing', `no JetStream stream captures ${subject}`, options);
+  }
+}
+
+export class NatsNoAckError extends RetryableFailure {
+  constructor(message: string, options?: ErrorOptions) {
+    super('nats_no_ack', message, options);
+  }
+}
+
+/** Core mode: the server's PONG did not come back in time. */
+export class NatsFlushTimeoutError extends RetryableFailure {
+  constructor(timeoutMs: number) {
+    super('nats_flush_timeout', `no flush from NATS within ${timeoutMs} ms`);
+  }
+}
+
+export class NatsPermissionDeniedError extends PermanentFailure {
+  constructor(subject: string) {
+    super('nats_permission_denied', `NATS refused publishing to ${subject} (permissions violation)`);
+  }
+}
+
+/** Over the server's control line: publishing it would drop the connection. */
+export class NatsSubjectTooLongError extends PermanentFailure {
+  constructor(bytes: number, maxBytes: number) {
+    super('nats_subject_too_long', `subject of ${bytes} bytes exceeds NATS's limit of ${maxBytes} bytes`);
+  }
+}
+
+export class NatsInvalidMessageError extends PermanentFailure {
+  constructor() {
+    super('nats_invalid_message', 'the event id cannot be a NATS header value');
+  }
+}
+
+export class NatsPayloadTooLargeError extends PermanentFailure {
+  constructor(bytes: number, maxPayload: number) {
+    super('nats_payload_too_large', `event of ${bytes} bytes (with headers) exceeds the server's max_payload of ${maxPayload} bytes`);
+  }
+}
+
+/**
+ * The event as JSON, or a PermanentFailure: JSON.stringify overflows the stack on data nested some
+ * thousands of levels deep (an event stored before the receiver's depth limit), at every attempt.
+ */
+export function eventJson(event: CloudEvent): string {
+  try {
+    return JSON.stringify(event);
+  } catch {
+    throw new EventNotSerializableError();
+  }
+}
+
+/** Anything a sink threw that is not a SinkFailure is an unexpected library error: retry it. */
+export function asSinkFailure(error: unknown): SinkFailure {
+  if (error instanceof SinkFailure) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new UnexpectedSinkError(message, { cause: error });
+}

@@ -7,6 +7,8 @@ import type { DispatchTuning } from './dispatch/tuning.js';
 import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
+import { eventDeliveryRoutes } from './http/admin/event-deliveries.js';
+import { sinkRoutes } from './http/admin/sinks.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { createAdminRouter } from './http/admin/router.js';
@@ -166,6 +168,8 @@ export async function createRelay({
         deadLetterRoutes(operations),
         replayRoutes(operations),
         reconcileRoutes(reconciler),
+        eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor }),
+        sinkRoutes({ sinks, outbox }),
       ])
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, logger });

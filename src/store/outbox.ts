@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database } from './database.js';
 import { executeUnsynced } from './unsynced.js';
-import type { OutboxTable, Schema } from './schema.js';
+import type { OutboxStatus, OutboxTable, Schema } from './schema.js';
 
 /** A row the dispatcher holds a lease on, with the stored event (null when pruned meanwhile). */
 export interface ClaimedRow {
@@ -21,6 +21,16 @@ export interface DeadLetter {
   lastError: string | null;
   /** Epoch ms. */
   failedAt: number;
+}
+
+/** An event's outbox row as the admin API reads it. */
+export interface EventRow {
+  sink: string;
+  status: OutboxStatus;
+  attempts: number;
+  lastError: string | null;
+  /** Epoch ms of the last change (for a dead letter, when it failed). */
+  updatedAt: number;
 }
 
 export interface Claim {
@@ -235,6 +245,17 @@ export function createOutbox(database: Database) {
         .limit(limit)
         .execute();
       return rows.map(toDeadLetter);
+    },
+
+    /** The rows one event still has (delivered rows are gone), oldest first. */
+    async rowsOfEvent(eventId: string): Promise<EventRow[]> {
+      const rows = await db
+        .selectFrom('outbox')
+        .select(['sink', 'status', 'attempts', 'last_error', 'updated_at'])
+        .where('delivery_id', '=', eventId)
+        .orderBy('id')
+        .execute();
+      return rows.map((r) => ({ sink: r.sink, status: r.status, attempts: r.attempts, lastError: r.last_error, updatedAt: r.updated_at }));
     },
 
     async findDeadLetter(id: number): Promise<DeadLetter | undefined> {

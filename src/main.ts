@@ -12,6 +12,7 @@ import { sinkRoutes } from './http/admin/sinks.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { createAdminRouter } from './http/admin/router.js';
+import { createConsoleRouter } from './http/console/console-app.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
 import { createPublicApp } from './http/public-app.js';
@@ -172,7 +173,7 @@ export async function createRelay({
         sinkRoutes({ sinks, outbox }),
       ])
     : undefined;
-  const internalApp = createInternalApp({ registry, readiness, admin, logger });
+  const internalApp = createInternalApp({ registry, readiness, admin, console: admin && createConsoleRouter(), logger });
 
   let listening: Listening[] = [];
   let pruning: PruneSchedule | undefined;

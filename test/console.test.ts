@@ -31,8 +31,14 @@ async function consoleOn(overrides: Record<string, unknown>, viewport = { width:
 const deliveriesOf = async (t: TestRelay, id: string) =>
   (await request(t.relay.internalApp).get(`/admin/events/${id}`).set(adminAuth)).body.deliveries as { sink: string; status: string }[];
 
-const rowTexts = (page: Page, table: string) =>
-  page.getByRole('table', { name: table }).locator('tbody tr').allTextContents();
+/** The rows' texts of a list, once it shows `count` rows (views load their data after their heading). */
+async function rowsOnceThere(page: Page, table: string, count: number): Promise<string[]> {
+  const rows = page.getByRole('table', { name: table }).locator('tbody tr');
+  return waitFor(async () => {
+    const texts = await rows.allTextContents();
+    return texts.length === count ? texts : undefined;
+  }, `${count} rows in ${table}`);
+}
 
 describe('operator console (contract section 10) in Chromium', () => {
   it('signs in (a wrong token stays on the form), keeps the token for the tab across a reload, signs out, and asks nothing of another host', async () => {
@@ -82,24 +88,21 @@ describe('operator console (contract section 10) in Chromium', () => {
 
     await signIn(page, base, ADMIN_TOKEN);
     await page.getByRole('link', { name: 'Boxes', exact: true }).click();
-    await page.getByRole('table', { name: 'Boxes' }).waitFor();
-    expect(await rowTexts(page, 'Boxes')).toHaveLength(2);
+    await rowsOnceThere(page, 'Boxes', 2);
     await page.getByLabel('State').fill('error');
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.waitForURL(/#\/boxes\?state=error$/);
-    await waitFor(async () => (await rowTexts(page, 'Boxes')).length === 1, 'the filtered list');
-    expect((await rowTexts(page, 'Boxes'))[0]).toContain('ci-broken');
+    expect((await rowsOnceThere(page, 'Boxes', 1))[0]).toContain('ci-broken');
 
     await page.getByLabel('State').fill('');
     await page.getByLabel('Search id or name').fill('CI-BRO');
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.waitForURL(/q=CI-BRO$/);
-    await waitFor(async () => (await rowTexts(page, 'Boxes')).length === 1, 'the searched list');
+    expect((await rowsOnceThere(page, 'Boxes', 1))[0]).toContain('ci-broken');
 
     await page.getByRole('link', { name: 'bx_broken' }).click();
     await page.getByRole('heading', { name: 'Box bx_broken' }).waitFor();
-    const events = await rowTexts(page, 'Events of this box');
-    expect(events).toHaveLength(2);
+    const events = await rowsOnceThere(page, 'Events of this box', 2);
     expect(events[0]).toContain('box.error');
     expect(events[0]).toContain('picky: dead-lettered');
     expect(events[0]).toContain('good: delivered');
@@ -119,18 +122,17 @@ describe('operator console (contract section 10) in Chromium', () => {
     await signIn(page, base, ADMIN_TOKEN);
     await page.getByRole('link', { name: 'Dead letters', exact: true }).click();
     const table = page.getByRole('table', { name: 'Dead letters' });
-    await table.waitFor();
-    expect(await rowTexts(page, 'Dead letters')).toHaveLength(4);
+    await rowsOnceThere(page, 'Dead letters', 4);
     expect(await page.getByRole('button', { name: 'Retry all' }).isDisabled()).toBe(true);
 
     await table.locator('tbody tr', { hasText: ids[0]! }).getByRole('button', { name: 'Retry', exact: true }).click();
     await page.getByText('queued for another try').waitFor();
     await waitFor(async () => (await deliveriesOf(t, ids[0]!))[0]?.status === 'delivered', 'the retried event delivered');
-    await waitFor(async () => (await rowTexts(page, 'Dead letters')).length === 3, 'three rows left');
+    await rowsOnceThere(page, 'Dead letters', 3);
 
     await table.locator('tbody tr', { hasText: ids[1]! }).getByRole('button', { name: 'Discard' }).click();
     await page.getByText('discarded').waitFor();
-    await waitFor(async () => (await rowTexts(page, 'Dead letters')).length === 2, 'two rows left');
+    await rowsOnceThere(page, 'Dead letters', 2);
     expect((await outboxRows(t, 'picky')).map((r) => r.delivery_id)).toEqual([ids[2], ids[3]]);
 
     await page.getByLabel('Sink').selectOption('picky');

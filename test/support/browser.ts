@@ -1,3 +1,5 @@
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll } from 'vitest';
 
@@ -7,10 +9,21 @@ export const CHROMIUM = {
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
 };
 
+const ROOT = join(import.meta.dirname, '..', '..');
+
+/** The relay serves the console from dist/console, which only `npm run build` makes: refuse a missing or stale one. */
+function requireConsoleBuild(): void {
+  const built = (path: string) => statSync(join(ROOT, path), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  if (built('dist/console/app.js') < Math.max(built('console/src/app.ts'), built('console/static/index.html'))) {
+    throw new Error('dist/console is missing or older than console/: run `npm run build` (npm test does) before this test');
+  }
+}
+
 /** One browser for the calling file, launched once and closed after its last test. */
 export function sharedBrowser(): { browser: () => Browser } {
   let browser: Browser | undefined;
   beforeAll(async () => {
+    requireConsoleBuild();
     browser = await chromium.launch(CHROMIUM);
   });
   afterAll(async () => {

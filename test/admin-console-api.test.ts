@@ -1,5 +1,6 @@
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
+import { eventDeliveries } from '../src/dispatch/delivery-status.js';
 import { adminAuth, allDelivered, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
 import { engines } from './support/databases.js';
 import { recordEvent, waitFor } from './support/fanout.js';
@@ -100,6 +101,13 @@ describe('admin API additions for the console (contract section 6)', () => {
     await allDelivered(t, 'picky');
     expect(await deadOf('other')).toBe(2);
     expect((await request(app).get('/admin/dead-letters/retry').set(adminAuth)).status).toBe(405);
+  });
+
+  it('counts the newest row of a sink when a replay added another', () => {
+    const row = (status: 'pending' | 'dead', attempts: number) => ({ sink: 'good', status, attempts, lastError: null, updatedAt: 0 });
+    expect(eventDeliveries({ routedTo: ['good'], configured: ['good'], rows: [row('dead', 5), row('pending', 0)] })).toEqual([
+      { sink: 'good', status: 'pending', attempts: 0, lastError: null, updatedAt: new Date(0).toISOString() },
+    ]);
   });
 
   it.each(engines)('GET /admin/boxes?q= on $name: id or name contains the text, in any case, wildcards taken literally', async (engine) => {

@@ -1,6 +1,6 @@
 import type { Page, Request as BrowserRequest } from 'playwright-core';
 import request from 'supertest';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { CONSOLE_CSP } from '../src/http/console/console-app.js';
 import { signIn, sharedBrowser } from './support/browser.js';
 import { ADMIN_TOKEN, adminAuth, allDelivered, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
@@ -9,6 +9,12 @@ import type { TestRelay } from './support/relay.js';
 
 const { server, relay, defer } = fanoutFixture();
 const { browser } = sharedBrowser();
+
+// Every test ends with no page having broken its own policy (a hook of its own: the fixture's cleanup still runs).
+const cspViolations: string[] = [];
+afterEach(() => {
+  expect(cspViolations.splice(0)).toEqual([]);
+});
 
 /** A started relay with an admin token, its internal port's base URL, and a fresh browser page on it. */
 async function consoleOn(overrides: Record<string, unknown>, viewport = { width: 1280, height: 800 }) {
@@ -20,11 +26,8 @@ async function consoleOn(overrides: Record<string, unknown>, viewport = { width:
   const page = await context.newPage();
   const requests: string[] = [];
   const dialogs: string[] = [];
-  const cspViolations: string[] = [];
   page.on('request', (r: BrowserRequest) => void requests.push(r.url()));
   page.on('console', (m) => void (/Content Security Policy/i.test(m.text()) && cspViolations.push(m.text())));
-  // Every test ends with the page having broken none of its own policy.
-  defer(async () => expect(cspViolations).toEqual([]));
   page.on('dialog', (d) => {
     dialogs.push(d.message());
     void d.dismiss();

@@ -17,6 +17,18 @@ export interface ViewContext {
   fail(error: unknown): void;
 }
 
+/** A button's action: its outcome in the status line, then the data loaded again either way. */
+export function action(context: ViewContext, run: () => Promise<string>): () => Promise<void> {
+  return async () => {
+    try {
+      context.notify('done', await run());
+    } catch (error) {
+      context.fail(error);
+    }
+    context.reload();
+  };
+}
+
 /**
  * Paging through a list with `cursor`/`nextCursor`: a stack of the cursors of the pages seen,
  * so "Previous page" goes back without the API paging backwards.

@@ -1,6 +1,6 @@
 import { api, ApiError, withQuery, type DeadLetter, type Page, type SinkRow } from './api.js';
 import { field, h, link, message, route, table, time } from './dom.js';
-import { fetchSinks, listOrEmpty, localToIso, pager, sinkSelect, type View, type ViewContext } from './view.js';
+import { action, fetchSinks, listOrEmpty, localToIso, pager, sinkSelect, type View, type ViewContext } from './view.js';
 
 /** Dead letters, by sink: each retried or discarded, or all of one sink retried. */
 export function deadLettersView(context: ViewContext, query: URLSearchParams): View {
@@ -8,30 +8,16 @@ export function deadLettersView(context: ViewContext, query: URLSearchParams): V
   const paging = pager(context);
   const select = sinkSelect(sink, context);
   select.addEventListener('change', () => (location.hash = withQuery('#/dead-letters', { sink: select.value })));
-  const act = (action: () => Promise<unknown>, done: string) => async () => {
-    try {
-      await action();
-      context.notify('done', done);
-    } catch (error) {
-      context.fail(error);
-    }
-    context.reload();
-  };
   const retryAll = h(
     'button',
     {
       type: 'button',
       disabled: !sink,
       title: sink ? `Retry every dead letter of ${sink}` : 'Choose a sink first',
-      onclick: async () => {
-        try {
-          const { retried } = await api<{ retried: number }>('POST', '/admin/dead-letters/retry', { sink });
-          context.notify('done', `${retried} dead letter(s) of ${sink} queued for another try.`);
-        } catch (error) {
-          context.fail(error);
-        }
-        context.reload();
-      },
+      onclick: action(context, async () => {
+        const { retried } = await api<{ retried: number }>('POST', '/admin/dead-letters/retry', { sink });
+        return `${retried} dead letter(s) of ${sink} queued for another try.`;
+      }),
     },
     'Retry all',
   );
@@ -50,8 +36,8 @@ export function deadLettersView(context: ViewContext, query: URLSearchParams): V
         h(
           'span',
           { class: 'actions' },
-          h('button', { type: 'button', title: `Retry dead letter ${d.id}`, onclick: act(() => api('POST', `/admin/dead-letters/${d.id}/retry`), `Dead letter ${d.id} queued for another try.`) }, 'Retry'),
-          h('button', { type: 'button', class: 'danger', title: `Discard dead letter ${d.id}`, onclick: act(() => api('DELETE', `/admin/dead-letters/${d.id}`), `Dead letter ${d.id} discarded.`) }, 'Discard'),
+          h('button', { type: 'button', title: `Retry dead letter ${d.id}`, onclick: action(context, async () => (await api('POST', `/admin/dead-letters/${d.id}/retry`), `Dead letter ${d.id} queued for another try.`)) }, 'Retry'),
+          h('button', { type: 'button', class: 'danger', title: `Discard dead letter ${d.id}`, onclick: action(context, async () => (await api('DELETE', `/admin/dead-letters/${d.id}`), `Dead letter ${d.id} discarded.`)) }, 'Discard'),
         ),
       ]);
       const empty = sink ? `No dead letters for ${sink}.` : 'No dead letters: every sink has taken every event it was sent.';
@@ -142,15 +128,10 @@ export function sinksView(context: ViewContext): View {
             type: 'button',
             disabled: !pausing,
             title: `${s.paused ? 'Resume' : 'Pause'} deliveries to ${s.name}`,
-            onclick: async () => {
-              try {
-                await api('POST', `/admin/sinks/${encodeURIComponent(s.name)}/${verb}`);
-                context.notify('done', `${s.name} ${s.paused ? 'resumed' : 'paused'}.`);
-              } catch (error) {
-                context.fail(error);
-              }
-              context.reload();
-            },
+            onclick: action(context, async () => {
+              await api('POST', `/admin/sinks/${encodeURIComponent(s.name)}/${verb}`);
+              return `${s.name} ${s.paused ? 'resumed' : 'paused'}.`;
+            }),
           },
           s.paused ? 'Resume' : 'Pause',
         );

@@ -75,6 +75,11 @@ describe('operator console (contract section 10) in Chromium', () => {
     await page.getByText('No boxes yet').waitFor();
     await t.post({ boxId: 'bx_later', boxName: 'later' });
     await rowsOnceThere(page, 'Boxes', 1);
+    // A token refused later (rotated on the relay) sends the tab back to the form, saying why.
+    await page.evaluate(`sessionStorage.setItem(sessionStorage.key(0), 'rotated-away')`);
+    expect(await page.getByRole('alert').textContent()).toContain('Sign in again');
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
+    await signIn(page, base, ADMIN_TOKEN);
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByLabel('Admin token').waitFor();

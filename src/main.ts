@@ -9,10 +9,12 @@ import type { DispatchTuning } from './dispatch/tuning.js';
 import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
+import { eventDeliveryRoutes } from './http/admin/event-deliveries.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { sinkRoutes } from './http/admin/sinks.js';
 import { createAdminRouter } from './http/admin/router.js';
+import { createConsoleRouter } from './http/console/console-app.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
 import { createPublicApp } from './http/public-app.js';
@@ -194,10 +196,11 @@ export async function createRelay({
         deadLetterRoutes(operations),
         replayRoutes(operations),
         reconcileRoutes(reconciler),
+        eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor }),
         sinkRoutes({ sinks, sinkStates, pauses, countBySink: outbox.countBySink }),
       ])
     : undefined;
-  const internalApp = createInternalApp({ registry, readiness, admin, logger });
+  const internalApp = createInternalApp({ registry, readiness, admin, console: admin && createConsoleRouter(), logger });
 
   let listening: Listening[] = [];
   let pruning: PruneSchedule | undefined;

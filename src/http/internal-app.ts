@@ -11,6 +11,8 @@ export interface InternalAppDeps {
   readiness(): Promise<ReadinessReport>;
   /** `/admin/*`, present only when an admin token is configured (404 otherwise). */
   admin?: Router | undefined;
+  /** `/console`: the operator console, present with the admin API. */
+  console?: Router | undefined;
   logger: Logger;
 }
 
@@ -25,6 +27,7 @@ export function createInternalApp(deps: InternalAppDeps): Express {
   });
   mountHealth(app, deps.readiness, true);
   if (deps.admin) app.use('/admin', deps.admin);
+  if (deps.console) app.use('/console', deps.console);
 
   app.use(notFound);
   app.use(errorHandler(deps.logger));

@@ -1,4 +1,4 @@
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { BoxesTable, Schema } from './schema.js';
 
 /** A box as the admin API shows it (contract section 6). */
@@ -26,6 +26,8 @@ const BOX_COLUMNS = ['id', 'name', 'state', 'previous_state', 'state_changed_at'
 
 export interface BoxQuery {
   state?: string | undefined;
+  /** Only boxes whose id or name contains this text, in any case. */
+  search?: string | undefined;
   /** Return boxes whose id sorts after this one (keyset pagination by id). */
   afterId?: string | undefined;
   limit: number;
@@ -35,6 +37,11 @@ export interface BoxQuery {
 export async function listBoxes(kysely: Kysely<Schema>, query: BoxQuery): Promise<Box[]> {
   let select = kysely.selectFrom('boxes').select(BOX_COLUMNS);
   if (query.state !== undefined) select = select.where('state', '=', query.state);
+  if (query.search !== undefined) {
+    // LIKE with its wildcards escaped, on lower() of both sides: the same on SQLite and PostgreSQL.
+    const pattern = `%${query.search.toLowerCase().replace(/[\\%_]/g, '\\$&')}%`;
+    select = select.where(sql<boolean>`(lower(id) like ${pattern} escape '\\' or lower(name) like ${pattern} escape '\\')`);
+  }
   if (query.afterId !== undefined) select = select.where('id', '>', query.afterId);
   const rows = await select.orderBy('id').limit(query.limit).execute();
   return rows.map(toBox);

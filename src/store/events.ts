@@ -50,3 +50,9 @@ export async function heldEventIds(kysely: Kysely<Schema>, ids: string[]): Promi
   const rows = await kysely.selectFrom('deliveries').select('id').where('id', 'in', ids).execute();
   return new Set(rows.map((r) => r.id));
 }
+
+/** One stored event by id, with its type (which decides where it fans out). */
+export async function getEvent(kysely: Kysely<Schema>, id: string): Promise<(StoredEvent & { type: string }) | undefined> {
+  const row = await kysely.selectFrom('deliveries').select(['id', 'type', 'received_at', 'payload', 'origin']).where('id', '=', id).executeTakeFirst();
+  return row && { id: row.id, type: row.type, receivedAt: row.received_at, payload: row.payload, origin: row.origin };
+}

@@ -1,7 +1,9 @@
 import type { Database } from './database.js';
 import { createDeadLetterStore, type DeadLetterStore } from './dead-letters.js';
 import { createOutboxWork, type OutboxWork } from './outbox-work.js';
+import { rowsOfEvent } from './event-rows.js';
 import { queueReplay } from './replay.js';
+import type { OutboxStatus } from './schema.js';
 
 /** A row the dispatcher holds a lease on, with the stored event (null when pruned meanwhile). */
 export interface ClaimedRow {
@@ -24,6 +26,16 @@ export interface DeadLetter {
   lastError: string | null;
   /** Epoch ms. */
   failedAt: number;
+}
+
+/** An event's outbox row as the admin API reads it. */
+export interface EventRow {
+  sink: string;
+  status: OutboxStatus;
+  attempts: number;
+  lastError: string | null;
+  /** Epoch ms of the last change (for a dead letter, when it failed). */
+  updatedAt: number;
 }
 
 export interface Claim {
@@ -61,6 +73,7 @@ export const SINK_NOT_CONFIGURED = 'sink not configured';
 export interface Outbox extends OutboxWork, DeadLetterStore {
   /** New pending rows for the deliveries received since `since`; returns how many. */
   replay(replay: Replay): Promise<number>;
+  rowsOfEvent(eventId: string): Promise<EventRow[]>;
 }
 
 export function createOutbox(database: Database): Outbox {
@@ -68,5 +81,6 @@ export function createOutbox(database: Database): Outbox {
     ...createOutboxWork(database),
     ...createDeadLetterStore(database),
     replay: (replay) => queueReplay(database.kysely, replay),
+    rowsOfEvent: (eventId) => rowsOfEvent(database.kysely, eventId),
   };
 }

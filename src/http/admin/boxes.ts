@@ -8,7 +8,7 @@ import type { AdminRoutes } from './router.js';
 
 const unknownBox = () => new NotFoundError('no such box');
 
-/** `/admin/boxes`: the last known state of each box (contract section 7), and forgetting one. */
+/** `/admin/boxes?state=&q=`: the last known state of each box (contract section 7), and forgetting one. */
 export function boxRoutes(kysely: Kysely<Schema>): AdminRoutes {
   return {
     mount(router) {
@@ -17,7 +17,7 @@ export function boxRoutes(kysely: Kysely<Schema>): AdminRoutes {
         if (page.after !== undefined && typeof page.after !== 'string') {
           throw new InvalidRequestError('cursor is not one this server issued');
         }
-        const rows = await listBoxes(kysely, { state: queryText(req, 'state'), afterId: page.after, limit: page.limit + 1 });
+        const rows = await listBoxes(kysely, { state: queryText(req, 'state'), search: queryText(req, 'q'), afterId: page.after, limit: page.limit + 1 });
         const { items, nextCursor } = pageOf(rows, page, (box) => box.id);
         res.json({ ok: true, boxes: items, nextCursor });
       });

@@ -1,4 +1,5 @@
 import type { Request } from 'express';
+import { z } from 'zod';
 import type { Operations } from '../../dispatch/operations.js';
 import { InvalidRequestError } from '../../errors.js';
 import type { DeadLetter } from '../../store/outbox.js';
@@ -9,9 +10,14 @@ import type { AdminRoutes } from './router.js';
 /** An id from the path; anything that is not one becomes NaN, which operations refuse (400). */
 const idOf = (req: Request): number => (/^\d{1,15}$/.test(String(req.params.id)) ? Number(req.params.id) : Number.NaN);
 
+const retryAllBody = z.strictObject({ sink: z.string().optional() });
+
 const view = (d: DeadLetter) => ({ ...d, failedAt: new Date(d.failedAt).toISOString() });
 
-/** `GET /admin/dead-letters`, `POST /admin/dead-letters/:id/retry`, `DELETE /admin/dead-letters/:id`. */
+/**
+ * `GET /admin/dead-letters`, `POST /admin/dead-letters/:id/retry`, `DELETE /admin/dead-letters/:id`,
+ * and `POST /admin/dead-letters/retry {"sink"?: name}`: every dead letter (of one sink) at once.
+ */
 export function deadLetterRoutes(operations: Operations): AdminRoutes {
   return {
     mount(router) {
@@ -22,6 +28,13 @@ export function deadLetterRoutes(operations: Operations): AdminRoutes {
         const { items, nextCursor } = pageOf(rows, page, (d) => d.id);
         res.json({ ok: true, deadLetters: items.map(view), nextCursor });
       });
+      // Registered before the `:id` routes, which would take `retry` for an id.
+      router.post('/dead-letters/retry', async (req, res) => {
+        const body = retryAllBody.safeParse(req.body ?? {});
+        if (!body.success) throw new InvalidRequestError('expected a JSON body {"sink"?: name}');
+        const retried = await operations.retryAll(body.data.sink);
+        res.status(202).json({ ok: true, retried });
+      });
       router.post('/dead-letters/:id/retry', async (req, res) => {
         await operations.retry(idOf(req));
         res.status(202).json({ ok: true });
@@ -31,6 +44,7 @@ export function deadLetterRoutes(operations: Operations): AdminRoutes {
         res.status(204).end();
       });
       router.all('/dead-letters', methodNotAllowed('GET'));
+      router.all('/dead-letters/retry', methodNotAllowed('POST'));
       router.all('/dead-letters/:id', methodNotAllowed('DELETE'));
       router.all('/dead-letters/:id/retry', methodNotAllowed('POST'));
     },

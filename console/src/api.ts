@@ -1,0 +1,79 @@
+const TOKEN_KEY = 'boxrelay.adminToken';
+
+/** The admin token lives in this tab's sessionStorage only: never in a URL, a cookie or a log. */
+export const session = {
+  token: (): string | null => sessionStorage.getItem(TOKEN_KEY),
+  signIn: (token: string): void => sessionStorage.setItem(TOKEN_KEY, token),
+  signOut: (): void => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A call to the relay's own admin API (same origin), the token sent as a bearer token. */
+export async function api<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, token = session.token()): Promise<T> {
+  if (token === null) throw new ApiError(401, 'unauthorized', 'not signed in');
+  const headers: Record<string, string> = { Authorization: `Bearer ${token}`, Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: 'no-store',
+    credentials: 'omit',
+  });
+  if (response.status === 204) return undefined as T;
+  const json = (await response.json().catch(() => null)) as { code?: string; message?: string } | null;
+  if (!response.ok) throw new ApiError(response.status, json?.code ?? `http_${response.status}`, json?.message ?? response.statusText);
+  return json as T;
+}
+
+/** A path with its query; empty values are left out. */
+export function withQuery(path: string, query: Record<string, string | null | undefined>): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value) params.set(name, value);
+  const text = params.toString();
+  return text === '' ? path : `${path}?${text}`;
+}
+
+export interface Page {
+  nextCursor: string | null;
+}
+
+/** The admin API's Box (contract section 6); the timestamps are ISO 8601 strings. */
+export type Box = { id: string } & Record<'name' | 'state' | 'previousState' | 'stateChangedAt' | 'lastEventId' | 'hydratedAt', string | null>;
+
+export interface CloudEvent {
+  id: string;
+  type: string;
+  subject?: string;
+  time: string;
+  receivedAt: string;
+  data: unknown;
+}
+
+export interface Delivery {
+  sink: string;
+  status: 'pending' | 'delivered' | 'dead_lettered' | 'set_aside';
+  attempts: number | null;
+  lastError: string | null;
+  updatedAt: string | null;
+}
+
+export type DeadLetter = { id: number; eventId: string; sink: string; attempts: number; lastError: string | null; failedAt: string };
+
+export interface SinkRow {
+  name: string;
+  kind: 'nats' | 'hook';
+  up: boolean;
+  paused: boolean;
+  pending: number;
+  deadLetters: number;
+}

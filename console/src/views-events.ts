@@ -1,0 +1,77 @@
+import { api, ApiError, withQuery, type CloudEvent, type Delivery, type Page } from './api.js';
+import { field, h, link, message, route, table, time } from './dom.js';
+import { withDeliveries } from './views-boxes.js';
+import { deliveryList, deliveryStatus, filterForm, isoToLocal, listOrEmpty, localToIso, pager, type View, type ViewContext } from './view.js';
+
+/** Stored events, newest first, filtered by type, box and time. */
+export function eventsView(context: ViewContext, query: URLSearchParams): View {
+  const type = query.get('type');
+  const boxId = query.get('boxId');
+  const since = query.get('since');
+  const paging = pager(context);
+  const typeInput = h('input', { type: 'text', value: type ?? '', placeholder: 'e.g. box.error', autocomplete: 'off' });
+  const boxInput = h('input', { type: 'text', value: boxId ?? '', placeholder: 'bx_…', autocomplete: 'off' });
+  const sinceInput = h('input', { type: 'datetime-local', value: isoToLocal(since) });
+  return {
+    title: 'Events',
+    controls: filterForm('#/events', [field('Type', typeInput), field('Box id', boxInput), field('Received since', sinceInput)], () => ({
+      type: typeInput.value.trim(),
+      boxId: boxInput.value.trim(),
+      since: localToIso(sinceInput.value),
+    })),
+    async load() {
+      const page = await api<{ events: CloudEvent[] } & Page>(
+        'GET',
+        withQuery('/admin/events', { type, boxId, since, limit: '20', cursor: paging.cursor() }),
+      );
+      const deliveries = await withDeliveries(page.events);
+      const rows = page.events.map((event, i) => [
+        time(event.receivedAt),
+        event.type,
+        event.subject ? link(route('boxes', event.subject), event.subject) : '—',
+        link(route('events', event.id), event.id),
+        deliveryList(deliveries[i] ?? null),
+      ]);
+      const empty =
+        type || boxId || since
+          ? 'No event matches these filters. Widen them, or clear them to see every stored event.'
+          : 'No events stored yet. They appear as the relay receives webhooks.';
+      return listOrEmpty('Events', ['Received', 'Type', 'Box', 'Event', 'Deliveries'], rows, page, paging, empty);
+    },
+  };
+}
+
+/** One event: its deliveries to each sink and the CloudEvent as sent. */
+export function eventView(_context: ViewContext, id: string): View {
+  return {
+    title: `Event ${id}`,
+    async load() {
+      let found: { event: CloudEvent; deliveries: Delivery[] };
+      try {
+        found = await api('GET', `/admin/events/${encodeURIComponent(id)}`);
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 404) {
+          return message('empty', 'No such event is stored (it may be older than the retention window). ', link('#/events', 'Back to Events'));
+        }
+        throw error;
+      }
+      const { event, deliveries } = found;
+      return h(
+        'div',
+        null,
+        h('p', null, 'Received ', time(event.receivedAt), event.subject ? [' about box ', link(route('boxes', event.subject), event.subject)] : null),
+        h('h2', null, 'Deliveries'),
+        deliveries.length === 0
+          ? message('empty', 'No sink takes this event type.')
+          : table(
+              'Deliveries',
+              ['Sink', 'Status', 'Attempts', 'Last error', 'Updated'],
+              deliveries.map((d) => [d.sink, deliveryStatus(d.status), d.attempts ?? '—', d.lastError ?? '—', time(d.updatedAt)]),
+            ),
+        h('p', null, deliveries.some((d) => d.status === 'dead_lettered') ? link('#/dead-letters', 'Retry it under Dead letters') : null),
+        h('h2', null, 'CloudEvent'),
+        h('pre', { class: 'json', tabindex: 0 }, JSON.stringify(event, null, 2)),
+      );
+    },
+  };
+}

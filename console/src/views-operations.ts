@@ -1,0 +1,179 @@
+import { api, ApiError, withQuery, type DeadLetter, type Page, type SinkRow } from './api.js';
+import { field, h, link, message, route, table, time } from './dom.js';
+import { action, fetchSinks, listOrEmpty, localToIso, pager, sinkSelect, type View, type ViewContext } from './view.js';
+
+/** Dead letters, by sink: each retried or discarded, or all of one sink retried. */
+export function deadLettersView(context: ViewContext, query: URLSearchParams): View {
+  const sink = query.get('sink');
+  const paging = pager(context);
+  const select = sinkSelect(sink, context);
+  select.addEventListener('change', () => (location.hash = withQuery('#/dead-letters', { sink: select.value })));
+  const retryAll = h(
+    'button',
+    {
+      type: 'button',
+      disabled: !sink,
+      title: sink ? `Retry every dead letter of ${sink}` : 'Choose a sink first',
+      onclick: action(context, async () => {
+        const { retried } = await api<{ retried: number }>('POST', '/admin/dead-letters/retry', { sink });
+        return `${retried} dead letter(s) of ${sink} queued for another try.`;
+      }),
+    },
+    'Retry all',
+  );
+  return {
+    title: 'Dead letters',
+    controls: h('div', { class: 'filters' }, field('Sink', select), retryAll, sink ? null : h('span', { class: 'hint' }, 'Choose a sink to retry all its dead letters.')),
+    async load() {
+      const page = await api<{ deadLetters: DeadLetter[] } & Page>('GET', withQuery('/admin/dead-letters', { sink, limit: '50', cursor: paging.cursor() }));
+      const rows = page.deadLetters.map((d) => [
+        String(d.id),
+        link(route('events', d.eventId), d.eventId),
+        d.sink,
+        String(d.attempts),
+        d.lastError ?? '—',
+        time(d.failedAt),
+        h(
+          'span',
+          { class: 'actions' },
+          h('button', { type: 'button', title: `Retry dead letter ${d.id}`, onclick: action(context, async () => (await api('POST', `/admin/dead-letters/${d.id}/retry`), `Dead letter ${d.id} queued for another try.`)) }, 'Retry'),
+          h('button', { type: 'button', class: 'danger', title: `Discard dead letter ${d.id}`, onclick: action(context, async () => (await api('DELETE', `/admin/dead-letters/${d.id}`), `Dead letter ${d.id} discarded.`)) }, 'Discard'),
+        ),
+      ]);
+      const empty = sink ? `No dead letters for ${sink}.` : 'No dead letters: every sink has taken every event it was sent.';
+      return listOrEmpty('Dead letters', ['Id', 'Event', 'Sink', 'Attempts', 'Last error', 'Failed', 'Actions'], rows, page, paging, empty);
+    },
+  };
+}
+
+/** Replay: queue the deliveries received since a time again, to every sink or one. */
+export function replayView(context: ViewContext): View {
+  const since = h('input', { type: 'datetime-local', required: true });
+  const select = sinkSelect(null, context);
+  const form = h(
+    'form',
+    {
+      class: 'filters',
+      onsubmit: async (event) => {
+        event.preventDefault();
+        const iso = localToIso(since.value);
+        if (iso === null) return context.notify('error', 'Give the time to replay from.');
+        try {
+          const { queued } = await api<{ queued: number }>('POST', '/admin/replay', { since: iso, ...(select.value ? { sink: select.value } : {}) });
+          context.notify('done', `${queued} deliveries queued again.`);
+        } catch (error) {
+          context.fail(error);
+        }
+      },
+    },
+    field('Since', since),
+    field('Sink', select),
+    h('button', { type: 'submit' }, 'Replay'),
+  );
+  return {
+    title: 'Replay',
+    controls: h(
+      'div',
+      null,
+      h('p', null, 'Sends every stored event received since this time (in your time zone) again, keeping its id, so receivers can tell a replay.'),
+      form,
+    ),
+  };
+}
+
+/** The sinks table, shared by Overview and Sinks. */
+export function sinkTable(sinks: SinkRow[], action?: (sink: SinkRow) => Node): Node {
+  if (sinks.length === 0) return message('empty', 'No sink is configured: set BOXRELAY_NATS_URL or add hooks to fan events out.');
+  const headers = ['Sink', 'Kind', 'Up', 'Paused', 'Pending', 'Dead letters', ...(action ? ['Actions'] : [])];
+  return table(
+    'Sinks',
+    headers,
+    sinks.map((s) => [
+      s.name,
+      s.kind,
+      h('span', { class: `badge ${s.up ? 'ok' : 'bad'}` }, s.up ? 'up' : 'down'),
+      s.paused ? 'paused' : 'no',
+      String(s.pending),
+      s.deadLetters > 0 ? link(`#/dead-letters?sink=${encodeURIComponent(s.name)}`, String(s.deadLetters)) : '0',
+      ...(action ? [action(s)] : []),
+    ]),
+  );
+}
+
+/** Sinks with Pause / Resume. */
+export function sinksView(context: ViewContext): View {
+  return {
+    title: 'Sinks',
+    async load() {
+      const sinks = await fetchSinks();
+      const toggle = (s: SinkRow) => {
+        const verb = s.paused ? 'resume' : 'pause';
+        return h(
+          'button',
+          {
+            type: 'button',
+            title: `${s.paused ? 'Resume' : 'Pause'} deliveries to ${s.name}`,
+            onclick: action(context, async () => {
+              await api('POST', `/admin/sinks/${encodeURIComponent(s.name)}/${verb}`);
+              return `${s.name} ${s.paused ? 'resumed' : 'paused'}.`;
+            }),
+          },
+          s.paused ? 'Resume' : 'Pause',
+        );
+      };
+      return h(
+        'div',
+        null,
+        sinkTable(sinks, toggle),
+        h('p', { class: 'hint' }, 'A paused sink keeps its events waiting (none is dead-lettered) until it is resumed.'),
+      );
+    },
+  };
+}
+
+interface Readiness {
+  ok: boolean;
+  checks?: Record<string, string>;
+}
+
+interface ReconcileStatus {
+  running: boolean;
+  last: { startedAt: string; finishedAt: string | null; outcome: string | null; boxesRepaired: number; error: string | null } | null;
+}
+
+/** Readiness, sinks, the last hour's events and the last reconcile run, at a glance. */
+export function overviewView(): View {
+  return {
+    title: 'Overview',
+    async load() {
+      const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
+      const [readiness, sinks, lastHour, reconcile] = await Promise.all([
+        fetch('/readyz', { cache: 'no-store', credentials: 'omit' }).then((r) => r.json() as Promise<Readiness>),
+        fetchSinks(),
+        api<{ events: unknown[] } & Page>('GET', withQuery('/admin/events', { since: hourAgo, limit: '200' })),
+        api<ReconcileStatus>('GET', '/admin/reconcile').catch((error: unknown) => {
+          if (error instanceof ApiError && error.code === 'reconcile_not_configured') return null;
+          throw error;
+        }),
+      ]);
+      const checks = Object.entries(readiness.checks ?? {});
+      const last = reconcile?.last;
+      return h(
+        'div',
+        { class: 'overview' },
+        h('h2', null, 'Readiness: ', h('span', { class: `badge ${readiness.ok ? 'ok' : 'bad'}` }, readiness.ok ? 'ready' : 'not ready')),
+        table('Readiness checks', ['Check', 'Status'], checks.map(([name, status]) => [name, h('span', { class: `badge ${status === 'ok' ? 'ok' : 'bad'}` }, status)])),
+        h('h2', null, 'Sinks'),
+        sinkTable(sinks),
+        h('h2', null, 'Last hour'),
+        h('p', null, `${lastHour.events.length}${lastHour.nextCursor ? ' or more' : ''} events received in the last hour. `, link('#/events', 'See events')),
+        h('h2', null, 'Reconciliation'),
+        reconcile === null
+          ? h('p', null, 'Not configured (set the upstream API settings to repair missed webhooks).')
+          : last
+            ? h('p', null, `Last run: ${last.outcome ?? 'running'}, started `, time(last.startedAt), `, ${last.boxesRepaired} boxes repaired`, last.error ? ` (${last.error})` : '', reconcile.running ? '; a run is in progress.' : '.')
+            : h('p', null, reconcile.running ? 'The first run is in progress.' : 'No run yet.'),
+      );
+    },
+  };
+}

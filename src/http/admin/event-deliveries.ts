@@ -1,0 +1,39 @@
+import type { Kysely } from 'kysely';
+import { eventDeliveries } from '../../dispatch/delivery-status.js';
+import { NotFoundError } from '../../errors.js';
+import { toCloudEvent } from '../../events/cloudevent.js';
+import { getEvent } from '../../store/events.js';
+import type { Outbox } from '../../store/outbox.js';
+import type { Schema } from '../../store/schema.js';
+import { methodNotAllowed } from '../send-error.js';
+import type { AdminRoutes } from './router.js';
+
+export interface EventDeliveryDeps {
+  kysely: Kysely<Schema>;
+  outbox: Pick<Outbox, 'rowsOfEvent'>;
+  source: string;
+  /** The configured sinks' names. */
+  sinks: string[];
+  /** The configured sinks an event type fans out to (the receiver's router). */
+  sinksFor(type: string): string[];
+}
+
+/** `GET /admin/events/:id`: one stored event and where it stands with each sink. */
+export function eventDeliveryRoutes({ kysely, outbox, source, sinks, sinksFor }: EventDeliveryDeps): AdminRoutes {
+  return {
+    mount(router) {
+      router.get('/events/:id', async (req, res) => {
+        const id = req.params.id as string;
+        const stored = await getEvent(kysely, id);
+        if (!stored) throw new NotFoundError('no such event');
+        const rows = await outbox.rowsOfEvent(id);
+        res.json({
+          ok: true,
+          event: { ...toCloudEvent(stored.payload, source, stored.origin), receivedAt: new Date(stored.receivedAt).toISOString() },
+          deliveries: eventDeliveries({ routedTo: sinksFor(stored.type), configured: sinks, rows }),
+        });
+      });
+      router.all('/events/:id', methodNotAllowed('GET'));
+    },
+  };
+}

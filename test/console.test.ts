@@ -1,0 +1,258 @@
+import type { Page, Request as BrowserRequest } from 'playwright-core';
+import request from 'supertest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CONSOLE_CSP } from '../src/http/console/console-app.js';
+import { signIn, sharedBrowser } from './support/browser.js';
+import { ADMIN_TOKEN, adminAuth, allDelivered, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
+import { waitFor } from './support/fanout.js';
+import type { TestRelay } from './support/relay.js';
+
+const { server, relay, defer } = fanoutFixture();
+const { browser } = sharedBrowser();
+
+// Every test ends with no page having broken its own policy (a hook of its own: the fixture's cleanup still runs).
+const cspViolations: string[] = [];
+afterEach(() => {
+  expect(cspViolations.splice(0)).toEqual([]);
+});
+
+/** A started relay with an admin token, its internal port's base URL, and a fresh browser page on it. */
+async function consoleOn(overrides: Record<string, unknown>, viewport = { width: 1280, height: 800 }) {
+  const t = await relay(overrides, { start: false });
+  const { internalPort } = await t.relay.start();
+  const base = `http://127.0.0.1:${internalPort}`;
+  const context = await browser().newContext({ viewport, timezoneId: 'UTC' });
+  defer(() => context.close());
+  const page = await context.newPage();
+  const requests: string[] = [];
+  const dialogs: string[] = [];
+  page.on('request', (r: BrowserRequest) => void requests.push(r.url()));
+  page.on('console', (m) => void (/Content Security Policy/i.test(m.text()) && cspViolations.push(m.text())));
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.dismiss();
+  });
+  return { t, base, page, requests, dialogs };
+}
+
+const deliveriesOf = async (t: TestRelay, id: string) =>
+  (await request(t.relay.internalApp).get(`/admin/events/${id}`).set(adminAuth)).body.deliveries as { sink: string; status: string }[];
+
+/** The rows' texts of a list, once it shows `count` rows (views load their data after their heading). */
+async function rowsOnceThere(page: Page, table: string, count: number): Promise<string[]> {
+  const rows = page.getByRole('table', { name: table }).locator('tbody tr');
+  return waitFor(async () => {
+    const texts = await rows.allTextContents();
+    return texts.length === count ? texts : undefined;
+  }, `${count} rows in ${table}`);
+}
+
+describe('operator console (contract section 10) in Chromium', () => {
+  it('signs in (a wrong token stays on the form), keeps the token for the tab across a reload, signs out, and asks nothing of another host', async () => {
+    const { t, base, page, requests } = await consoleOn({});
+    await page.goto(`${base}/console`);
+    await page.getByLabel('Admin token').fill('wrong-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const refused = await page.getByRole('alert').textContent();
+    expect(refused).toContain('That token was refused');
+    expect(await page.getByLabel('Admin token').isVisible()).toBe(true);
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
+
+    await page.getByLabel('Admin token').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    await page.getByRole('table', { name: 'Readiness checks' }).waitFor();
+    await page.reload();
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    expect(await page.evaluate('Object.values(sessionStorage)')).toEqual([ADMIN_TOKEN]);
+    for (const name of ['Boxes', 'Events', 'Dead letters', 'Replay', 'Sinks']) {
+      await page.getByRole('navigation').getByRole('link', { name, exact: true }).click();
+      await page.getByRole('heading', { name, level: 1 }).waitFor();
+    }
+
+    // The list refreshes by itself: a box that appears later shows up without a reload.
+    await page.getByRole('navigation').getByRole('link', { name: 'Boxes', exact: true }).click();
+    await page.getByText('No boxes yet').waitFor();
+    await t.post({ boxId: 'bx_later', boxName: 'later' });
+    await rowsOnceThere(page, 'Boxes', 1);
+    // A token refused later (rotated on the relay) sends the tab back to the form, saying why.
+    await page.evaluate(`sessionStorage.setItem(sessionStorage.key(0), 'rotated-away')`);
+    expect(await page.getByRole('alert').textContent()).toContain('Sign in again');
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
+    await signIn(page, base, ADMIN_TOKEN);
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Admin token').waitFor();
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
+
+    expect(requests.length).toBeGreaterThan(5);
+    for (const url of requests) {
+      expect(url.startsWith(`${base}/`), url).toBe(true);
+      expect(url).not.toContain(ADMIN_TOKEN);
+    }
+    expect(t.logs.lines.join('\n')).not.toContain(ADMIN_TOKEN);
+  });
+
+  it('finds a box in error by state and search, and lists its events, newest first, with each sink\'s status', async () => {
+    const picky = await server(() => 422);
+    const good = await server();
+    const { t, base, page } = await consoleOn({ hooks: [hook('picky', picky.url, { events: ['box.error'] }), hook('good', good.url)] });
+    await t.post({ boxId: 'bx_fine', boxName: 'fine', type: 'box.ready' });
+    await t.post({ boxId: 'bx_broken', boxName: 'ci-broken', type: 'box.ready' });
+    t.clock.advance(1000);
+    await t.post({ boxId: 'bx_broken', boxName: 'ci-broken', type: 'box.error' });
+    await waitFor(async () => (await outboxRows(t, 'picky')).some((r) => r.status === 'dead'), 'the dead letter');
+    await allDelivered(t, 'good');
+
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.getByRole('link', { name: 'Boxes', exact: true }).click();
+    await rowsOnceThere(page, 'Boxes', 2);
+    await page.getByLabel('State').fill('error');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/#\/boxes\?state=error$/);
+    expect((await rowsOnceThere(page, 'Boxes', 1))[0]).toContain('ci-broken');
+
+    await page.getByLabel('State').fill('');
+    await page.getByLabel('Search id or name').fill('CI-BRO');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/q=CI-BRO$/);
+    expect((await rowsOnceThere(page, 'Boxes', 1))[0]).toContain('ci-broken');
+
+    await page.getByRole('link', { name: 'bx_broken' }).click();
+    await page.getByRole('heading', { name: 'Box bx_broken' }).waitFor();
+    const events = await rowsOnceThere(page, 'Events of this box', 2);
+    expect(events[0]).toContain('box.error');
+    expect(events[0]).toContain('picky: dead-lettered');
+    expect(events[0]).toContain('good: delivered');
+    expect(events[1]).toContain('box.ready');
+    expect(events[1]).not.toContain('picky');
+    // Timestamps in the viewer's zone, the UTC value on hover.
+    expect(await page.locator('time').first().getAttribute('title')).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z \(UTC\)$/);
+  });
+
+  it('retries a dead letter with "Retry" (then delivered), removes one with "Discard", and retries all of a sink with "Retry all"', async () => {
+    const picky = await server((_req, i) => (i < 4 ? 422 : 200));
+    const { t, base, page } = await consoleOn({ hooks: [hook('picky', picky.url)] });
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) ids.push((await t.post({ boxId: `bx_${i}` })).deliveryId);
+    await waitFor(async () => (await outboxRows(t, 'picky')).filter((r) => r.status === 'dead').length === 4, 'four dead letters');
+
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.getByRole('link', { name: 'Dead letters', exact: true }).click();
+    const table = page.getByRole('table', { name: 'Dead letters' });
+    await rowsOnceThere(page, 'Dead letters', 4);
+    expect(await page.getByRole('button', { name: 'Retry all' }).isDisabled()).toBe(true);
+
+    await table.locator('tbody tr', { hasText: ids[0]! }).getByRole('button', { name: 'Retry', exact: true }).click();
+    await page.getByText('queued for another try').waitFor();
+    await waitFor(async () => (await deliveriesOf(t, ids[0]!))[0]?.status === 'delivered', 'the retried event delivered');
+    await rowsOnceThere(page, 'Dead letters', 3);
+
+    await table.locator('tbody tr', { hasText: ids[1]! }).getByRole('button', { name: 'Discard' }).click();
+    await page.getByText('discarded').waitFor();
+    await rowsOnceThere(page, 'Dead letters', 2);
+    expect((await outboxRows(t, 'picky')).map((r) => r.delivery_id)).toEqual([ids[2], ids[3]]);
+
+    await page.getByLabel('Sink').selectOption('picky');
+    await page.waitForURL(/#\/dead-letters\?sink=picky$/);
+    await page.getByRole('button', { name: 'Retry all' }).click();
+    await page.getByText('2 dead letter(s) of picky queued').waitFor();
+    await allDelivered(t, 'picky');
+    await page.getByText('No dead letters for picky.').waitFor();
+
+    // Pause and Resume, each seen through the API.
+    const paused = async () => (await request(t.relay.internalApp).get('/admin/sinks').set(adminAuth)).body.sinks[0].paused as boolean;
+    await page.getByRole('navigation').getByRole('link', { name: 'Sinks', exact: true }).click();
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.getByText('picky paused.').waitFor();
+    expect(await paused()).toBe(true);
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await page.getByText('picky resumed.').waitFor();
+    expect(await paused()).toBe(false);
+  });
+
+  it('replays from the form and reports the count queued', async () => {
+    const good = await server();
+    const { t, base, page } = await consoleOn({ hooks: [hook('good', good.url)] });
+    for (let i = 0; i < 3; i++) await t.post({ boxId: `bx_${i}` });
+    await allDelivered(t, 'good');
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.getByRole('link', { name: 'Replay', exact: true }).click();
+    // The page runs in UTC: the local time typed is the UTC time.
+    await page.getByLabel('Since').fill(new Date(t.clock.now() - 60_000).toISOString().slice(0, 16));
+    await page.getByLabel('Sink').selectOption('good');
+    await page.getByRole('button', { name: 'Replay' }).click();
+    await page.getByText('3 deliveries queued again.').waitFor();
+    await good.received(6);
+  });
+
+  it('shows markup from the upstream as text: no script runs, no request follows it', async () => {
+    const good = await server();
+    const { t, base, page, requests, dialogs } = await consoleOn({ hooks: [hook('good', good.url)] });
+    const name = '<img src=x onerror=alert(1)>';
+    const state = '<script>alert(2)</script><svg onload=alert(3)>';
+    const posted = await t.post({ boxId: 'bx_xss', boxName: name, type: 'box.error', state });
+    await allDelivered(t, 'good');
+
+    await signIn(page, base, ADMIN_TOKEN);
+    for (const view of ['#/boxes', '#/boxes/bx_xss', '#/events', `#/events/${posted.deliveryId}`]) {
+      await page.goto(`${base}/console${view}`);
+      await page.getByRole('table').first().waitFor();
+      await page.getByText(view.startsWith('#/events') ? 'box.error' : 'bx_xss').first().waitFor();
+    }
+    expect(await page.locator('pre').textContent()).toContain(name);
+    await page.goto(`${base}/console#/boxes`);
+    expect(await page.getByRole('cell', { name }).textContent()).toBe(name);
+    expect(await page.locator('img, svg, script:not([src])').count()).toBe(0);
+    expect(dialogs).toEqual([]);
+    expect(requests.filter((url) => !url.startsWith(`${base}/`) || /\/x$/.test(url))).toEqual([]);
+  });
+
+  it('keeps lists usable at phone width (390x844): the page does not overflow, the table scrolls inside its box', async () => {
+    const picky = await server((_req, i) => (i === 0 ? 422 : 200));
+    const { t, base, page } = await consoleOn({ hooks: [hook('picky', picky.url)] }, { width: 390, height: 844 });
+    const posted = await t.post({ boxId: 'bx_a_rather_long_box_identifier_0123456789' });
+    await waitFor(async () => (await outboxRows(t, 'picky')).some((r) => r.status === 'dead'), 'the dead letter');
+
+    await signIn(page, base, ADMIN_TOKEN);
+    for (const view of ['#/boxes', '#/dead-letters']) {
+      await page.goto(`${base}/console${view}`);
+      await page.getByRole('table').waitFor();
+      expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
+      const signOut = await page.getByRole('button', { name: 'Sign out' }).boundingBox();
+      expect(signOut!.x + signOut!.width).toBeLessThanOrEqual(390);
+    }
+    const scrollsInside = "(el => el.scrollWidth > el.clientWidth && getComputedStyle(el).overflowX === 'auto')(document.querySelector('.table-wrap'))";
+    expect(await page.evaluate(scrollsInside)).toBe(true);
+    // The row's buttons scroll into view and work.
+    await page.getByRole('button', { name: 'Retry', exact: true }).click();
+    await page.getByText('queued for another try').waitFor();
+    await waitFor(async () => (await deliveriesOf(t, posted.deliveryId))[0]?.status === 'delivered', 'the retried event delivered');
+  });
+});
+
+describe('GET /console: served by the relay with a strict policy', () => {
+  it('answers the page and its assets with CSP and no framing; 404 without an admin token', async () => {
+    const t = await relay({}, { start: false });
+    const app = t.relay.internalApp;
+    for (const path of ['/console', '/console/app.js', '/console/console.css']) {
+      const response = await request(app).get(path);
+      expect(response.status, path).toBe(200);
+      expect(response.headers['content-security-policy']).toBe(CONSOLE_CSP);
+      expect(response.headers['x-frame-options']).toBe('DENY');
+      expect(response.headers['x-content-type-options']).toBe('nosniff');
+    }
+    expect(CONSOLE_CSP).toContain("default-src 'self'");
+    expect(CONSOLE_CSP).toContain("frame-ancestors 'none'");
+    const page = await request(app).get('/console');
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    // No inline script or style: every script and style is a file of the relay's own.
+    expect(page.text).not.toMatch(/<script(?![^>]*\bsrc=)|<style|\sstyle=|\son\w+=/i);
+    expect((await request(app).get('/console/app.js')).headers['content-type']).toMatch(/^(text|application)\/javascript/);
+    expect((await request(app).get('/console/nope.js')).status).toBe(404);
+
+    const off = await relay({ adminToken: undefined }, { start: false });
+    const missing = await request(off.relay.internalApp).get('/console');
+    expect([missing.status, missing.body.code]).toEqual([404, 'not_found']);
+  });
+});

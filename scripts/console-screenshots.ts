@@ -59,6 +59,9 @@ it('takes the console screenshots', async () => {
   await shot(page, 'box', () => page.getByRole('table', { name: 'Events of this box' }).waitFor());
   await page.goto(`${base}/console#/events`);
   await shot(page, 'events', () => page.getByRole('table', { name: 'Events' }).waitFor());
+  // A box event (the newest are the relay's own dead-letter announcements).
+  await page.goto(`${base}/console#/events?type=box.error`);
+  await page.getByRole('table', { name: 'Events' }).getByText('bx_a4f210').first().waitFor();
   const firstEvent = await page.getByRole('table', { name: 'Events' }).locator('tbody tr').first().getByRole('link').last();
   await firstEvent.click();
   await shot(page, 'event', () => page.getByRole('table', { name: 'Deliveries' }).waitFor());

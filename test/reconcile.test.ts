@@ -261,8 +261,10 @@ describe('reconciliation with the Sandbox Service', () => {
     for (let i = 0; i < 8; i++) upstream.setBox({ id: `bx_r${i}`, name: `r${i}`, state: 'ready', updatedAt: iso(now - MINUTE) });
     const internal = request(t.relay.internalApp);
 
-    const started = await internal.post('/admin/reconcile').set(adminAuth).send({});
-    expect(started.status).toBe(202);
+    // Two at once on one replica: one run starts, the other is refused.
+    const both = await Promise.all([internal.post('/admin/reconcile').set(adminAuth).send({}), internal.post('/admin/reconcile').set(adminAuth).send({})]);
+    expect(both.map((r) => r.status).sort()).toEqual([202, 409]);
+    const started = both.find((r) => r.status === 202)!;
     expect(started.body).toMatchObject({ ok: true, run: { id: expect.stringMatching(/^rec_/), outcome: null, finishedAt: null } });
     const busy = await internal.post('/admin/reconcile').set(adminAuth);
     expect(busy.status).toBe(409);

@@ -73,13 +73,24 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
   const holder = randomUUID();
   const stopping = new AbortController();
   let current: Promise<Run> | undefined;
+  let starting = false;
 
   const iso = (ms: number) => new Date(ms).toISOString();
 
   async function start({ dryRun }: { dryRun: boolean }): Promise<StartedRun> {
-    if (current || !(await claimLease(kysely, { name: LEASE, holder, now: clock.now(), ttlMs: leaseMs }))) {
-      throw new ReconcileInProgressError();
+    // Set before the first await: the lease lets its holder claim again, so two starts in this
+    // process at once must be told apart here.
+    if (current || starting) throw new ReconcileInProgressError();
+    starting = true;
+    try {
+      return await begin(dryRun);
+    } finally {
+      starting = false;
     }
+  }
+
+  async function begin(dryRun: boolean): Promise<StartedRun> {
+    if (!(await claimLease(kysely, { name: LEASE, holder, now: clock.now(), ttlMs: leaseMs }))) throw new ReconcileInProgressError();
     const startedAt = clock.now();
     const run: Run = {
       id: `rec_${randomUUID().replaceAll('-', '').slice(0, 24)}`,

@@ -210,6 +210,22 @@ describe('reconciliation with the Sandbox Service', () => {
     expect(await metricValue(t.registry, 'boxrelay_reconcile_boxes_forgotten_total', {})).toBe(1);
   });
 
+  it('brings back a box forgotten by hand whose events are all stored, and then leaves it alone', async () => {
+    const { upstream, t } = await setup();
+    const now = t.clock.now();
+    const posted = await t.post({ boxId: 'bx_back', type: 'box.error', createdAt: iso(now - 10 * MINUTE) });
+    upstream.setBox({ id: 'bx_back', name: 'back', state: 'error', updatedAt: iso(now - 10 * MINUTE) });
+    upstream.addHistory('bx_back', { id: posted.deliveryId, type: 'box.error', createdAt: iso(now - 10 * MINUTE), data: { box: { id: 'bx_back' }, state: 'error' } });
+    expect((await request(t.relay.internalApp).delete('/admin/boxes/bx_back').set(adminAuth)).status).toBe(204);
+
+    const run = await reconcile(t);
+    expect(run).toMatchObject({ outcome: 'succeeded', boxesRepaired: 1, eventsFromHistory: 0, eventsSynthesized: 0 });
+    expect(await boxRow(t, 'bx_back')).toMatchObject({ state: 'error', repaired_up_to: iso(now - 10 * MINUTE) });
+    const requests = upstream.requests.length;
+    expect(await reconcile(t)).toMatchObject({ boxesRepaired: 0 });
+    expect(upstream.requests.slice(requests).map((r) => r.path)).toEqual(['/v1/boxes']);
+  });
+
   it('a dry run changes nothing and lists what a run would do', async () => {
     const { upstream, receiver, t } = await setup();
     const now = t.clock.now();
@@ -301,6 +317,18 @@ describe('reconciliation with the Sandbox Service', () => {
     // The receiver answered while the run was still waiting for the upstream.
     expect(runEnded).toBe(false);
     expect((await finished).outcome).toBe('succeeded');
+  });
+
+  it('a stop cuts a run short at once, without announcing a failure', async () => {
+    const { upstream, t } = await setup();
+    // An answer that would take a minute: the stop must not wait for it (the test times out at 30 s).
+    upstream.inject({ kind: 'delay', ms: 60_000, path: '/v1/boxes' });
+    const { finished } = await t.relay.reconciler!.start({ dryRun: false });
+    await waitFor(() => upstream.requests.length === 1, 'the run to ask for the box list');
+    await t.relay.reconciler!.stop();
+    expect(await finished).toMatchObject({ outcome: 'failed' });
+    expect(t.logs.entries().some((e) => e.msg === 'reconciliation stopped by shutdown; the next run takes it up')).toBe(true);
+    expect(await t.relay.store.database.kysely.selectFrom('deliveries').select('type').execute()).toEqual([]);
   });
 
   it('is unavailable (409 reconcile_not_configured) without the upstream settings', async () => {

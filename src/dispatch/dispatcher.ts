@@ -10,7 +10,7 @@ import type { SinkState, SinkStates } from '../store/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
 import type { OperatorEvents } from './operator-events.js';
 import type { Pauses } from './pauses.js';
-import type { Tracing } from '../tracing/tracing.js';
+import { logFieldsOf, type Tracing } from '../tracing/tracing.js';
 import { NATS_SINK } from '../sinks/route.js';
 import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 
@@ -114,7 +114,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     const labels = { sink: sink.name };
     const paused = await trackFailures(sink, outcome, trial, state);
     const now = clock.now();
-    const context = { sink: sink.name, eventId: row.deliveryId, outboxId: row.id, attempts: outcome.attempts };
+    const context = { sink: sink.name, eventId: row.deliveryId, outboxId: row.id, attempts: outcome.attempts, ...logFieldsOf(row.traceparent) };
     if (outcome.kind !== 'delivered' && outcome.error && paused) {
       // A paused sink's work waits: not dead-lettered, and its attempts while paused do not count.
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures);
@@ -128,9 +128,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       return removeDelivered(row.id);
     }
     if (outcome.kind === 'dead') {
+      // Another replica took the row over when this attempt outlived its lease: its outcome counts, not this one.
+      if (!(await outbox.markDead({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now }))) return;
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'dead_lettered' });
       log.warn({ ...context, error: outcome.error.summary }, 'delivery failed for good: dead letter');
-      await outbox.markDead({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now });
       // Operator events that fail are not announced again: that could loop.
       if (event.type.startsWith(OPERATOR_EVENT_PREFIX)) return;
       return deps.operatorEvents.announce({

@@ -45,7 +45,7 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
     },
 
     async resume(sink, by) {
-      if (!(await sinkStates.resume(sink))) return false;
+      if (!(await sinkStates.resume(sink, by))) return false;
       await makeDue(sink, clock.now());
       changed(sink);
       log.info({ sink, by }, 'sink resumed');

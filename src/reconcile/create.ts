@@ -34,12 +34,24 @@ export const reconcileConfigured = (config: Pick<Config, 'upstreamBaseUrl' | 'up
 export function reconcilerFromConfig({ config, upstream, ...deps }: ReconcilerFromConfig): Reconciler {
   const throttle = pThrottle({ limit: 1, interval: 1000 / config.reconcileMaxRps, strict: true });
   const log = deps.logger.child({ part: 'reconcile' });
+  // Stopping ends the requests and retry waits of a run under way, so a shutdown is not held up by them.
+  const stopping = new AbortController();
   const client = createUpstreamClient({
+    signal: stopping.signal,
     baseUrl: config.upstreamBaseUrl as string,
     apiKey: config.upstreamApiKey as string,
     fetch: throttle((input: string | URL | Request, init?: RequestInit) => fetch(input, init)),
     onRetry: ({ operation, attempt, error }) => log.warn({ operation, attempt }, `${error.message}; trying again`),
     ...upstream,
   });
-  return createReconciler({ ...deps, upstream: client, retentionDays: config.retentionDays });
+  const reconciler = createReconciler({ ...deps, upstream: client, retentionDays: config.retentionDays });
+  return {
+    ...reconciler,
+    stop() {
+      // The run sees its own stop first, so the requests cut next do not read as an upstream failure.
+      const stopped = reconciler.stop();
+      stopping.abort();
+      return stopped;
+    },
+  };
 }

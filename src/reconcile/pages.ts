@@ -5,12 +5,12 @@ import { CursorLoopError } from './errors.js';
  * Every item of a paged list, following `nextCursor` until it is absent. A cursor seen before
  * (unchanged, or a cycle) would page forever: that is an error, not the end of the list.
  */
-export async function readAllPages<T>(operation: string, fetchPage: (cursor?: string) => Promise<Page<T>>, signal?: AbortSignal): Promise<T[]> {
+export async function readAllPages<T>(operation: string, fetchPage: (cursor?: string) => Promise<Page<T>>, beforeEachPage: () => Promise<void>): Promise<T[]> {
   const items: T[] = [];
   const followed = new Set<string>();
   let cursor: string | undefined;
   do {
-    signal?.throwIfAborted();
+    await beforeEachPage();
     const page = await fetchPage(cursor);
     items.push(...page.items);
     cursor = page.nextCursor;

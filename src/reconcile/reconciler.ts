@@ -144,7 +144,9 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       run.outcome === 'failed' ? new Error(run.error ?? 'failed') : undefined,
     );
     const { actions: _actions, ...summary } = run;
-    if (run.outcome === 'failed') {
+    if (run.outcome === 'failed' && stopping.signal.aborted) {
+      log.info({ ...summary }, 'reconciliation stopped by shutdown; the next run takes it up');
+    } else if (run.outcome === 'failed') {
       log.error({ ...summary }, `reconciliation failed: ${run.error}`);
       await deps.operatorEvents.announce({ type: 'boxrelay.reconcile.failed', data: { runId: run.id, startedAt: run.startedAt, error: run.error } });
     } else log.info({ ...summary }, dryRun ? 'reconciliation dry run finished' : 'reconciliation finished');
@@ -177,7 +179,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     };
 
     // Step 1: the whole list first, so a bad page changes nothing and forgetting sees every box.
-    const boxes = await readAllPages('GET /boxes', (cursor) => upstream.listBoxes(cursor), stopping.signal);
+    const boxes = await readAllPages('GET /boxes', (cursor) => upstream.listBoxes(cursor), keepLease);
     run.boxesListed = boxes.length;
     const listed = new Set<string>();
 
@@ -224,7 +226,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     { run, oldest, dryRun, plan }: { run: Run; oldest: number; dryRun: boolean; plan: (a: PlannedAction) => void },
   ): Promise<void> {
     // Step 3: the history, all of it checked before any of it is taken, oldest first.
-    const history = await readAllPages(`GET /boxes/${cut(box.id)}/events`, (cursor) => upstream.listBoxEvents(box.id, cursor), stopping.signal);
+    const history = await readAllPages(`GET /boxes/${cut(box.id)}/events`, (cursor) => upstream.listBoxEvents(box.id, cursor), keepLease);
     const events = history
       .map((item, index) => historyEvent(item, box.id, index))
       .filter((event) => Date.parse(event.createdAtIso) >= oldest)
@@ -241,6 +243,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     // Step 4: a state the history does not explain.
     const state = stateAfter(record, events);
     const updatedAt = new Date(box.updatedAt).toISOString();
+    const observed = { id: box.id, name: box.name ?? null, state: box.state, at: updatedAt, now: clock.now() };
     if (state.value !== box.state) {
       const explainable = synthesizedType(box.state) !== undefined && Date.parse(updatedAt) >= oldest;
       // ready, idle and running are one usable state to the upstream's events: moving between them sends none.
@@ -252,8 +255,11 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       } else if (dryRun) {
         plan({ boxId: box.id, action: 'record-state', state: box.state });
       } else {
-        await recordObservedState(kysely, { id: box.id, name: box.name ?? null, state: box.state, at: updatedAt, now: clock.now() });
+        await recordObservedState(kysely, observed);
       }
+    } else if (!dryRun && record === undefined) {
+      // Its events are all stored but its row is gone (forgotten by hand): the list brings it back.
+      await recordObservedState(kysely, observed, { onlyIfMissing: true });
     }
     if (!dryRun) await markRepaired(kysely, box.id, updatedAt);
   }

@@ -109,8 +109,9 @@ export interface ObservedState {
 /**
  * Records a box's state seen in the upstream's list, without an event (a change from before the
  * watch start, or one no event type stands for). Like an event, it never rolls a newer state back.
+ * With `onlyIfMissing`, it only brings back a box whose row is gone while its events are stored.
  */
-export async function recordObservedState(kysely: Kysely<Schema>, box: ObservedState): Promise<void> {
+export async function recordObservedState(kysely: Kysely<Schema>, box: ObservedState, { onlyIfMissing = false } = {}): Promise<void> {
   await kysely
     .insertInto('boxes')
     .values({
@@ -124,7 +125,9 @@ export async function recordObservedState(kysely: Kysely<Schema>, box: ObservedS
       last_seen_at: box.now,
     })
     .onConflict((oc) =>
-      oc
+      onlyIfMissing
+        ? oc.column('id').doNothing()
+        : oc
         .column('id')
         .doUpdateSet((eb) => ({
           previous_state: eb.ref('boxes.state'),

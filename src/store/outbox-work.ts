@@ -10,7 +10,8 @@ export interface OutboxWork {
   nextDueAt(sink: string, owner: string): Promise<number | null>;
   removeDelivered(ids: number[]): Promise<void>;
   scheduleRetry(settled: Settled, nextAttemptAt: number): Promise<void>;
-  markDead(settled: Settled): Promise<void>;
+  /** True when the row was still this process's to settle. */
+  markDead(settled: Settled): Promise<boolean>;
   release(ids: number[], owner: string): Promise<void>;
   makeDue(sink: string, now: number): Promise<void>;
   releaseAll(): Promise<number>;
@@ -125,14 +126,15 @@ export function createOutboxWork(database: Database): OutboxWork {
     },
 
     /** A dead letter: kept with its attempts and last error; `updated_at` is when it failed. */
-    async markDead({ id, owner, attempts, lastError, now }: Settled): Promise<void> {
-      await db
+    async markDead({ id, owner, attempts, lastError, now }: Settled): Promise<boolean> {
+      const result = await db
         .updateTable('outbox')
         .set({ status: 'dead', attempts, last_error: lastError, updated_at: now, ...leaseCleared })
         .where('id', '=', id)
         .where('status', '=', 'pending')
         .where('lease_owner', '=', owner)
-        .execute();
+        .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
     },
 
     /** Gives rows back untouched (a stopping process), so they are due again at once. */

@@ -61,9 +61,13 @@ export async function lastFinishedRun(kysely: Kysely<Schema>): Promise<Run | nul
   return row ? (JSON.parse(row.report) as Run) : null;
 }
 
-/** Epoch ms of the newest run's start (finished or not), or null when none ran. */
+/** Epoch ms of the newest start of a real run (finished or not; dry runs repair nothing), or null. */
 export async function lastRunStartedAt(kysely: Kysely<Schema>): Promise<number | null> {
-  const row = await kysely.selectFrom('reconcile_runs').select((eb) => eb.fn.max('started_at').as('at')).executeTakeFirst();
+  const row = await kysely
+    .selectFrom('reconcile_runs')
+    .select((eb) => eb.fn.max('started_at').as('at'))
+    .where((eb) => eb.or([eb('outcome', 'is', null), eb('outcome', '!=', 'dry-run')]))
+    .executeTakeFirst();
   return row?.at == null ? null : Number(row.at);
 }
 

@@ -14,7 +14,7 @@ export interface SinkStates {
   failed(sink: string, now: number): Promise<SinkState>;
   succeeded(sink: string): Promise<void>;
   pause(sink: string, by: 'failures' | 'operator', now: number): Promise<boolean>;
-  resume(sink: string): Promise<boolean>;
+  resume(sink: string, by: 'probe' | 'operator'): Promise<boolean>;
   takeProbe(sink: string, now: number): Promise<boolean>;
 }
 
@@ -48,29 +48,38 @@ export function createSinkStates(db: Kysely<Schema>): SinkStates {
       await db.updateTable('sink_state').set({ failing_since: null }).where('sink', '=', sink).where('failing_since', 'is not', null).execute();
     },
 
-    /** True when this call paused it (it was not paused). */
+    /**
+     * True when this call paused it: it was not paused, or (by an operator) it was paused by its
+     * failures, which the operator's pause replaces: no more probes, so nothing resumes it but a hand.
+     */
     async pause(sink: string, by: 'failures' | 'operator', now: number): Promise<boolean> {
+      const nextProbeAt = by === 'failures' ? now + PROBE_INTERVAL_MS : null;
       const row = await db
         .insertInto('sink_state')
-        .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: now + PROBE_INTERVAL_MS })
+        .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: nextProbeAt })
         .onConflict((oc) =>
           oc
             .column('sink')
-            .doUpdateSet({ paused_at: now, paused_by: by, next_probe_at: now + PROBE_INTERVAL_MS })
-            .where('sink_state.paused_at', 'is', null),
+            .doUpdateSet({ paused_at: now, paused_by: by, next_probe_at: nextProbeAt })
+            .where((eb) =>
+              by === 'operator'
+                ? eb.or([eb('sink_state.paused_at', 'is', null), eb('sink_state.paused_by', '=', 'failures')])
+                : eb('sink_state.paused_at', 'is', null),
+            ),
         )
         .returning('sink')
         .executeTakeFirst();
       return row !== undefined;
     },
 
-    /** True when this call resumed it (it was paused). */
-    async resume(sink: string): Promise<boolean> {
+    /** True when this call resumed it (it was paused; a probe resumes only a pause by failures). */
+    async resume(sink: string, by: 'probe' | 'operator'): Promise<boolean> {
       const result = await db
         .updateTable('sink_state')
         .set(NONE)
         .where('sink', '=', sink)
         .where('paused_at', 'is not', null)
+        .$if(by === 'probe', (q) => q.where('paused_by', '=', 'failures'))
         .executeTakeFirst();
       return result.numUpdatedRows > 0n;
     },

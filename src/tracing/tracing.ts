@@ -33,6 +33,12 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
+/** `trace_id` and `span_id` of a stored W3C traceparent, for the log lines about its work. */
+export function logFieldsOf(traceparent: string | null | undefined): { trace_id?: string; span_id?: string } {
+  const [, traceId, spanId] = traceparent?.split('-') ?? [];
+  return traceId && spanId ? { trace_id: traceId, span_id: spanId } : {};
+}
+
 const OFF_SPAN: TraceSpan = { traceparent: undefined, logFields: {}, end: () => {} };
 
 export const tracingOff: Tracing = {

@@ -76,6 +76,8 @@ export interface UpstreamClientOptions {
   onRetry?: (info: { operation: string; attempt: number; error: UpstreamError }) => void;
   /** A response body over this is refused unread. Default 10 MB. */
   maxResponseBytes?: number;
+  /** Aborts requests and retry waits under way (the relay is stopping). */
+  signal?: AbortSignal;
 }
 
 export interface UpstreamClient {
@@ -153,7 +155,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         body: call.body === undefined ? undefined : JSON.stringify(call.body),
         // A redirect would carry the bearer token elsewhere and turn a POST into a GET: surface it instead.
         redirect: 'manual',
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: options.signal ? AbortSignal.any([AbortSignal.timeout(timeoutMs), options.signal]) : AbortSignal.timeout(timeoutMs),
       });
       text = await readCapped(response, maxResponseBytes);
     } catch (err) {
@@ -206,6 +208,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       () => send(call),
       {
         ...retryOptions,
+        ...(options.signal ? { signal: options.signal } : {}),
         shouldRetry: async ({ error, attemptNumber, retriesConsumed }) => {
           if (!isRetryable(error)) return false;
           const retryAfterMs = error instanceof UpstreamApiError ? error.retryAfterMs : undefined;

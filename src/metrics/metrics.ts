@@ -81,13 +81,32 @@ export interface MetricSources {
   reconcileLastSuccessAt?(): Promise<number | null>;
 }
 
-export type Metrics = ReturnType<typeof createMetrics>;
+/** The metrics the relay's parts update; the rest are read at scrape time from `MetricSources`. */
+export interface Metrics {
+  /** Present when reconciliation is configured. */
+  reconcile: ReconcileCounters | undefined;
+  /** A bounded label value for an event type. */
+  eventTypeLabel(type: string): string;
+  webhookRequests: Counter<'outcome'>;
+  events: Counter<'type'>;
+  signatureMatches: Counter<'slot'>;
+  sinkDeliveries: Counter<'sink' | 'outcome'>;
+  sinkDeliveryDuration: Histogram<'sink'>;
+  eventDelay: Histogram;
+}
+
+export interface ReconcileCounters {
+  runs: Counter<'outcome'>;
+  events: Counter<'origin'>;
+  boxesForgotten: Counter;
+  lastSuccess: Gauge;
+}
 
 /**
  * The metrics of contract section 6, registered on an injected Registry. Every counter starts at 0
  * for each known label value so rate() and increase() see the first occurrence.
  */
-export function createMetrics(registry: Registry, options: { sinks: string[]; sources?: MetricSources }) {
+export function createMetrics(registry: Registry, options: { sinks: string[]; sources?: MetricSources }): Metrics {
   const registers = [registry];
   const sources = options.sources ?? {};
   const prefix = 'boxrelay_';

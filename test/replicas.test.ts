@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { postgresSchema } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
+import type { HookAnswer } from './support/hook-server.js';
 import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { parseExposition, valueOf } from './support/prometheus.js';
@@ -82,7 +83,7 @@ async function post(relay: RelayProcess, d: Delivery): Promise<{ status: number;
 }
 
 /** Two replicas on a fresh schema, a stream and subjects of their own, one hook; all torn down after the test. */
-async function replicas(env: Record<string, string> = {}) {
+async function replicas(env: Record<string, string> = {}, hookAnswer: HookAnswer = 200) {
   const { prefix, stream } = uniqueNames();
   const nats = await natsClient();
   nats.streams.push(stream);
@@ -90,7 +91,7 @@ async function replicas(env: Record<string, string> = {}) {
   // Core subscribers see every publish, also one JetStream drops as a duplicate.
   const published = collect(nats.nc, `${prefix}.>`);
   await nats.nc.flush();
-  const hook = await server(() => 200);
+  const hook = await server(() => hookAnswer);
   const dir = mkdtempSync(join(tmpdir(), 'boxrelay-replicas-'));
   writeFileSync(join(dir, 'hooks.yaml'), `- name: h\n  url: ${hook.url}\n  timeoutMs: 1000\n  concurrency: 4\n`);
   const database = await postgresSchema();
@@ -199,7 +200,8 @@ describe('two relay processes on one PostgreSQL schema', () => {
     const seed = Date.now();
     const { deliveries, sends } = plan(random(seed));
     const ids = deliveries.map((d) => d.id).sort();
-    const r = await replicas({ BOXRELAY_OUTBOX_LEASE_MS: String(LEASE_MS) });
+    // The hook takes a little time, so the replica killed always has calls in flight (leases held).
+    const r = await replicas({ BOXRELAY_OUTBOX_LEASE_MS: String(LEASE_MS) }, { status: 200, delayMs: 25 });
     const [a, b] = r.relays as [RelayProcess, RelayProcess];
 
     const answers: Answer[] = [];

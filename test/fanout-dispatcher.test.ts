@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createOutbox } from '../src/store/outbox.js';
 import { openStore } from '../src/store/store.js';
 import { postgresSchema } from './support/databases.js';
-import { allDelivered, fanoutFixture, hook, outboxRows, storedRows } from './support/fanout-relay.js';
-import { recordEvent, waitFor } from './support/fanout.js';
+import { allDelivered, fanoutFixture, hook, storedRows } from './support/fanout-relay.js';
+import { recordEvent } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
 
 describe('dispatcher', () => {

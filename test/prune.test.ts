@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pruneExpired, DAY_MS } from '../src/store/prune.js';
 import { engines } from './support/databases.js';

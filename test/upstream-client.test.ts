@@ -3,7 +3,6 @@ import { createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUpstreamClient, type UpstreamClientOptions } from '../src/upstream/client.js';
 import {
-  InvalidWebhookIdError,
   UpstreamApiError,
   UpstreamError,
   UpstreamInvalidResponseError,

@@ -1,24 +1,11 @@
-import type { Kysely } from 'kysely';
 import pThrottle from 'p-throttle';
-import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
-import type { Logger } from '../log.js';
-import type { OperatorEvents } from '../dispatch/operator-events.js';
-import type { AcceptEvent } from '../store/accept-event.js';
-import type { Tracing } from '../tracing/tracing.js';
-import type { Schema } from '../store/schema.js';
 import { createUpstreamClient, type UpstreamClientOptions } from '../upstream/client.js';
-import { createReconciler, type ReconcileMetrics, type Reconciler } from './reconciler.js';
+import { createReconciler, type Reconciler, type ReconcilerDeps } from './reconciler.js';
 
-export interface ReconcilerFromConfig {
+/** The reconciler's own dependencies, but its upstream client and retention come from the config. */
+export interface ReconcilerFromConfig extends Omit<ReconcilerDeps, 'upstream' | 'retentionDays'> {
   config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'retentionDays'>;
-  kysely: Kysely<Schema>;
-  accept: AcceptEvent;
-  clock: Clock;
-  logger: Logger;
-  metrics: ReconcileMetrics;
-  operatorEvents: OperatorEvents;
-  tracing: Tracing;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
 }

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Schema } from './schema.js';
 
 export const DAY_MS = 86_400_000;

@@ -187,9 +187,9 @@ describe('two relay processes on one PostgreSQL schema', () => {
     expect((await r.streamIds()).sort(), context).toEqual(ids);
     expect(msgIds(r.published).sort(), `each event published once (${context})`).toEqual(ids);
     expect(hookIds(r.hook).sort(), `each event sent to the hook once (${context})`).toEqual(ids);
-    // Both replicas did fan-out work, and together each delivery once.
+    // Together the replicas delivered each event once. Which replica claims which row is a race (either
+    // may claim all of a sink's rows while the other is busy), so no share per replica is asserted.
     const [a, b] = await Promise.all(r.relays.map(delivered));
-    expect(Math.min(a!.nats, a!.h, b!.nats, b!.h), context).toBeGreaterThan(0);
     expect({ nats: a!.nats + b!.nats, h: a!.h + b!.h }, context).toEqual({ nats: EVENTS, h: EVENTS });
 
     expect(await Promise.all(r.relays.map(r.stop))).toEqual([0, 0]);

@@ -125,7 +125,15 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   }
 
   const sinkless = ratio('relay', 'relay-no-sink');
-  if (sinkless) lines.push(`- Cost of fan-out: relay with NATS / relay with no sink = ${sinkless} (both run in one event loop)`);
+  if (sinkless) lines.push(`- Cost of fan-out: relay with NATS / relay with no sink = ${sinkless}`);
+  const inline = ratio('relay-inline', 'express');
+  if (inline && relayOverB) {
+    const cpu = (key: string) => int(median((byKey.get(key) ?? []).map((m) => m.cpuMicrosPerRequest)));
+    lines.push(
+      `- Fan-out thread: relay / (b) ${relayOverB} with the fan-out in its worker thread, ${inline} inline (target >= 0.66: ` +
+        `${Number(relayOverB.split(' ')[0]) >= 0.66 ? 'met' : 'not met'}); CPU µs/2xx ${cpu('relay')} worker vs ${cpu('relay-inline')} inline`,
+    );
+  }
 
   const withFanout = relayRuns.map((m) => m.fanout).filter((f): f is FanoutResult => f !== undefined);
   if (fanout || withFanout.length === 0) {

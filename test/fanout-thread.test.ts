@@ -1,6 +1,7 @@
 // The fan-out in its worker thread (BOXRELAY_FANOUT_THREAD=worker), through the built CLI as users
 // run it: the worker's sinks deliver, its metrics and NATS status reach the main thread's /metrics
-// and /readyz, admin pauses reach it, and a SIGTERM under load loses nothing.
+// and /readyz, admin pauses reach it, and neither a SIGTERM under load nor a crash of the worker
+// (made through the inspector) loses anything.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { ADMIN_TOKEN } from './support/admin.js';
 import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
+import { exitWorkerThreads, inspectorUrlIn } from './support/inspector.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
@@ -74,6 +76,13 @@ async function metrics(relay: RelayProcess): Promise<string> {
 
 const admin = (relay: RelayProcess, path: string) =>
   fetch(`http://127.0.0.1:${relay.internalPort}/admin${path}`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+
+/** `GET /admin/sinks`: each sink's pending rows. */
+async function pendingBySink(relay: RelayProcess): Promise<Record<string, number>> {
+  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/admin/sinks`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const { sinks } = (await res.json()) as { sinks: { name: string; pending: number }[] };
+  return Object.fromEntries(sinks.map((sink) => [sink.name, sink.pending]));
+}
 
 async function openDatabase(url: string): Promise<Store> {
   const store = await openStore({ url });
@@ -166,5 +175,36 @@ describe('fan-out in a worker thread', () => {
 
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
+  });
+
+  it('a worker that crashes is restarted: deliveries are accepted meanwhile and nothing is lost', async () => {
+    // A slow hook, so the worker holds leased rows when it exits.
+    const slow = await server(() => ({ status: 200, delayMs: 100 }));
+    const { start, inStream } = await workerRelay({ slow }, { BOXRELAY_OUTBOX_POLL_MS: '200', NODE_OPTIONS: '--inspect=127.0.0.1:0' });
+    const relay = await start();
+    const posted: string[] = [];
+    const postMany = async (count: number) => {
+      for (let i = 0; i < count; i++) {
+        const { id, status } = await post(relay, `bx_${posted.length}`);
+        expect(status).toBe(200);
+        posted.push(id);
+      }
+    };
+    await postMany(40);
+
+    await exitWorkerThreads(inspectorUrlIn(relay.lines), 70);
+    const crashed = await relay.waitForLog((e) => e.msg === 'the fan-out worker stopped; restarting it (its rows are released at its restart or when their leases end)');
+    expect(crashed.code).toBe(70);
+    // The receiver does not wait for the fan-out.
+    await postMany(20);
+
+    await waitFor(async () => Object.values(await pendingBySink(relay)).every((pending) => pending === 0), 'every row to be delivered after the restart');
+    expect(new Set(slow.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
+    const inNats = await inStream();
+    expect(posted.every((id) => inNats.has(id))).toBe(true);
+    await waitFor(async () => (await readyz(relay)).checks?.nats === 'ok', 'NATS ok in /readyz again');
+
+    relay.child.kill('SIGTERM');
+    expect(await relay.exited).toBe(0);
   });
 });

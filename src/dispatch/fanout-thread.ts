@@ -19,9 +19,10 @@ export interface FanoutThreadDeps {
   metrics: DispatchMetrics;
   sinkNames: string[];
   logger: Logger;
-  /** Restarts after a crash wait from `minMs`, doubling up to `maxMs`. */
-  restart?: { minMs: number; maxMs: number };
 }
+
+/** Restarts after a crash wait from the shortest, doubling up to the longest while the worker keeps crashing. */
+const RESTART_MS = { min: 1000, max: 30_000 };
 
 /** A worker that lived this long before it crashed is restarted after the shortest wait again. */
 const HEALTHY_RUN_MS = 60_000;
@@ -36,7 +37,6 @@ const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worke
  */
 export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   const log = deps.logger.child({ part: 'fanout-thread' });
-  const restart = deps.restart ?? { minMs: 1000, maxMs: 30_000 };
   const natsEnabled = deps.config.natsUrl !== undefined;
   let status: SinkStatus = { up: {}, nats: undefined };
   let worker: Worker | undefined;
@@ -88,8 +88,9 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
         if (!started) reject(failure ?? new Error(`the fan-out worker exited (code ${code}) before it started`));
         if (stopping) return;
         crashes = performance.now() - spawnedAt >= HEALTHY_RUN_MS ? 1 : crashes + 1;
-        const delayMs = Math.min(restart.maxMs, restart.minMs * 2 ** (crashes - 1));
+        const delayMs = Math.min(RESTART_MS.max, RESTART_MS.min * 2 ** (crashes - 1));
         log.error({ code, restartInMs: delayMs }, 'the fan-out worker stopped; restarting it (its rows are released at its restart or when their leases end)');
+        // A restart that fails is logged above and scheduled again by its own exit.
         restartTimer = setTimeout(() => spawn().catch(() => {}), delayMs).unref();
       });
     });

@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import type { Logger } from '../log.js';
 import { createHttpHookSink } from '../sinks/http-hook.js';
-import { createNatsSink, type NatsSinkOptions } from '../sinks/nats.js';
+import { createNatsSink, type NatsSink, type NatsSinkOptions } from '../sinks/nats.js';
 import type { Sink } from '../sinks/sink.js';
 import { createDispatcher, type DispatcherDeps } from './dispatcher.js';
 
@@ -33,13 +33,13 @@ export interface SinksDeps {
 }
 
 /** The configured sinks: NATS first (when set), then the hooks. */
-export function createSinks({ config, clock, logger, nats: natsOptions }: SinksDeps): { sinks: Sink[]; nats: ReturnType<typeof createNatsSink> | undefined } {
+export function createSinks({ config, clock, logger, nats: natsOptions }: SinksDeps): { sinks: Sink[]; nats: NatsSink | undefined } {
   const nats = config.natsUrl ? createNatsSink({ settings: { ...config, natsUrl: config.natsUrl }, logger, ...natsOptions }) : undefined;
   return { nats, sinks: [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))] };
 }
 
 /** The dispatcher and its sinks in this thread. */
-export function createInlineFanout(deps: Omit<DispatcherDeps, 'sinks'> & { nats: ReturnType<typeof createNatsSink> | undefined; sinks: Sink[] }): Fanout {
+export function createInlineFanout(deps: DispatcherDeps & { nats: NatsSink | undefined }): Fanout {
   const { nats, sinks } = deps;
   const dispatcher = createDispatcher(deps);
   return {

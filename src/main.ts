@@ -54,6 +54,14 @@ export class NoSecretError extends Error {
   }
 }
 
+/** Functions cannot cross to a worker thread: what tests inject needs the fan-out inline. */
+export class InlineFanoutRequiredError extends Error {
+  readonly code = 'inline_fanout_required';
+  constructor() {
+    super('a clock, dispatch tuning or NATS options given to createRelay need fanoutThread: inline');
+  }
+}
+
 export interface RelayDeps {
   config: Config;
   logger: Logger;
@@ -94,10 +102,7 @@ export async function createRelay({
 
   // Refused before the database is opened: a wrong key must not look like missing secrets.
   const cipher = createSecretCipher(config.secretsEncryptionKey);
-  // Functions cannot cross to a worker thread: what tests inject runs with the fan-out inline.
-  if (config.fanoutThread === 'worker' && (clock !== systemClock || dispatch || natsOptions)) {
-    throw new Error('a clock, dispatch tuning or NATS options given to createRelay need fanoutThread: inline');
-  }
+  if (config.fanoutThread === 'worker' && (clock !== systemClock || dispatch || natsOptions)) throw new InlineFanoutRequiredError();
   // The fan-out exists only once the store is open; commits before that have nothing to wake.
   let wakeDispatcher = () => {};
   const store: Store = await openStore({

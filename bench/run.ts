@@ -86,9 +86,10 @@ async function measure(target: Target, round: number): Promise<Measurement> {
     if (fanout && fanoutWorks) await fanout.counter.until(before, settings.fanoutTimeoutMs);
     const loadavgBefore = loadavg()[0] as number;
     log(`bench: ${target.label}, round ${round + 1}: ${settings.seconds} s at ${settings.connections} connections`);
-    const [cpuBefore, machineBefore] = [running.server.cpuSeconds(), machineBusySeconds()];
+    const [cpuBefore, machineBefore, mainBefore] = [running.server.cpuSeconds(), machineBusySeconds(), running.server.mainThreadCpuSeconds()];
     const result: LoadResult = await runLoad(running.server.port, load);
     const cpuSeconds = running.server.cpuSeconds() - cpuBefore;
+    const mainThreadSeconds = running.server.mainThreadCpuSeconds() - mainBefore;
     const machineSeconds = machineBusySeconds() - machineBefore;
     // With no warm-up, whether anything reaches NATS is only known after the measured load.
     if (fanout && fanoutWorks === undefined) fanoutWorks = result.accepted > 0 && (await fanout.counter.anyWithin(5000));
@@ -109,6 +110,7 @@ async function measure(target: Target, round: number): Promise<Measurement> {
       load: result,
       cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, result.accepted),
       machineMicrosPerRequest: (machineSeconds * 1e6) / Math.max(1, result.accepted),
+      mainThreadMicrosPerRequest: (mainThreadSeconds * 1e6) / Math.max(1, result.accepted),
       fanout: fanoutResult,
       logBytes: running.server.stdoutBytes(),
       requests: before + result.accepted,

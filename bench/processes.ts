@@ -10,6 +10,8 @@ export interface Spawned {
   stdoutBytes(): number;
   /** CPU seconds (user + system) the process has used so far. */
   cpuSeconds(): number;
+  /** The same, of the main thread only (the one that receives). */
+  mainThreadCpuSeconds(): number;
   /** SIGTERM, then wait for the exit (SIGKILL after 15 s). */
   stop(): Promise<void>;
 }
@@ -18,8 +20,8 @@ export interface Spawned {
 const CLOCK_TICKS = 100;
 
 /** utime + stime of a process from /proc; a figure that the other tenants of the machine do not inflate. */
-function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+function cpuSecondsOf(pid: number, statFile = `/proc/${pid}/stat`): number {
+  const stat = readFileSync(statFile, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
@@ -93,6 +95,7 @@ export async function spawnServer({ args, env, port, cwd }: SpawnOptions): Promi
     port,
     stdoutBytes: () => stdoutBytes,
     cpuSeconds: () => cpuSecondsOf(child.pid as number),
+    mainThreadCpuSeconds: () => cpuSecondsOf(child.pid as number, `/proc/${child.pid}/task/${child.pid}/stat`),
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);

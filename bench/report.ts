@@ -21,6 +21,8 @@ export interface Measurement {
   cpuMicrosPerRequest: number;
   /** Busy CPU time of the whole machine (all processes, all cores) per 2xx during the measurement. */
   machineMicrosPerRequest: number;
+  /** The target's main thread's CPU time per 2xx (the fan-out may run in a worker thread). */
+  mainThreadMicrosPerRequest: number;
   fanout: FanoutResult | undefined;
   /** Bytes the target wrote to stdout (the relay's log), warm-up included. */
   logBytes: number;
@@ -125,7 +127,18 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   }
 
   const sinkless = ratio('relay', 'relay-no-sink');
-  if (sinkless) lines.push(`- Cost of fan-out: relay with NATS / relay with no sink = ${sinkless} (both run in one event loop)`);
+  if (sinkless) lines.push(`- Cost of fan-out: relay with NATS / relay with no sink = ${sinkless}`);
+  const inline = ratio('relay-inline', 'express');
+  if (inline && relayOverB) {
+    const cpu = (key: string, of: 'cpuMicrosPerRequest' | 'mainThreadMicrosPerRequest') => int(median((byKey.get(key) ?? []).map((m) => m[of])));
+    lines.push(
+      `- Fan-out thread: relay / (b) ${relayOverB} with the fan-out in its worker thread, ${inline} inline (target >= 0.66: ` +
+        `${Number(relayOverB.split(' ')[0]) >= 0.66 ? 'met' : 'not met'}); CPU µs/2xx ${cpu('relay', 'cpuMicrosPerRequest')} worker vs ` +
+        `${cpu('relay-inline', 'cpuMicrosPerRequest')} inline, of which the main thread ${cpu('relay', 'mainThreadMicrosPerRequest')} vs ` +
+        `${cpu('relay-inline', 'mainThreadMicrosPerRequest')}` +
+        (byKey.has('relay-no-sink') ? ` (${cpu('relay-no-sink', 'mainThreadMicrosPerRequest')} with no sink)` : ''),
+    );
+  }
 
   const withFanout = relayRuns.map((m) => m.fanout).filter((f): f is FanoutResult => f !== undefined);
   if (fanout || withFanout.length === 0) {

@@ -53,6 +53,8 @@ const targets: Target[] = [
   ...(natsUrl
     ? [relay('relay-per-box', 'relay, NATS ordering per-box', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_NATS_ORDERING: 'per-box' } })]
     : []),
+  // The fan-out on the receiver's event loop instead of its worker thread (issue 17).
+  relay('relay-inline', 'relay, fan-out inline (BOXRELAY_FANOUT_THREAD=inline)', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_FANOUT_THREAD: 'inline' } }),
   // What the fan-out costs the receiver: the same relay with no sink configured (storage only).
   ...(natsUrl ? [relay('relay-no-sink', 'relay, no sink configured', ctx, { logLevel: 'info', database: freshDatabase, fanout: false })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));
@@ -84,9 +86,10 @@ async function measure(target: Target, round: number): Promise<Measurement> {
     if (fanout && fanoutWorks) await fanout.counter.until(before, settings.fanoutTimeoutMs);
     const loadavgBefore = loadavg()[0] as number;
     log(`bench: ${target.label}, round ${round + 1}: ${settings.seconds} s at ${settings.connections} connections`);
-    const [cpuBefore, machineBefore] = [running.server.cpuSeconds(), machineBusySeconds()];
+    const [cpuBefore, machineBefore, mainBefore] = [running.server.cpuSeconds(), machineBusySeconds(), running.server.mainThreadCpuSeconds()];
     const result: LoadResult = await runLoad(running.server.port, load);
     const cpuSeconds = running.server.cpuSeconds() - cpuBefore;
+    const mainThreadSeconds = running.server.mainThreadCpuSeconds() - mainBefore;
     const machineSeconds = machineBusySeconds() - machineBefore;
     // With no warm-up, whether anything reaches NATS is only known after the measured load.
     if (fanout && fanoutWorks === undefined) fanoutWorks = result.accepted > 0 && (await fanout.counter.anyWithin(5000));
@@ -107,6 +110,7 @@ async function measure(target: Target, round: number): Promise<Measurement> {
       load: result,
       cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, result.accepted),
       machineMicrosPerRequest: (machineSeconds * 1e6) / Math.max(1, result.accepted),
+      mainThreadMicrosPerRequest: (mainThreadSeconds * 1e6) / Math.max(1, result.accepted),
       fanout: fanoutResult,
       logBytes: running.server.stdoutBytes(),
       requests: before + result.accepted,

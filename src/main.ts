@@ -1,7 +1,8 @@
 import { Registry } from 'prom-client';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
-import { createDispatcher } from './dispatch/dispatcher.js';
+import { createFanoutThread } from './dispatch/fanout-thread.js';
+import { createInlineFanout, createSinks, type Fanout } from './dispatch/fanout.js';
 import { createOperations } from './dispatch/operations.js';
 import { createOperatorEvents } from './dispatch/operator-events.js';
 import { createPauses } from './dispatch/pauses.js';
@@ -22,13 +23,11 @@ import type { DependencyStatus } from './dependency-status.js';
 import { createReadiness } from './http/readiness.js';
 import type { Logger } from './log.js';
 import { boxStateCounts, createMetrics } from './metrics/metrics.js';
-import { createHttpHookSink } from './sinks/http-hook.js';
-import { createNatsSink, type NatsSinkOptions } from './sinks/nats.js';
+import type { NatsSinkOptions } from './sinks/nats.js';
 import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
 import type { Schedule } from './schedule.js';
 import { configuredSinks, createSinkRouter } from './sinks/route.js';
-import type { Sink } from './sinks/sink.js';
 import { acceptEvent } from './store/accept-event.js';
 import { countBoxesByState } from './store/boxes.js';
 import { createSinkStates } from './store/sink-state.js';
@@ -55,6 +54,14 @@ export class NoSecretError extends Error {
   }
 }
 
+/** Functions cannot cross to a worker thread: what tests inject needs the fan-out inline. */
+export class InlineFanoutRequiredError extends Error {
+  readonly code = 'inline_fanout_required';
+  constructor() {
+    super('a clock, dispatch tuning or NATS options given to createRelay need fanoutThread: inline');
+  }
+}
+
 export interface RelayDeps {
   config: Config;
   logger: Logger;
@@ -62,7 +69,7 @@ export interface RelayDeps {
   registry?: Registry;
   /** Timers of the daily retention run (tests fire them by hand). */
   timers?: Timers;
-  /** Fan-out timing (tests shorten it); the poll interval comes from the config. */
+  /** Fan-out timing (tests shorten it); the poll interval comes from the config. Inline fan-out only, like `clock` and `nats`. */
   dispatch?: Partial<DispatchTuning>;
   nats?: Pick<NatsSinkOptions, 'ackTimeoutMs' | 'backoff'>;
   /** OpenTelemetry (contract section 11); off unless given (`serve` builds it from the OTEL_* variables). */
@@ -95,9 +102,9 @@ export async function createRelay({
 
   // Refused before the database is opened: a wrong key must not look like missing secrets.
   const cipher = createSecretCipher(config.secretsEncryptionKey);
-  // The dispatcher exists only once the store is open; commits before that have nothing to wake.
+  if (config.fanoutThread === 'worker' && (clock !== systemClock || dispatch || natsOptions)) throw new InlineFanoutRequiredError();
+  // The fan-out exists only once the store is open; commits before that have nothing to wake.
   let wakeDispatcher = () => {};
-  let sinkStateChanged = (_sink: string) => {};
   const store: Store = await openStore({
     ...databaseOptionsOf(config),
     onCommit: () => wakeDispatcher(),
@@ -123,18 +130,17 @@ export async function createRelay({
   const kysely = store.database.kysely;
   const sinkNames = configuredSinks(config);
   const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
-  const nats = config.natsUrl
-    ? createNatsSink({ settings: { ...config, natsUrl: config.natsUrl }, logger, ...natsOptions })
-    : undefined;
-  const sinks: Sink[] = [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))];
   const outbox = createOutbox(store.database);
   const sinkStates = createSinkStates(kysely);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
-  const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, changed: (sink) => sinkStateChanged(sink) });
+  const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
 
   const readiness = createReadiness({
     storageWritable: () => store.checkWritable(clock.now()),
-    dependencies: (): Record<string, DependencyStatus> => (nats ? { nats: nats.check() } : {}),
+    dependencies: (): Record<string, DependencyStatus> => {
+      const nats = fanout.natsStatus();
+      return nats ? { nats } : {};
+    },
     clock,
   });
   const metrics = createMetrics(registry, {
@@ -149,29 +155,32 @@ export async function createRelay({
         return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
       },
       deadLettersBySink: () => outbox.countBySink('dead'),
-      sinkUp: () => Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])),
+      sinkUp: () => Object.fromEntries(fanout.sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
     },
   });
 
-  const dispatcher = createDispatcher({
-    outbox,
-    sinks,
-    clock,
-    logger,
-    metrics,
-    source: config.source,
-    exclusive: store.database.dialect === 'sqlite',
-    sinkStates,
-    pauses,
-    operatorEvents,
-    tracing,
-    tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
-  });
-  wakeDispatcher = dispatcher.wake;
-  sinkStateChanged = dispatcher.sinkStateChanged;
-  const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: dispatcher.wake });
+  const exclusive = store.database.dialect === 'sqlite';
+  const fanout: Fanout =
+    config.fanoutThread === 'worker'
+      ? createFanoutThread({ config, exclusive, tracing: tracing.enabled, parts: { outbox, sinkStates, pauses, operatorEvents }, metrics, sinkNames, logger })
+      : createInlineFanout({
+          ...createSinks({ config, clock, logger, nats: natsOptions }),
+          outbox,
+          clock,
+          logger,
+          metrics,
+          source: config.source,
+          exclusive,
+          sinkStates,
+          pauses,
+          operatorEvents,
+          tracing,
+          tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
+        });
+  wakeDispatcher = fanout.wake;
+  const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: fanout.wake });
 
   const accept = acceptEvent({ writer: store.writer, sinksFor, metrics });
   const publicApp = createPublicApp({
@@ -197,7 +206,7 @@ export async function createRelay({
         replayRoutes(operations),
         reconcileRoutes(reconciler),
         eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor }),
-        sinkRoutes({ sinks, sinkStates, pauses, countBySink: outbox.countBySink }),
+        sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink }),
       ])
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, console: admin && createConsoleRouter(), logger });
@@ -209,7 +218,8 @@ export async function createRelay({
     config,
     store,
     outbox,
-    dispatcher,
+    /** The fan-out (inline or in its worker thread). */
+    dispatcher: fanout,
     secrets,
     secretsFile,
     registry,
@@ -217,8 +227,7 @@ export async function createRelay({
     publicApp,
     internalApp,
     async start() {
-      nats?.start();
-      await dispatcher.start();
+      await fanout.start();
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
@@ -244,7 +253,8 @@ export async function createRelay({
     },
     /**
      * Graceful: stop accepting and finish in-flight requests; then the dispatcher finishes or
-     * releases its deliveries, NATS drains, and the database closes.
+     * releases its deliveries, NATS drains, and the database closes (after the worker thread, whose
+     * storage calls it serves, has ended).
      */
     async stop() {
       const started = Date.now();
@@ -260,8 +270,7 @@ export async function createRelay({
       await secrets.stopDatabaseRefresh();
       listening = [];
       // One shutdown budget for both: what the HTTP close used is not given to the sinks again.
-      await dispatcher.stop(Math.max(1000, config.shutdownTimeoutMs - (Date.now() - started)));
-      await Promise.all(sinks.map((sink) => sink.close()));
+      await fanout.stop(Math.max(1000, config.shutdownTimeoutMs - (Date.now() - started)));
       await store.close();
       await tracing.shutdown();
       logger.info('boxrelay stopped');

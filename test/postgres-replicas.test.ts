@@ -11,7 +11,7 @@ import { SECRET } from './support/sign.js';
 describe('replicas on one PostgreSQL schema', () => {
   it('start together on an empty schema: the migrations run once and every relay comes up', async () => {
     const database = await postgresSchema();
-    const config = configSchema.parse({ database, secrets: [SECRET] });
+    const config = configSchema.parse({ fanoutThread: 'inline', database, secrets: [SECRET] });
     const start = () => createRelay({ config, logger: captureLogs().logger, registry: new Registry() });
     const relays = await Promise.all([start(), start(), start()]);
     try {

@@ -74,6 +74,7 @@ describe('the daily retention schedule', () => {
 
   it('is started by the relay and prunes its database with BOXRELAY_RETENTION_DAYS', async () => {
     const config = configSchema.parse({
+      fanoutThread: 'inline',
       secrets: [SECRET],
       database: sqliteFile(),
       retentionDays: 7,

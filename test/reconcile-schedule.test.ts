@@ -73,6 +73,7 @@ describe('reconciliation across replicas on PostgreSQL', () => {
       upstream.addHistory(boxId, { id, type: 'box.error', createdAt: iso(now - 2 * MINUTE), data: { box: { id: boxId }, previousState: 'ready', state: 'error' } });
     }
     const config = configSchema.parse({
+      fanoutThread: 'inline',
       database,
       secrets: [SECRET],
       port: 0,

@@ -121,6 +121,12 @@ export const configSchema = z.strictObject({
    * by another once it runs out. Unset: per sink, its longest run of attempts plus 30 s.
    */
   outboxLeaseMs: positiveInt.optional(),
+  /**
+   * Where the dispatcher and its sinks run: `worker`, a worker thread (the receive thread only
+   * receives; the worker's storage calls are served by the main thread's connection), or `inline`,
+   * on the receiver's event loop (what tests that inject a clock or timing use).
+   */
+  fanoutThread: z.enum(['worker', 'inline']).default('worker'),
   hooksFile: optionalText,
   hooks: hooksSchema.default([]),
   source: z.string().min(1).default('sandbox'),

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import { OPERATOR_EVENT_PREFIX, toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics/metrics.js';
+import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
 import type { ClaimedRow, Outbox } from '../store/outbox.js';
 import type { SinkState, SinkStates } from '../store/sink-state.js';
@@ -19,7 +19,7 @@ export interface DispatcherDeps {
   sinks: Sink[];
   clock: Clock;
   logger: Logger;
-  metrics: Pick<Metrics, 'sinkDeliveries' | 'sinkDeliveryDuration'>;
+  metrics: DispatchMetrics;
   /** CloudEvents `source`. */
   source: string;
   /** Only this process serves the database (SQLite): leases left by a previous run are stale at start. */
@@ -29,6 +29,12 @@ export interface DispatcherDeps {
   operatorEvents: OperatorEvents;
   tracing: Tracing;
   tuning?: Partial<DispatchTuning>;
+}
+
+/** The metrics the dispatcher updates (in the fan-out worker, recorded and reported to the main thread's). */
+export interface DispatchMetrics {
+  sinkDeliveries: { inc(labels: { sink: string; outcome: SinkOutcome }, count?: number): void };
+  sinkDeliveryDuration: { observe(labels: { sink: string }, seconds: number): void };
 }
 
 export interface Dispatcher {

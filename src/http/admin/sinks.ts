@@ -7,7 +7,7 @@ import { methodNotAllowed } from '../send-error.js';
 import type { AdminRoutes } from './router.js';
 
 export interface SinkRoutesDeps {
-  sinks: Sink[];
+  sinks: Pick<Sink, 'name' | 'up'>[];
   sinkStates: SinkStates;
   pauses: Pauses;
   countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>>;
@@ -15,7 +15,7 @@ export interface SinkRoutesDeps {
 
 /** `GET /admin/sinks`; `POST /admin/sinks/:name/pause` and `/resume` answer with that sink's row (contract section 6). */
 export function sinkRoutes({ sinks, sinkStates, pauses, countBySink }: SinkRoutesDeps): AdminRoutes {
-  const rows = async (only?: Sink) => {
+  const rows = async (only?: Pick<Sink, 'name' | 'up'>) => {
     const [states, pending, dead] = await Promise.all([sinkStates.readAll(), countBySink('pending'), countBySink('dead')]);
     return (only ? [only] : sinks).map((sink) => ({
       name: sink.name,
@@ -26,7 +26,7 @@ export function sinkRoutes({ sinks, sinkStates, pauses, countBySink }: SinkRoute
       deadLetters: dead[sink.name] ?? 0,
     }));
   };
-  const configured = (name: unknown): Sink => {
+  const configured = (name: unknown): Pick<Sink, 'name' | 'up'> => {
     const sink = sinks.find((s) => s.name === name);
     if (!sink) throw new NotFoundError(`no sink ${JSON.stringify(String(name).slice(0, 64))} is configured`);
     return sink;

@@ -1,0 +1,109 @@
+// The fan-out worker thread's entry (BOXRELAY_FANOUT_THREAD=worker): the dispatcher, unchanged,
+// with its sinks, tracing and logger; its storage seams are calls served by the main thread.
+import { parentPort, workerData } from 'node:worker_threads';
+import { pino } from 'pino';
+import { systemClock } from '../clock.js';
+import { createLogger } from '../log.js';
+import { createTracing, tracingOff } from '../tracing/tracing.js';
+import type { DispatchMetrics } from './dispatcher.js';
+import { createInlineFanout, createSinks } from './fanout.js';
+import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
+
+/** How often recorded metrics and a changed sink status go to the main thread: one message, not one per event. */
+const REPORT_MS = 100;
+
+const port = parentPort;
+if (!port) throw new Error('fanout-worker.js runs as a worker thread of `boxrelay serve`');
+const { config, exclusive, tracing: traced } = workerData as WorkerData;
+const post = (message: FromWorker) => port.postMessage(message);
+
+// Synchronous writes: each line is one write(2) to fd 1, so it never splits a line of the main thread's.
+const logger = createLogger(config.logLevel, pino.destination({ dest: 1, sync: true }));
+const tracing = traced ? createTracing(process.env) : tracingOff;
+const { sinks, nats } = createSinks({ config, clock: systemClock, logger });
+const caller = createCaller(port);
+const recorder = createMetricsRecorder();
+
+const fanout = createInlineFanout({
+  outbox: caller.remote('outbox'),
+  sinkStates: caller.remote('sinkStates'),
+  pauses: caller.remote('pauses'),
+  operatorEvents: caller.remote('operatorEvents'),
+  sinks,
+  nats,
+  clock: systemClock,
+  logger,
+  metrics: recorder.metrics,
+  source: config.source,
+  exclusive,
+  tracing,
+  tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs },
+});
+
+let lastStatus = '';
+const report = () => {
+  const metrics = recorder.take();
+  if (metrics) post({ kind: 'metrics', report: metrics });
+  const status: SinkStatus = { up: Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])), nats: nats?.check() };
+  const text = JSON.stringify(status);
+  if (text !== lastStatus) post({ kind: 'status', status });
+  lastStatus = text;
+};
+const reporting = setInterval(report, REPORT_MS);
+
+port.on('message', (message: ToWorker) => {
+  switch (message.kind) {
+    case 'answer':
+      return caller.answered(message);
+    case 'wake':
+      return fanout.wake();
+    case 'sinkStateChanged':
+      return fanout.sinkStateChanged(message.sink);
+    case 'stop':
+      return void fanout
+        .stop(message.graceMs)
+        .then(() => tracing.shutdown())
+        .then(() => {
+          clearInterval(reporting);
+          report();
+          post({ kind: 'stopped' });
+        });
+  }
+});
+
+await fanout.start();
+report();
+post({ kind: 'started' });
+
+/** The dispatcher's counters and histogram, recorded here and reported in batches. */
+function createMetricsRecorder() {
+  let deliveries = new Map<string, MetricsReport['deliveries'][number]>();
+  let durations: MetricsReport['durations'] = [];
+  const metrics: DispatchMetrics = {
+    sinkDeliveries: {
+      inc({ sink, outcome }, count = 1) {
+        if (count === 0) return;
+        const key = `${sink}\n${outcome}`;
+        const entry = deliveries.get(key);
+        if (entry) entry[2] += count;
+        else deliveries.set(key, [sink, outcome, count]);
+      },
+    },
+    sinkDeliveryDuration: {
+      observe({ sink }, seconds) {
+        durations.push([sink, seconds]);
+      },
+    },
+  };
+  return {
+    metrics,
+    /** What was recorded since the last call; undefined when nothing was. */
+    take(): MetricsReport | undefined {
+      if (deliveries.size === 0 && durations.length === 0) return undefined;
+      const taken = { deliveries: [...deliveries.values()], durations };
+      deliveries = new Map();
+      durations = [];
+      return taken;
+    },
+  };
+}

@@ -1,0 +1,94 @@
+import type { MessagePort } from 'node:worker_threads';
+import type { Config } from '../config/schema.js';
+import type { DependencyStatus } from '../dependency-status.js';
+import type { SinkOutcome } from '../metrics/metrics.js';
+import type { Outbox } from '../store/outbox.js';
+import type { SinkStates } from '../store/sink-state.js';
+import type { OperatorEvents } from './operator-events.js';
+import type { Pauses } from './pauses.js';
+
+/**
+ * What the fan-out worker and the main thread say to each other. The worker's storage seams are
+ * served by the main thread (its one database connection): the worker calls, the main thread runs
+ * the method and answers.
+ */
+
+/** The main thread's parts the worker's dispatcher calls. */
+export interface ServedParts {
+  outbox: Outbox;
+  sinkStates: SinkStates;
+  pauses: Pauses;
+  operatorEvents: OperatorEvents;
+}
+export type ServedPart = keyof ServedParts;
+
+export interface WorkerData {
+  config: Config;
+  /** Only this process serves the database (SQLite): leases left by a previous run are stale at start. */
+  exclusive: boolean;
+  /** The main thread traces: the worker builds its tracing from the same OTEL_* variables. */
+  tracing: boolean;
+}
+
+/** Counts and durations recorded in the worker since its last report, applied to the main thread's registry. */
+export interface MetricsReport {
+  deliveries: [sink: string, outcome: SinkOutcome, count: number][];
+  durations: [sink: string, seconds: number][];
+}
+
+export interface SinkStatus {
+  up: Record<string, boolean>;
+  nats: DependencyStatus | undefined;
+}
+
+export type FromWorker =
+  | { kind: 'call'; id: number; part: ServedPart; method: string; args: unknown[] }
+  | { kind: 'metrics'; report: MetricsReport }
+  | { kind: 'status'; status: SinkStatus }
+  | { kind: 'started' }
+  | { kind: 'stopped' };
+
+export type ToWorker =
+  | { kind: 'answer'; id: number; value?: unknown; error?: { message: string; code?: string } }
+  | { kind: 'wake' }
+  | { kind: 'sinkStateChanged'; sink: string }
+  | { kind: 'stop'; graceMs: number };
+
+/** Runs a worker's call on the served part and posts the answer (an error as its message and code). */
+export async function answerCall(parts: ServedParts, call: Extract<FromWorker, { kind: 'call' }>, post: (message: ToWorker) => void): Promise<void> {
+  try {
+    const part = parts[call.part] as unknown as Record<string, unknown>;
+    const method = part[call.method];
+    if (typeof method !== 'function') throw new Error(`${call.part} has no method ${call.method}`);
+    post({ kind: 'answer', id: call.id, value: await (method as (...args: unknown[]) => unknown)(...call.args) });
+  } catch (error) {
+    const { message, code } = error as { message?: string; code?: unknown };
+    post({ kind: 'answer', id: call.id, error: { message: String(message ?? error), ...(typeof code === 'string' ? { code } : {}) } });
+  }
+}
+
+/** The worker's side: each served part as an object whose methods post a call and await the answer. */
+export function createCaller(port: MessagePort) {
+  let nextId = 0;
+  const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  const answered = (answer: Extract<ToWorker, { kind: 'answer' }>) => {
+    const call = waiting.get(answer.id);
+    waiting.delete(answer.id);
+    if (!answer.error) return call?.resolve(answer.value);
+    call?.reject(Object.assign(new Error(answer.error.message), answer.error.code ? { code: answer.error.code } : {}));
+  };
+  const remote = <P extends ServedPart>(part: P): ServedParts[P] =>
+    new Proxy({} as ServedParts[P], {
+      get: (_target, method) =>
+        // Not a thenable: awaiting the part itself must not post a call.
+        typeof method !== 'string' || method === 'then'
+          ? undefined
+          : (...args: unknown[]) =>
+              new Promise((resolve, reject) => {
+                const id = nextId++;
+                waiting.set(id, { resolve, reject });
+                port.postMessage({ kind: 'call', id, part, method, args } satisfies FromWorker);
+              }),
+    });
+  return { answered, remote };
+}

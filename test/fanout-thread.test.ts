@@ -1,0 +1,210 @@
+// The fan-out in its worker thread (BOXRELAY_FANOUT_THREAD=worker), through the built CLI as users
+// run it: the worker's sinks deliver, its metrics and NATS status reach the main thread's /metrics
+// and /readyz, admin pauses reach it, and neither a SIGTERM under load nor a crash of the worker
+// (made through the inspector) loses anything.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { openStore, type Store } from '../src/store/store.js';
+import { ADMIN_TOKEN } from './support/admin.js';
+import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
+import { waitFor } from './support/fanout.js';
+import type { HookServer } from './support/hook-server.js';
+import { exitWorkerThreads, inspectorUrlIn } from './support/inspector.js';
+import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
+import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { SECRET, delivery } from './support/sign.js';
+
+beforeAll(requireBuild);
+
+const { defer, server } = fanoutFixture();
+
+/** A relay process in worker mode with NATS (its own stream) and the given hooks; killed at the end if still running. */
+async function workerRelay(hooks: Record<string, HookServer>, extraEnv: Record<string, string> = {}) {
+  const { prefix, stream } = uniqueNames();
+  const nats = await natsClient();
+  nats.streams.push(stream);
+  defer(() => nats.close());
+  const dir = mkdtempSync(join(tmpdir(), 'boxrelay-thread-'));
+  writeFileSync(join(dir, 'hooks.yaml'), Object.entries(hooks).map(([name, hook]) => `- name: ${name}\n  url: ${hook.url}\n`).join(''));
+  const env = {
+    BOXRELAY_FANOUT_THREAD: 'worker',
+    BOXRELAY_SECRETS: SECRET,
+    BOXRELAY_DATABASE: join(dir, 'relay.db'),
+    BOXRELAY_NATS_URL: SHARED_NATS,
+    BOXRELAY_NATS_SUBJECT_PREFIX: prefix,
+    BOXRELAY_NATS_STREAM: stream,
+    BOXRELAY_HOOKS_FILE: join(dir, 'hooks.yaml'),
+    BOXRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
+    ...extraEnv,
+  };
+  const start = async (): Promise<RelayProcess> => {
+    const relay = await spawnRelay(env);
+    defer(async () => {
+      if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
+      await relay.exited;
+    });
+    await waitFor(async () => (await readyz(relay)).checks?.nats === 'ok', `NATS to be ok in /readyz (${relay.lines.join('\n')})`);
+    return relay;
+  };
+  const inStream = async (): Promise<Set<string>> => {
+    const { messages } = (await nats.jsm.streams.info(stream)).state;
+    const ids = new Set<string>();
+    for (let seq = 1; seq <= messages; seq++) ids.add((await nats.jsm.streams.getMessage(stream, { seq }))!.header.get('Nats-Msg-Id'));
+    return ids;
+  };
+  return { env, start, inStream, streamCount: async () => (await nats.jsm.streams.info(stream)).state.messages };
+}
+
+async function readyz(relay: RelayProcess): Promise<{ checks?: Record<string, string> }> {
+  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/readyz`).catch(() => undefined);
+  return res ? ((await res.json()) as { checks?: Record<string, string> }) : {};
+}
+
+/** Posts one signed delivery; its id and status. */
+async function post(relay: RelayProcess, boxId = 'bx_thread'): Promise<{ id: string; status: number }> {
+  const d = delivery({ timestamp: Math.floor(Date.now() / 1000), boxId });
+  const res = await fetch(`http://127.0.0.1:${relay.port}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+  await res.arrayBuffer();
+  return { id: d.id, status: res.status };
+}
+
+async function metrics(relay: RelayProcess): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${relay.internalPort}/metrics`)).text();
+}
+
+const admin = (relay: RelayProcess, path: string) =>
+  fetch(`http://127.0.0.1:${relay.internalPort}/admin${path}`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+
+/** `GET /admin/sinks`: each sink's pending rows. */
+async function pendingBySink(relay: RelayProcess): Promise<Record<string, number>> {
+  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/admin/sinks`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const { sinks } = (await res.json()) as { sinks: { name: string; pending: number }[] };
+  return Object.fromEntries(sinks.map((sink) => [sink.name, sink.pending]));
+}
+
+async function openDatabase(url: string): Promise<Store> {
+  const store = await openStore({ url });
+  defer(() => store.close());
+  return store;
+}
+
+describe('fan-out in a worker thread', () => {
+  it('delivers to NATS and a hook; /metrics has the worker’s counts, /readyz its NATS status; a pause and a resume reach it at once', async () => {
+    const [alpha, beta] = [await server(), await server()];
+    // A poll of a minute: the worker learns of the pause and the resume only from the main thread's messages.
+    const { start, inStream } = await workerRelay({ alpha, beta }, { BOXRELAY_OUTBOX_POLL_MS: '60000' });
+    const relay = await start();
+    expect(await readyz(relay)).toMatchObject({ checks: { nats: 'ok' } });
+
+    // A first delivery, so every lane has read its (unpaused) sink state before the pause.
+    const first = await post(relay);
+    expect(first.status).toBe(200);
+    await beta.received(1);
+
+    expect((await admin(relay, '/sinks/beta/pause')).status).toBe(200);
+    const posted = [first.id];
+    for (let i = 0; i < 20; i++) {
+      const { id, status } = await post(relay, `bx_${i}`);
+      expect(status).toBe(200);
+      posted.push(id);
+    }
+    await alpha.received(21);
+    // NATS also has the operator event of the pause.
+    await waitFor(async () => {
+      const ids = await inStream();
+      return posted.every((id) => ids.has(id));
+    }, 'NATS to hold all 21');
+    expect(new Set(alpha.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
+    // The counts reach /metrics in the worker's next report.
+    await waitFor(async () => /boxrelay_sink_deliveries_total\{sink="alpha",outcome="delivered"\} 21\n/.test(await metrics(relay)), 'alpha delivered 21 in /metrics');
+    // NATS: the 21 and the operator event of the pause.
+    await waitFor(async () => /boxrelay_sink_deliveries_total\{sink="nats",outcome="delivered"\} 22\n/.test(await metrics(relay)), 'NATS delivered 22 in /metrics');
+    const text = await metrics(relay);
+    expect(text).toMatch(/boxrelay_sink_delivery_duration_seconds_count\{sink="nats"\} 22\n/);
+    expect(text).toMatch(/boxrelay_sink_up\{sink="nats"\} 1\n/);
+    // Paused: the 20 wait for beta, nothing was sent to it.
+    expect(text).toMatch(/boxrelay_outbox_pending\{sink="beta"\} 20\n/);
+    expect(beta.requests).toHaveLength(1);
+
+    expect((await admin(relay, '/sinks/beta/resume')).status).toBe(200);
+    await beta.received(21);
+    expect(new Set(beta.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
+
+    relay.child.kill('SIGTERM');
+    expect(await relay.exited).toBe(0);
+  });
+
+  it('a SIGTERM under load: every 200 is stored, its rows released, and all arrive at NATS and the hook after a restart', async () => {
+    // A slow hook, so work is still waiting when the relay stops.
+    const slow = await server(() => ({ status: 200, delayMs: 50 }));
+    const { env, start, inStream, streamCount } = await workerRelay({ slow }, { BOXRELAY_OUTBOX_POLL_MS: '200' });
+    const first = await start();
+
+    const accepted: string[] = [];
+    let sending = true;
+    const senders = Array.from({ length: 8 }, async (_, sender) => {
+      for (let i = 0; sending; i++) {
+        const result = await post(first, `bx_${sender}_${i}`).catch(() => undefined);
+        if (result?.status === 200) accepted.push(result.id);
+        if (!result || result.status !== 200) return;
+      }
+    });
+    await waitFor(() => accepted.length >= 100, 'a hundred deliveries accepted');
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    sending = false;
+    await Promise.all(senders);
+
+    const store = await openDatabase(env.BOXRELAY_DATABASE);
+    const stored = new Set((await store.database.kysely.selectFrom('deliveries').select('id').execute()).map((d) => d.id));
+    expect(accepted.every((id) => stored.has(id))).toBe(true);
+    const left = await outboxRows(store, 'slow');
+    expect(left.length).toBeGreaterThan(0);
+    // The worker finished or released its rows before the database closed.
+    expect(left.filter((row) => row.lease_owner !== null)).toEqual([]);
+
+    const second = await start();
+    await waitFor(async () => (await outboxRows(store, 'slow')).length + (await outboxRows(store, 'nats')).length === 0, 'every row to be delivered', 25_000);
+    expect(await streamCount()).toBe(stored.size);
+    const inNats = await inStream();
+    expect(accepted.every((id) => inNats.has(id))).toBe(true);
+    const atHook = new Set(slow.requests.map((r) => r.headers['webhook-id'] as string));
+    expect(accepted.every((id) => atHook.has(id))).toBe(true);
+
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  });
+
+  it('a worker that crashes is restarted: deliveries are accepted meanwhile and nothing is lost', async () => {
+    // A slow hook, so the worker holds leased rows when it exits.
+    const slow = await server(() => ({ status: 200, delayMs: 100 }));
+    const { start, inStream } = await workerRelay({ slow }, { BOXRELAY_OUTBOX_POLL_MS: '200', NODE_OPTIONS: '--inspect=127.0.0.1:0' });
+    const relay = await start();
+    const posted: string[] = [];
+    const postMany = async (count: number) => {
+      for (let i = 0; i < count; i++) {
+        const { id, status } = await post(relay, `bx_${posted.length}`);
+        expect(status).toBe(200);
+        posted.push(id);
+      }
+    };
+    await postMany(40);
+
+    await exitWorkerThreads(inspectorUrlIn(relay.lines), 70);
+    const crashed = await relay.waitForLog((e) => e.msg === 'the fan-out worker stopped; restarting it (its rows are released at its restart or when their leases end)');
+    expect(crashed.code).toBe(70);
+    // The receiver does not wait for the fan-out.
+    await postMany(20);
+
+    await waitFor(async () => Object.values(await pendingBySink(relay)).every((pending) => pending === 0), 'every row to be delivered after the restart');
+    expect(new Set(slow.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
+    const inNats = await inStream();
+    expect(posted.every((id) => inNats.has(id))).toBe(true);
+    await waitFor(async () => (await readyz(relay)).checks?.nats === 'ok', 'NATS ok in /readyz again');
+
+    relay.child.kill('SIGTERM');
+    expect(await relay.exited).toBe(0);
+  });
+});

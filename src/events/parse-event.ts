@@ -94,7 +94,7 @@ function checkLength(field: string, value: string, limit: number): void {
  * Refuses nesting deeper than `limit` before JSON.parse, in one pass without recursion, so a body
  * nested thousands of levels deep costs a scan and nothing else.
  */
-function checkDepth(text: string, limit: number): void {
+export function checkDepth(text: string, limit: number): void {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {

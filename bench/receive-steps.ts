@@ -16,6 +16,7 @@ import { Registry } from 'prom-client';
 import { systemClock } from '../src/clock.js';
 import { checkDepth, parseEvent, type ParsedEvent } from '../src/events/parse-event.js';
 import { readBody } from '../src/http/read-body.js';
+import { deliveryLogger } from '../src/http/receive-webhook.js';
 import { newRequestId } from '../src/http/request-id.js';
 import { pino } from 'pino';
 import { createLogger, logDestination, untrusted, type LogDestination, type Logger } from '../src/log.js';
@@ -191,7 +192,7 @@ export async function runReceiveSteps(options: { tmp: string; iterations?: numbe
         await nextTurn();
       }
     };
-    steps.push(await time(step, n, logLine(createLogger('info', destination)), drained));
+    steps.push(await time(step, n, logLine(deliveryLogger(createLogger('info', destination))), drained));
     destination.flushSync();
     pipe.close();
   }

@@ -39,7 +39,10 @@ export function untrusted(value: string | null | undefined, max = 64): string | 
 
 export type LogDestination = ReturnType<typeof pino.destination>;
 
-/** Where `serve` writes its log: stdout's file descriptor (what pino does by default). */
+/**
+ * Where `serve` writes its log (stdout), as pino does by default: asynchronous writes, so lines
+ * written while one write is under way go out together; what is buffered is written at exit.
+ */
 export function logDestination(fd: number): LogDestination {
   return pino.destination({ dest: fd, sync: false });
 }

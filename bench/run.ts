@@ -167,8 +167,9 @@ const reportBody = renderReport({
   prefillSeconds,
 });
 const cpuOf = (key: string) => measurements.find((m) => m.key === key)?.cpuMicrosPerRequest;
-const relayCpu = cpuOf('relay');
-const stepsReport = receiveSteps ? renderReceiveSteps(receiveSteps, relayCpu === undefined ? undefined : { cpuMicros: relayCpu, expressCpuMicros: cpuOf('express') }) : [];
+const stepsReport = receiveSteps
+  ? renderReceiveSteps(receiveSteps, { relay: cpuOf('relay'), relayNoSink: cpuOf('relay-no-sink'), express: cpuOf('express') })
+  : [];
 const report = [reportBody, ...(stepsReport.length ? ['', ...stepsReport] : [])].join('\n');
 process.stdout.write(`${report}\n`);
 const resultsFile = settings.results ?? join(root, 'bench/results.md');

@@ -15,6 +15,7 @@ import { prefill } from './prefill.js';
 import { machineBusySeconds, runNode } from './processes.js';
 import { renderReport, type FanoutResult, type Measurement } from './report.js';
 import { readSettings } from './settings.js';
+import { renderReceiveSteps, runReceiveSteps, type StepFigure } from './receive-steps.js';
 import { baseline, relay, type Context, type Target } from './targets.js';
 
 const settings = readSettings(process.argv.slice(2), process.env);
@@ -128,6 +129,7 @@ const measureAndKeep = async (target: Target, round: number): Promise<void> => {
   log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);
 };
 const startedAt = new Date();
+let receiveSteps: StepFigure[] | undefined;
 try {
   for (let round = 0; round < settings.rounds; round++) {
     for (const target of targets) {
@@ -151,12 +153,16 @@ try {
       for (const target of growth) await measureAndKeep(target, round);
     }
   }
+  if (!settings.only || settings.only.includes('receive-steps')) {
+    log('bench: receive work, step by step');
+    receiveSteps = await runReceiveSteps({ tmp });
+  }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();
 }
 
-const report = renderReport({
+const reportBody = renderReport({
   settings,
   measurements,
   startedAt,
@@ -164,6 +170,11 @@ const report = renderReport({
   fanout: !natsUrl ? `no NATS server at ${settings.natsUrl}` : fanoutWorks === false ? 'not available' : undefined,
   prefillSeconds,
 });
+const cpuOf = (key: string) => measurements.find((m) => m.key === key)?.cpuMicrosPerRequest;
+const stepsReport = receiveSteps
+  ? renderReceiveSteps(receiveSteps, { relay: cpuOf('relay'), relayNoSink: cpuOf('relay-no-sink'), express: cpuOf('express') })
+  : [];
+const report = [reportBody, ...(stepsReport.length ? ['', ...stepsReport] : [])].join('\n');
 process.stdout.write(`${report}\n`);
 const resultsFile = settings.results ?? join(root, 'bench/results.md');
 writeFileSync(resultsFile, `${report}\n`);

@@ -22,7 +22,7 @@ export interface Settings {
   results: string | undefined;
   /** Other built checkouts of boxrelay (comma list), each measured after the relay in every round (A/B of a change). */
   compare: string[];
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-1m, relay-1m-compare-N). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-1m, relay-1m-compare-N, receive-steps). */
   only: string[] | undefined;
 }
 

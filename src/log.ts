@@ -37,6 +37,16 @@ export function untrusted(value: string | null | undefined, max = 64): string | 
   return value.length <= max ? value : `${value.slice(0, max)}…(${value.length} chars)`;
 }
 
+export type LogDestination = ReturnType<typeof pino.destination>;
+
+/**
+ * Where `serve` writes its log (stdout), as pino does by default: asynchronous writes, so lines
+ * written while one write is under way go out together; what is buffered is written at exit.
+ */
+export function logDestination(fd: number): LogDestination {
+  return pino.destination({ dest: fd, sync: false });
+}
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
     {

@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig, ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { createLogger } from '../log.js';
+import { createLogger, logDestination } from '../log.js';
 import { NoSecretError, createRelay } from '../main.js';
 import { describePrune, pruneExpired } from '../store/prune.js';
 import { systemClock } from '../clock.js';
@@ -55,7 +55,10 @@ function tracingOrExit(): Tracing {
 
 async function serve(): Promise<void> {
   const config = configOrExit();
-  const logger = createLogger(config.logLevel);
+  const destination = logDestination(process.stdout.fd);
+  // pino writes what is still buffered at a normal exit only; a crash must not lose the lines before it.
+  process.on('uncaughtExceptionMonitor', () => destination.flushSync());
+  const logger = createLogger(config.logLevel, destination);
   const relay = await createRelay({ config, logger, tracing: tracingOrExit() }).catch((error: unknown) => {
     // Settings, not faults: exit 2 like any other invalid configuration.
     if (error instanceof NoSecretError || error instanceof SecretCipherError) exitMisconfigured(error.message);

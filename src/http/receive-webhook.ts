@@ -26,12 +26,22 @@ export interface ReceiveWebhookDeps {
 export type ReceiveWebhook = (req: IncomingMessage, res: ServerResponse, requestId: string) => Promise<void>;
 
 /**
+ * The logger of the one line per delivery. The line's keys are fixed, none of them a redacted path,
+ * so redaction could never apply to it: skipped, it halves the line's cost. Every other line keeps
+ * the safety net.
+ */
+export function deliveryLogger(logger: Logger): Logger {
+  return logger.child({}, { redact: { paths: [] } });
+}
+
+/**
  * `POST /webhooks`: raw body -> verify -> parse -> store once -> 200. The checks run in the order of
  * the contract's table, so the first failing row answers; no JSON parsing happens before the HMAC.
  * Plain node:http, so the hot path pays for no framework.
  */
 export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
   const { clock, secrets, accept, metrics, logger, tracing } = deps;
+  const deliveryLog = deliveryLogger(logger);
 
   return async (req, res, requestId) => {
     const started = performance.now();
@@ -72,7 +82,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       ...(event ? { 'boxrelay.event_type': event.type, ...(event.boxId === null ? {} : { 'boxrelay.box_id': event.boxId }) } : {}),
     });
     const log = outcome === 'accepted' || outcome === 'duplicate' ? 'info' : 'warn';
-    logger[log](
+    deliveryLog[log](
       {
         requestId,
         deliveryId: untrusted(deliveryId),

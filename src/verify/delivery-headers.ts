@@ -10,10 +10,11 @@ export interface DeliveryHeaders {
   attempt: number | null;
 }
 
+// Field, header as named in refusals, and as node keys it.
 const REQUIRED = [
-  ['deliveryId', 'X-Service-Delivery'],
-  ['timestamp', 'X-Service-Timestamp'],
-  ['signature', 'X-Service-Signature'],
+  ['deliveryId', 'X-Service-Delivery', 'x-service-delivery'],
+  ['timestamp', 'X-Service-Timestamp', 'x-service-timestamp'],
+  ['signature', 'X-Service-Signature', 'x-service-signature'],
 ] as const;
 
 /**
@@ -23,19 +24,19 @@ const REQUIRED = [
  */
 export function readDeliveryHeaders(headers: IncomingMessage['headersDistinct']): DeliveryHeaders {
   const found: Partial<Record<(typeof REQUIRED)[number][0], string>> = {};
-  for (const [field, name] of REQUIRED) {
-    const value = (headers[name.toLowerCase()] ?? []).join(' ');
+  for (const [field, name, key] of REQUIRED) {
+    const lines = headers[key];
+    const value = lines === undefined ? '' : lines.length === 1 ? (lines[0] as string) : lines.join(' ');
     if (value.trim() === '') throw new MissingHeaderError(name);
     found[field] = value;
   }
-  for (const name of ['X-Service-Delivery', 'X-Service-Timestamp']) {
-    if ((headers[name.toLowerCase()]?.length ?? 0) > 1) throw new DuplicateHeaderError(name);
+  for (const [, name, key] of REQUIRED.slice(0, 2)) {
+    if ((headers[key]?.length ?? 0) > 1) throw new DuplicateHeaderError(name);
   }
   const attempt = headers['x-service-attempt'];
-  return {
-    ...(found as Omit<DeliveryHeaders, 'attempt'>),
-    attempt: attempt?.length === 1 && /^[1-9][0-9]{0,8}$/.test(attempt[0] as string) ? Number(attempt[0]) : null,
-  };
+  const delivery = found as DeliveryHeaders;
+  delivery.attempt = attempt?.length === 1 && /^[1-9][0-9]{0,8}$/.test(attempt[0] as string) ? Number(attempt[0]) : null;
+  return delivery;
 }
 
 /** The timestamp is ASCII digits only (no sign, point or exponent); exactly the tolerance is allowed. */

@@ -23,6 +23,7 @@ export interface DatabaseSecrets {
 
 /** A source whose secrets may change while the relay runs (the secrets file). */
 export interface SecretsSnapshot {
+  /** A new array whenever the set changes (the ring keeps its list while this one is returned). */
   current(): SigningSecret[];
 }
 
@@ -67,21 +68,30 @@ export class SecretRing {
   private readonly refreshMs: number;
   private reading: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private acceptedList: { file: SigningSecret[] | undefined; database: SigningSecret[]; until: number; secrets: AcceptedSecret[] } | undefined;
 
   constructor(private readonly options: SecretRingOptions) {
     this.refreshMs = options.databaseRefreshMs ?? 1000;
   }
 
+  /**
+   * The accepted secrets now. Listed once and kept (it runs for every request) until a source
+   * brings another set or the first of them expires.
+   */
   accepted(): AcceptedSecret[] {
     const now = this.options.clock.now();
+    const file = this.options.file?.current();
+    const kept = this.acceptedList;
+    if (kept && kept.file === file && kept.database === this.databaseSecrets && now <= kept.until) return kept.secrets;
     const tagged: Omit<AcceptedSecret, 'slot'>[] = [
       ...this.options.env.map((value) => ({ value, origin: 'env' as const })),
-      ...(this.options.file?.current() ?? []).map((s) => ({ ...s, origin: 'file' as const })),
+      ...(file ?? []).map((s) => ({ ...s, origin: 'file' as const })),
       ...this.databaseSecrets.map((s) => ({ ...s, origin: 'database' as const })),
     ];
-    return tagged
-      .filter((s) => s.expiresAt === undefined || now <= s.expiresAt)
-      .map((s, slot) => ({ ...s, slot }));
+    const secrets = tagged.filter((s) => s.expiresAt === undefined || now <= s.expiresAt).map((s, slot) => ({ ...s, slot }));
+    const until = Math.min(...secrets.map((s) => s.expiresAt ?? Number.POSITIVE_INFINITY));
+    this.acceptedList = { file, database: this.databaseSecrets, until, secrets };
+    return secrets;
   }
 
   /**

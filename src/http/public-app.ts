@@ -1,5 +1,4 @@
-import type { RequestListener } from 'node:http';
-import express from 'express';
+import express, { type Express } from 'express';
 import { InternalError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import type { ReadinessReport } from './readiness.js';
@@ -14,17 +13,12 @@ export interface PublicAppDeps extends ReceiveWebhookDeps {
 }
 
 /**
- * The internet-facing app: only the receiver and bare health answers. `POST /webhooks` goes straight
- * to the receiver, which answers with plain node:http calls, so the hot path pays for no framework
- * (Express's dispatch cost more than verifying the signature); everything else goes to Express.
+ * The internet-facing Express app: only the receiver and bare health answers. The receiver is its
+ * first route and answers with plain node:http calls, so the hot path pays for Express's dispatch
+ * and nothing more (no per-request middleware, no response helpers).
  */
-export function createPublicApp(deps: PublicAppDeps): RequestListener {
+export function createPublicApp(deps: PublicAppDeps): Express {
   const receive = receiveWebhook(deps);
-  const receiveRequest: RequestListener = (req, res) => {
-    const requestId = newRequestId();
-    res.setHeader('X-Request-Id', requestId);
-    answer(receive, deps.logger, req, res, requestId);
-  };
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -36,27 +30,19 @@ export function createPublicApp(deps: PublicAppDeps): RequestListener {
   // Express routes an absolute-form target (`POST http://evil.example/webhooks`) by its path alone;
   // only origin-form targets may reach a route.
   app.use((req, res, next) => (req.url.startsWith('/') ? next() : assignRequestId(req, res, () => notFound(req, res, next))));
-  // Rarer spellings Express also routes here (see isReceiverUrl) take this way.
-  app.post('/webhooks', receiveRequest);
+  app.post('/webhooks', (req, res) => {
+    const requestId = newRequestId();
+    res.setHeader('X-Request-Id', requestId);
+    answer(receive, deps.logger, req, res, requestId);
+  });
   app.use(assignRequestId);
   app.all('/webhooks', methodNotAllowed('POST'));
   mountHealth(app, deps.readiness, false);
 
   app.use(notFound);
   app.use(errorHandler(deps.logger));
-  return (req, res) => (req.method === 'POST' && isReceiverUrl(req.url as string) ? receiveRequest(req, res) : app(req, res));
+  return app;
 }
-
-/**
- * The exact path `/webhooks` (contract section 2: case and a trailing slash count), with or without
- * a query, as Express matches it; whatever else Express would route to the receiver still gets there
- * through Express.
- */
-function isReceiverUrl(url: string): boolean {
-  return url.startsWith(RECEIVER_PATH) && (url.length === RECEIVER_PATH.length || url[RECEIVER_PATH.length] === '?');
-}
-
-const RECEIVER_PATH = '/webhooks';
 
 /** The handler answers every error itself; this is for a bug past that (as Express's final handler). */
 function answer(receive: ReceiveWebhook, logger: Logger, ...[req, res, requestId]: Parameters<ReceiveWebhook>): void {

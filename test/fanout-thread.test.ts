@@ -1,7 +1,7 @@
 // The fan-out in its worker thread (BOXRELAY_FANOUT_THREAD=worker), through the built CLI as users
 // run it: the worker's sinks deliver, its metrics and NATS status reach the main thread's /metrics
 // and /readyz, admin pauses reach it, and neither a SIGTERM under load nor a crash of the worker
-// (made through the inspector) loses anything.
+// (made through the inspector) loses anything; a worker that hangs does not keep the process from exiting.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { ADMIN_TOKEN } from './support/admin.js';
 import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
-import { exitWorkerThreads, inspectorUrlIn } from './support/inspector.js';
+import { exitWorkerThreads, hangWorkerThreads, inspectorUrlIn } from './support/inspector.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
@@ -206,5 +206,28 @@ describe('fan-out in a worker thread', () => {
 
     relay.child.kill('SIGTERM');
     expect(await relay.exited).toBe(0);
+  });
+
+  it('a SIGTERM while the worker hangs: the worker is terminated after the shutdown budget, the process exits, every 200 is kept', async () => {
+    const slow = await server(() => ({ status: 200, delayMs: 100 }));
+    const { env, start } = await workerRelay({ slow }, { BOXRELAY_SHUTDOWN_TIMEOUT_MS: '1000', NODE_OPTIONS: '--inspect=127.0.0.1:0' });
+    const relay = await start();
+    const posted: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const { id, status } = await post(relay, `bx_${i}`);
+      expect(status).toBe(200);
+      posted.push(id);
+    }
+
+    // Its event loop blocked: the worker never reads the stop message.
+    await hangWorkerThreads(inspectorUrlIn(relay.lines));
+    relay.child.kill('SIGTERM');
+    // Without a bound this waits until the test's timeout.
+    expect(await relay.exited).toBe(0);
+    expect(relay.lines.some((line) => line.includes('the fan-out worker did not stop within the shutdown budget'))).toBe(true);
+
+    const store = await openDatabase(env.BOXRELAY_DATABASE);
+    const stored = new Set((await store.database.kysely.selectFrom('deliveries').select('id').execute()).map((d) => d.id));
+    expect(posted.filter((id) => !stored.has(id))).toEqual([]);
   });
 });

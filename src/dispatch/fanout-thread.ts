@@ -27,6 +27,12 @@ const RESTART_MS = { min: 1000, max: 30_000 };
 /** A worker that lived this long before it crashed is restarted after the shortest wait again. */
 const HEALTHY_RUN_MS = 60_000;
 
+/**
+ * How long past the grace a stopping worker may take to close its sinks (the NATS drain waits up to
+ * its 5 s ack timeout) before it is terminated: a hung worker must not hold the process past its budget.
+ */
+const STOP_MARGIN_MS = 5000;
+
 const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worker is not running' };
 
 /**
@@ -125,7 +131,15 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       if (!thread) return;
       const exited = once(thread, 'exit');
       thread.postMessage({ kind: 'stop', graceMs } satisfies ToWorker);
+      const overdue = setTimeout(() => {
+        log.error(
+          { waitedMs: graceMs + STOP_MARGIN_MS },
+          'the fan-out worker did not stop within the shutdown budget; terminating it (its rows are released at the next start or when their leases end)',
+        );
+        void thread.terminate();
+      }, graceMs + STOP_MARGIN_MS);
       await exited;
+      clearTimeout(overdue);
     },
   };
 }

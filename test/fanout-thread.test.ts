@@ -58,8 +58,9 @@ async function workerRelay(hooks: Record<string, HookServer>, extraEnv: Record<s
 }
 
 async function readyz(relay: RelayProcess): Promise<{ checks?: Record<string, string> }> {
-  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/readyz`).catch(() => undefined);
-  return res ? ((await res.json()) as { checks?: Record<string, string> }) : {};
+  // The relay listens before it is returned: a failed request is a fault, not a wait.
+  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/readyz`);
+  return (await res.json()) as { checks?: Record<string, string> };
 }
 
 /** Posts one signed delivery; its id and status. */

@@ -28,6 +28,8 @@ export interface WorkerData {
   exclusive: boolean;
   /** The main thread traces: the worker builds its tracing from the same OTEL_* variables. */
   tracing: boolean;
+  /** Names the worker's leases, so the main thread can free them if the worker dies. */
+  owner: string;
 }
 
 /** Counts and durations recorded in the worker since its last report, applied to the main thread's registry. */

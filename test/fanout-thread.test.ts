@@ -1,17 +1,18 @@
 // The fan-out in its worker thread (BOXRELAY_FANOUT_THREAD=worker), through the built CLI as users
 // run it: the worker's sinks deliver, its metrics and NATS status reach the main thread's /metrics
 // and /readyz, admin pauses reach it, and neither a SIGTERM under load nor a crash of the worker
-// (made through the inspector) loses anything.
+// (made through the inspector) loses anything or leaves rows leased; a worker that hangs does not keep the process from exiting.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../src/store/store.js';
 import { ADMIN_TOKEN } from './support/admin.js';
+import { postgresSchema } from './support/databases.js';
 import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
-import { exitWorkerThreads, inspectorUrlIn } from './support/inspector.js';
+import { exitWorkerThreads, hangWorkerThreads, inspectorUrlIn } from './support/inspector.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
@@ -58,8 +59,9 @@ async function workerRelay(hooks: Record<string, HookServer>, extraEnv: Record<s
 }
 
 async function readyz(relay: RelayProcess): Promise<{ checks?: Record<string, string> }> {
-  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/readyz`).catch(() => undefined);
-  return res ? ((await res.json()) as { checks?: Record<string, string> }) : {};
+  // The relay listens before it is returned: a failed request is a fault, not a wait.
+  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/readyz`);
+  return (await res.json()) as { checks?: Record<string, string> };
 }
 
 /** Posts one signed delivery; its id and status. */
@@ -68,6 +70,16 @@ async function post(relay: RelayProcess, boxId = 'bx_thread'): Promise<{ id: str
   const res = await fetch(`http://127.0.0.1:${relay.port}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
   await res.arrayBuffer();
   return { id: d.id, status: res.status };
+}
+
+/** Posts `count` deliveries, each of which must be answered 200, adding their ids to `posted`. */
+async function postAccepted(relay: RelayProcess, count: number, posted: string[] = []): Promise<string[]> {
+  for (let i = 0; i < count; i++) {
+    const { id, status } = await post(relay, `bx_${posted.length}`);
+    expect(status).toBe(200);
+    posted.push(id);
+  }
+  return posted;
 }
 
 async function metrics(relay: RelayProcess): Promise<string> {
@@ -162,8 +174,9 @@ describe('fan-out in a worker thread', () => {
     expect(accepted.every((id) => stored.has(id))).toBe(true);
     const left = await outboxRows(store, 'slow');
     expect(left.length).toBeGreaterThan(0);
-    // The worker finished or released its rows before the database closed.
+    // The worker finished or released its rows before the database closed, itself: the main thread had none to release.
     expect(left.filter((row) => row.lease_owner !== null)).toEqual([]);
+    expect(first.lines.filter((line) => line.includes('released the rows the fan-out worker held'))).toEqual([]);
 
     const second = await start();
     await waitFor(async () => (await outboxRows(store, 'slow')).length + (await outboxRows(store, 'nats')).length === 0, 'every row to be delivered', 25_000);
@@ -182,21 +195,13 @@ describe('fan-out in a worker thread', () => {
     const slow = await server(() => ({ status: 200, delayMs: 100 }));
     const { start, inStream } = await workerRelay({ slow }, { BOXRELAY_OUTBOX_POLL_MS: '200', NODE_OPTIONS: '--inspect=127.0.0.1:0' });
     const relay = await start();
-    const posted: string[] = [];
-    const postMany = async (count: number) => {
-      for (let i = 0; i < count; i++) {
-        const { id, status } = await post(relay, `bx_${posted.length}`);
-        expect(status).toBe(200);
-        posted.push(id);
-      }
-    };
-    await postMany(40);
+    const posted = await postAccepted(relay, 40);
 
     await exitWorkerThreads(inspectorUrlIn(relay.lines), 70);
-    const crashed = await relay.waitForLog((e) => e.msg === 'the fan-out worker stopped; restarting it (its rows are released at its restart or when their leases end)');
+    const crashed = await relay.waitForLog((e) => e.msg === 'the fan-out worker stopped; restarting it');
     expect(crashed.code).toBe(70);
     // The receiver does not wait for the fan-out.
-    await postMany(20);
+    await postAccepted(relay, 20, posted);
 
     await waitFor(async () => Object.values(await pendingBySink(relay)).every((pending) => pending === 0), 'every row to be delivered after the restart');
     expect(new Set(slow.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
@@ -206,5 +211,49 @@ describe('fan-out in a worker thread', () => {
 
     relay.child.kill('SIGTERM');
     expect(await relay.exited).toBe(0);
+  });
+
+  it('a worker that crashes on PostgreSQL: the rows it held are released at once, not when their leases end', async () => {
+    // Slow enough that the worker holds leased hook rows when it exits; leases far longer than the test.
+    const slow = await server(() => ({ status: 200, delayMs: 500 }));
+    const { start } = await workerRelay(
+      { slow },
+      { BOXRELAY_DATABASE: await postgresSchema(), BOXRELAY_OUTBOX_LEASE_MS: '600000', NODE_OPTIONS: '--inspect=127.0.0.1:0' },
+    );
+    const relay = await start();
+    const posted = await postAccepted(relay, 12);
+    await slow.received(1);
+
+    await exitWorkerThreads(inspectorUrlIn(relay.lines), 70);
+    const released = await relay.waitForLog((e) => e.msg === 'released the rows the fan-out worker held');
+    expect(released.rows).toBeGreaterThan(0);
+    await waitFor(async () => (await pendingBySink(relay)).slow === 0, 'every hook row to be delivered after the restart');
+    expect(new Set(slow.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
+
+    relay.child.kill('SIGTERM');
+    expect(await relay.exited).toBe(0);
+  });
+
+  it('a SIGTERM while the worker hangs: the worker is terminated after the shutdown budget, its rows released, the process exits', async () => {
+    // Slow enough that the worker holds leased rows when it hangs.
+    const slow = await server(() => ({ status: 200, delayMs: 2000 }));
+    const { env, start } = await workerRelay({ slow }, { BOXRELAY_SHUTDOWN_TIMEOUT_MS: '1000', NODE_OPTIONS: '--inspect=127.0.0.1:0' });
+    const relay = await start();
+    const posted = await postAccepted(relay, 10);
+
+    // Its event loop blocked: the worker never reads the stop message.
+    await hangWorkerThreads(inspectorUrlIn(relay.lines));
+    relay.child.kill('SIGTERM');
+    // Without a bound this waits until the test's timeout.
+    expect(await relay.exited).toBe(0);
+    expect(relay.lines.some((line) => line.includes('the fan-out worker did not stop within the shutdown budget'))).toBe(true);
+
+    const store = await openDatabase(env.BOXRELAY_DATABASE);
+    const stored = new Set((await store.database.kysely.selectFrom('deliveries').select('id').execute()).map((d) => d.id));
+    expect(posted.filter((id) => !stored.has(id))).toEqual([]);
+    // Released by the main thread before the database closed.
+    const left = await outboxRows(store, 'slow');
+    expect(left.length).toBeGreaterThan(0);
+    expect(left.filter((row) => row.lease_owner !== null)).toEqual([]);
   });
 });

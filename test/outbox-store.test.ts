@@ -89,7 +89,7 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect(await outbox.countBySink('dead')).toEqual({ alerts: 1 });
   });
 
-  it('releases leases: a stopping owner its own, SQLite start every one', async () => {
+  it('releases leases: a stopping owner its own, a dead worker\'s all of its own, SQLite start every one', async () => {
     await open();
     await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'all'] });
     const [row] = await outbox.claim({ sink: 'nats', owner: 'me', now: T0, leaseMs: 60_000, limit: 1 });
@@ -100,6 +100,9 @@ describe.each(engines)('outbox on $name', (engine) => {
 
     await outbox.claim({ sink: 'nats', owner: 'a', now: T0, leaseMs: 60_000, limit: 1 });
     await outbox.claim({ sink: 'all', owner: 'b', now: T0, leaseMs: 60_000, limit: 1 });
+    expect(await outbox.releaseAll('a')).toBe(1);
+    expect(await outbox.claim({ sink: 'all', owner: 'c', now: T0, leaseMs: 60_000, limit: 5 })).toEqual([]);
+    await outbox.claim({ sink: 'nats', owner: 'a', now: T0, leaseMs: 60_000, limit: 1 });
     expect(await outbox.releaseAll()).toBe(2);
     expect(await outbox.claim({ sink: 'nats', owner: 'c', now: T0, leaseMs: 60_000, limit: 5 })).toHaveLength(1);
   });

@@ -29,7 +29,12 @@ export interface DispatcherDeps {
   operatorEvents: OperatorEvents;
   tracing: Tracing;
   tuning?: Partial<DispatchTuning>;
+  /** Names this dispatcher's leases (the fan-out thread names its worker's, to free them if it dies); a new one by default. */
+  owner?: string;
 }
+
+/** A name for one dispatcher's leases: its host and process, and unique within the process. */
+export const leaseOwner = (): string => `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 
 /** The metrics the dispatcher updates (in the fan-out worker, recorded and reported to the main thread's). */
 export interface DispatchMetrics {
@@ -60,7 +65,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const { outbox, clock, metrics, sinkStates, pauses } = deps;
   const tuning: DispatchTuning = { ...defaultTuning, ...deps.tuning };
   const log = deps.logger.child({ part: 'dispatch' });
-  const owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  const owner = deps.owner ?? leaseOwner();
   const stopping = new AbortController();
   const cut = new AbortController();
   /** Deliveries and claims under way; stop() waits for all of them. */

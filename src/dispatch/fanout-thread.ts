@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import type { Logger } from '../log.js';
-import type { DispatchMetrics } from './dispatcher.js';
+import { leaseOwner, type DispatchMetrics } from './dispatcher.js';
 import type { Fanout } from './fanout.js';
 import { answerCall, type FromWorker, type MetricsReport, type ServedParts, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
 
@@ -27,13 +27,19 @@ const RESTART_MS = { min: 1000, max: 30_000 };
 /** A worker that lived this long before it crashed is restarted after the shortest wait again. */
 const HEALTHY_RUN_MS = 60_000;
 
+/**
+ * How long past the grace a stopping worker may take to close its sinks (the NATS drain waits up to
+ * its 5 s ack timeout) before it is terminated: a hung worker must not hold the process past its budget.
+ */
+const STOP_MARGIN_MS = 5000;
+
 const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worker is not running' };
 
 /**
  * The fan-out in a worker thread, so the receive thread only receives. The worker's storage calls
  * run here, on the one connection (on SQLite a second writer would contend for the file's write
- * lock); its metrics and sink status come in batches. A worker that crashes is restarted: its rows
- * stay leased until the new worker frees stale leases at start (SQLite) or the leases expire.
+ * lock); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
+ * it held are released as soon as the calls it had under way here have ended.
  */
 export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   const log = deps.logger.child({ part: 'fanout-thread' });
@@ -44,6 +50,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   let crashes = 0;
   let restartTimer: NodeJS.Timeout | undefined;
   let wakeQueued = false;
+  /** The last exited worker's rows being given back; the store stays open until that is done. */
+  let handedBack: Promise<void> = Promise.resolve();
 
   const post = (message: ToWorker) => worker?.postMessage(message);
 
@@ -55,18 +63,30 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   /** Starts a worker; resolves once its dispatcher has started. */
   const spawn = (): Promise<void> =>
     new Promise((resolve, reject) => {
+      const owner = leaseOwner();
       const thread = new Worker(new URL('./fanout-worker.js', import.meta.url), {
-        workerData: { config: deps.config, exclusive: deps.exclusive, tracing: deps.tracing } satisfies WorkerData,
+        workerData: { config: deps.config, exclusive: deps.exclusive, tracing: deps.tracing, owner } satisfies WorkerData,
       });
       worker = thread;
       const spawnedAt = performance.now();
       let started = false;
       let failure: Error | undefined;
+      /** This worker's calls being run here: a claim still under way when it dies would lease rows after their release. */
+      const serving = new Set<Promise<void>>();
+      /** Rows a worker that exited without stopping (a crash, or terminated at stop) still holds. */
+      const handBack = async () => {
+        await Promise.allSettled(serving);
+        const rows = await deps.parts.outbox.releaseAll(owner);
+        if (rows > 0) log.info({ rows }, 'released the rows the fan-out worker held');
+      };
       thread.on('message', (message: FromWorker) => {
         switch (message.kind) {
-          case 'call':
+          case 'call': {
             // Answered to the worker that asked, even if it has been replaced meanwhile.
-            return void answerCall(deps.parts, message, (answer) => thread.postMessage(answer));
+            const answering = answerCall(deps.parts, message, (answer) => thread.postMessage(answer));
+            serving.add(answering);
+            return void answering.finally(() => serving.delete(answering));
+          }
           case 'metrics':
             return applyMetrics(message.report);
           case 'status':
@@ -85,11 +105,13 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       thread.on('exit', (code) => {
         if (worker === thread) worker = undefined;
         status = { up: {}, nats: undefined };
+        // Messages posted before the exit have all been received: `serving` is complete.
+        handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
         if (!started) reject(failure ?? new Error(`the fan-out worker exited (code ${code}) before it started`));
         if (stopping) return;
         crashes = performance.now() - spawnedAt >= HEALTHY_RUN_MS ? 1 : crashes + 1;
         const delayMs = Math.min(RESTART_MS.max, RESTART_MS.min * 2 ** (crashes - 1));
-        log.error({ code, restartInMs: delayMs }, 'the fan-out worker stopped; restarting it (its rows are released at its restart or when their leases end)');
+        log.error({ code, restartInMs: delayMs }, 'the fan-out worker stopped; restarting it');
         // A restart that fails is logged above and scheduled again by its own exit.
         restartTimer = setTimeout(() => spawn().catch(() => {}), delayMs).unref();
       });
@@ -122,10 +144,20 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       stopping = true;
       clearTimeout(restartTimer);
       const thread = worker;
-      if (!thread) return;
+      // Crashed, its restart not due yet: its rows may still be being given back.
+      if (!thread) return handedBack;
       const exited = once(thread, 'exit');
       thread.postMessage({ kind: 'stop', graceMs } satisfies ToWorker);
+      const overdue = setTimeout(() => {
+        log.error(
+          { waitedMs: graceMs + STOP_MARGIN_MS },
+          'the fan-out worker did not stop within the shutdown budget; terminating it and releasing its rows',
+        );
+        void thread.terminate();
+      }, graceMs + STOP_MARGIN_MS);
       await exited;
+      clearTimeout(overdue);
+      await handedBack;
     },
   };
 }

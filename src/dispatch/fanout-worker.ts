@@ -14,7 +14,7 @@ const REPORT_MS = 100;
 
 const port = parentPort;
 if (!port) throw new Error('fanout-worker.js runs as a worker thread of `boxrelay serve`');
-const { config, exclusive, tracing: traced } = workerData as WorkerData;
+const { config, exclusive, tracing: traced, owner } = workerData as WorkerData;
 const post = (message: FromWorker) => port.postMessage(message);
 
 // Synchronous writes: each line is one write(2) to fd 1, so it never splits a line of the main thread's.
@@ -38,6 +38,7 @@ const fanout = createInlineFanout({
   exclusive,
   tracing,
   tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs },
+  owner,
 });
 
 let lastStatus = '';

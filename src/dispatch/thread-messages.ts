@@ -28,6 +28,8 @@ export interface WorkerData {
   exclusive: boolean;
   /** The main thread traces: the worker builds its tracing from the same OTEL_* variables. */
   tracing: boolean;
+  /** Names the worker's leases, so the main thread can free them if the worker dies. */
+  owner: string;
 }
 
 /** Counts and durations recorded in the worker since its last report, applied to the main thread's registry. */
@@ -49,12 +51,44 @@ export type FromWorker =
   | { kind: 'stopped' };
 
 export type ToWorker =
-  | { kind: 'answer'; id: number; value?: unknown; error?: { message: string; code?: string } }
+  | { kind: 'answer'; id: number; value?: unknown; error?: ThreadError }
   | { kind: 'wake' }
   | { kind: 'sinkStateChanged'; sink: string }
   | { kind: 'stop'; graceMs: number };
 
-/** Runs a worker's call on the served part and posts the answer (an error as its message and code). */
+/**
+ * An error as it crosses to the worker: what its log line shows inline (message, code, where it was
+ * thrown, and its causes: a storage failure's reason is its cause, e.g. the disk being full).
+ */
+export interface ThreadError {
+  message: string;
+  name?: string;
+  code?: string;
+  stack?: string;
+  cause?: ThreadError;
+}
+
+/** Causes kept at most: a chain that loops must not overflow the stack. */
+const MAX_CAUSES = 8;
+
+function describeError(error: unknown, depth = 0): ThreadError {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const { code } = error as { code?: unknown };
+  return {
+    message: error.message,
+    name: error.name,
+    ...(error.stack === undefined ? {} : { stack: error.stack }),
+    ...(typeof code === 'string' ? { code } : {}),
+    ...(error.cause === undefined || depth >= MAX_CAUSES ? {} : { cause: describeError(error.cause, depth + 1) }),
+  };
+}
+
+function errorFrom({ message, name, code, stack, cause }: ThreadError): Error {
+  const error = new Error(message, cause ? { cause: errorFrom(cause) } : undefined);
+  return Object.assign(error, name ? { name } : {}, stack ? { stack } : {}, code ? { code } : {});
+}
+
+/** Runs a worker's call on the served part and posts the answer (an error as its message, code, stack and causes). */
 export async function answerCall(parts: ServedParts, call: Extract<FromWorker, { kind: 'call' }>, post: (message: ToWorker) => void): Promise<void> {
   try {
     const part = parts[call.part] as unknown as Record<string, unknown>;
@@ -62,8 +96,7 @@ export async function answerCall(parts: ServedParts, call: Extract<FromWorker, {
     if (typeof method !== 'function') throw new Error(`${call.part} has no method ${call.method}`);
     post({ kind: 'answer', id: call.id, value: await (method as (...args: unknown[]) => unknown)(...call.args) });
   } catch (error) {
-    const { message, code } = error as { message?: string; code?: unknown };
-    post({ kind: 'answer', id: call.id, error: { message: String(message ?? error), ...(typeof code === 'string' ? { code } : {}) } });
+    post({ kind: 'answer', id: call.id, error: describeError(error) });
   }
 }
 
@@ -75,7 +108,7 @@ export function createCaller(port: MessagePort) {
     const call = waiting.get(answer.id);
     waiting.delete(answer.id);
     if (!answer.error) return call?.resolve(answer.value);
-    call?.reject(Object.assign(new Error(answer.error.message), answer.error.code ? { code: answer.error.code } : {}));
+    call?.reject(errorFrom(answer.error));
   };
   const remote = <P extends ServedPart>(part: P): ServedParts[P] =>
     new Proxy({} as ServedParts[P], {

@@ -14,7 +14,8 @@ export interface OutboxWork {
   markDead(settled: Settled): Promise<boolean>;
   release(ids: number[], owner: string): Promise<void>;
   makeDue(sink: string, now: number): Promise<void>;
-  releaseAll(): Promise<number>;
+  /** Clears every lease, or only `owner`'s; returns how many. */
+  releaseAll(owner?: string): Promise<number>;
   deadLetterUnconfigured(configured: string[], now: number): Promise<Record<string, number>>;
   countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>>;
 }
@@ -160,13 +161,16 @@ export function createOutboxWork(database: Database): OutboxWork {
         .execute();
     },
 
-    /** Clears every lease: for SQLite, where only one process serves the file, so any lease is stale. */
-    async releaseAll(): Promise<number> {
+    /**
+     * Clears every lease (SQLite, where only one process serves the file, so any lease is stale at
+     * start), or those of an owner known to be gone (a fan-out worker that died).
+     */
+    async releaseAll(owner?: string): Promise<number> {
       const result = await db
         .updateTable('outbox')
         .set(leaseCleared)
         .where('status', '=', 'pending')
-        .where('lease_owner', 'is not', null)
+        .where('lease_owner', owner === undefined ? 'is not' : '=', owner ?? null)
         .executeTakeFirst();
       return Number(result.numUpdatedRows);
     },

@@ -47,6 +47,11 @@ export function logDestination(fd: number): LogDestination {
   return pino.destination({ dest: fd, sync: false });
 }
 
+/** Where a logger writes: lines logged elsewhere (the fan-out worker) join its stream, one writer of stdout. */
+export function destinationOf(logger: Logger): { write(line: string): void } {
+  return (logger as unknown as Record<symbol, { write(line: string): void }>)[pino.symbols.streamSym] as { write(line: string): void };
+}
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
     {

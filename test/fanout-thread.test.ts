@@ -146,6 +146,9 @@ describe('fan-out in a worker thread', () => {
 
     relay.child.kill('SIGTERM');
     expect(await relay.exited).toBe(0);
+    // The worker's lines (its NATS sink's) reach stdout through the main thread's one writer: every line whole.
+    expect(relay.lines.some((line) => line.includes('"sink":"nats"') && line.includes('JetStream stream'))).toBe(true);
+    for (const line of relay.lines) expect(() => JSON.parse(line), line).not.toThrow();
   });
 
   it('a SIGTERM under load: every 200 is stored, its rows released, and all arrive at NATS and the hook after a restart', async () => {

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
-import type { Logger } from '../log.js';
+import { destinationOf, type Logger } from '../log.js';
 import { leaseOwner, type DispatchMetrics } from './dispatcher.js';
 import type { Fanout } from './fanout.js';
 import { answerCall, type FromWorker, type MetricsReport, type ServedParts, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
@@ -43,6 +43,8 @@ const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worke
  */
 export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   const log = deps.logger.child({ part: 'fanout-thread' });
+  /** The destination of this thread's log: the worker's lines are written there, by one writer. */
+  const logLines = destinationOf(deps.logger);
   const natsEnabled = deps.config.natsUrl !== undefined;
   let status: SinkStatus = { up: {}, nats: undefined };
   let worker: Worker | undefined;
@@ -65,7 +67,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
     new Promise((resolve, reject) => {
       const owner = leaseOwner();
       const thread = new Worker(new URL('./fanout-worker.js', import.meta.url), {
-        workerData: { config: deps.config, exclusive: deps.exclusive, tracing: deps.tracing, owner } satisfies WorkerData,
+        workerData: { config: withoutReceiverSecrets(deps.config), exclusive: deps.exclusive, tracing: deps.tracing, owner } satisfies WorkerData,
       });
       worker = thread;
       const spawnedAt = performance.now();
@@ -91,6 +93,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
             return applyMetrics(message.report);
           case 'status':
             return void (status = message.status);
+          case 'log':
+            return void logLines.write(message.line);
           case 'started':
             started = true;
             return resolve();
@@ -160,4 +164,9 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       await handedBack;
     },
   };
+}
+
+/** The worker sends, it never verifies or administers: the signing secrets and keys stay on this thread. */
+function withoutReceiverSecrets(config: Config): Config {
+  return { ...config, secrets: [], adminToken: undefined, upstreamApiKey: undefined, secretsEncryptionKey: undefined };
 }

@@ -1,7 +1,6 @@
 // The fan-out worker thread's entry (BOXRELAY_FANOUT_THREAD=worker): the dispatcher, unchanged,
 // with its sinks, tracing and logger; its storage seams are calls served by the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
-import { pino } from 'pino';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../log.js';
 import { createTracing, tracingOff } from '../tracing/tracing.js';
@@ -17,8 +16,8 @@ if (!port) throw new Error('fanout-worker.js runs as a worker thread of `boxrela
 const { config, exclusive, tracing: traced, owner } = workerData as WorkerData;
 const post = (message: FromWorker) => port.postMessage(message);
 
-// Synchronous writes: each line is one write(2) to fd 1, so it never splits a line of the main thread's.
-const logger = createLogger(config.logLevel, pino.destination({ dest: 1, sync: true }));
+// Lines go to the main thread's destination: one writer of stdout, so no line is ever split by another's.
+const logger = createLogger(config.logLevel, { write: (line: string) => post({ kind: 'log', line }) });
 const tracing = traced ? createTracing(process.env) : tracingOff;
 const { sinks, nats } = createSinks({ config, clock: systemClock, logger });
 const caller = createCaller(port);

@@ -47,6 +47,7 @@ export type FromWorker =
   | { kind: 'call'; id: number; part: ServedPart; method: string; args: unknown[] }
   | { kind: 'metrics'; report: MetricsReport }
   | { kind: 'status'; status: SinkStatus }
+  | { kind: 'log'; line: string }
   | { kind: 'started' }
   | { kind: 'stopped' };
 

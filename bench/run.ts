@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, wri
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runBacklog } from './backlog.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -124,6 +125,9 @@ const measureAndKeep = async (target: Target, round: number): Promise<void> => {
   log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);
 };
 const startedAt = new Date();
+/** Markdown of the sections measured by their own modules, after the main report. */
+const sections: string[] = [];
+const wanted = (key: string) => !settings.only || settings.only.includes(key);
 try {
   for (let round = 0; round < settings.rounds; round++) {
     for (const target of targets) {
@@ -147,6 +151,7 @@ try {
       for (const target of growth) await measureAndKeep(target, round);
     }
   }
+  if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, log)).lines);
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();
@@ -160,7 +165,8 @@ const report = renderReport({
   fanout: !natsUrl ? `no NATS server at ${settings.natsUrl}` : fanoutWorks === false ? 'not available' : undefined,
   prefillSeconds,
 });
-process.stdout.write(`${report}\n`);
+const full = [report, ...(sections.length ? ['', ...sections] : [])].join('\n');
+process.stdout.write(`${full}\n`);
 const resultsFile = settings.results ?? join(root, 'bench/results.md');
-writeFileSync(resultsFile, `${report}\n`);
+writeFileSync(resultsFile, `${full}\n`);
 log(`bench: written to ${resultsFile}${settings.profileDir ? `; CPU profiles in ${settings.profileDir}` : ''}`);

@@ -34,11 +34,14 @@ export interface BacklogFigures {
     /** The relay's CPU time (all threads) per event on NATS, intake included: steadier than rates on a shared machine. */
     cpuMicrosPerEvent: number;
     load: LoadResult;
+    /** The same load after the drain, nothing pending. */
+    idle: LoadResult;
   };
   hooks: { concurrency: number; events: number; seconds: number | null; eventsPerSecond: number | null; cpuMicrosPerEvent: number }[];
 }
 
 const DRAIN_TARGET = 5000;
+const CONTROL_SECONDS = 10;
 const P99_TARGET_MS = 50;
 const HOOK_TARGET = 1000;
 const HOOK = 'bench-hook';
@@ -108,7 +111,10 @@ async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: st
     const drainSeconds = atNs === null ? null : Number(atNs - startedNs) / 1e9;
     const cpuMicrosPerEvent = (running.server.cpuSeconds() * 1e6) / Math.max(1, count);
     if (atNs === null) log(`bench: backlog: only ${count} of ${settings.events + load.accepted} arrived in time`);
+    // The same load on the same machine with no backlog: how much of the latency is the drain's.
+    const idle = await runLoad(running.server.port, { seconds: CONTROL_SECONDS, connections: 50, overallRate: settings.rate });
     return {
+      idle,
       backlog: settings.events,
       newAccepted: load.accepted,
       drainSeconds,
@@ -195,6 +201,7 @@ export async function runBacklog(ctx: Context, settings: BacklogSettings, log: (
       `| time to drain | ${nats.drainSeconds === null ? 'timed out' : `${nats.drainSeconds.toFixed(1)} s`} | |`,
       `| new deliveries: 2xx (rate) | ${int(nats.newAccepted)} (${int(nats.load.acceptedPerSecond)}/s) | |`,
       `| new deliveries: p50 / p99 / max ms | ${nats.load.p50} / ${nats.load.p99} / ${nats.load.max} | p99 < ${P99_TARGET_MS}: ${met(quick)} |`,
+      `| the same load for ${CONTROL_SECONDS} s once drained: p50 / p99 / max ms | ${nats.idle.p50} / ${nats.idle.p99} / ${nats.idle.max} | (control) |`,
       `| new deliveries: non-2xx / errors | ${int(nats.load.non2xx)} / ${int(nats.load.errors)} | 0 |`,
       '',
     );

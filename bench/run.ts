@@ -9,6 +9,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runBacklog } from './backlog.js';
+import { runPostgres } from './postgres.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -152,6 +153,10 @@ try {
     }
   }
   if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, log)).lines);
+  if (wanted('postgres')) {
+    const { seconds, connections, fanoutTimeoutMs, postgresUrl: url } = settings;
+    sections.push(...(await runPostgres(ctx, { url, seconds, connections, fanoutTimeoutMs }, log)).lines);
+  }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();

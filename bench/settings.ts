@@ -24,8 +24,10 @@ export interface Settings {
   results: string | undefined;
   /** Other built checkouts of boxrelay (comma list), each measured after the relay in every round (A/B of a change). */
   compare: string[];
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-no-sink, relay-1m, relay-1m-compare-N). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-no-sink, relay-1m, relay-1m-compare-N, backlog, postgres). */
   only: string[] | undefined;
+  /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
+  postgresUrl: string;
   /** The backlog drains (bench/backlog.ts); `only` names them `backlog`. */
   backlog: BacklogSettings;
 }
@@ -39,6 +41,7 @@ const DEFAULTS = {
   'log-cost': '1',
   'nats-url': 'nats://127.0.0.1:4222',
   'fanout-timeout': '30',
+  'postgres-url': 'postgres://postgres@127.0.0.1:5432/postgres',
   backlog: '600000',
   'backlog-rate': '1000',
   'hook-backlog': '50000',
@@ -74,6 +77,7 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     results: get('results'),
     compare: get('compare')?.split(',').map((s) => s.trim()) ?? [],
     only: get('only')?.split(',').map((s) => s.trim()),
+    postgresUrl: get('postgres-url') as string,
     backlog: {
       events: Math.floor(num('backlog')),
       rate: num('backlog-rate'),

@@ -25,8 +25,7 @@ export interface BacklogSettings {
   timeoutMs: number;
 }
 
-export interface BacklogFigures {
-  nats?: {
+interface NatsDrain {
     backlog: number;
     newAccepted: number;
     drainSeconds: number | null;
@@ -36,7 +35,12 @@ export interface BacklogFigures {
     load: LoadResult;
     /** The same load after the drain, nothing pending. */
     idle: LoadResult;
-  };
+}
+
+export interface BacklogFigures {
+  nats?: NatsDrain;
+  /** The same NATS drain by other builds (BENCH_COMPARE), for an A/B of a change. */
+  compared: { checkout: string; drain: NatsDrain }[];
   hooks: { concurrency: number; events: number; seconds: number | null; eventsPerSecond: number | null; cpuMicrosPerEvent: number }[];
 }
 
@@ -83,13 +87,13 @@ export async function backlogDatabase(ctx: Context, file: string, count: number,
 }
 
 /** The NATS backlog drained while new deliveries arrive at `rate` a second. */
-async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: string) => void): Promise<BacklogFigures['nats']> {
+async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: string) => void, checkout?: string): Promise<NatsDrain> {
   const file = join(ctx.tmp, 'backlog-nats.db');
   log(`bench: backlog: storing ${settings.events} events with pending NATS rows`);
   await backlogDatabase(ctx, file, settings.events, 'nats');
   // From before the relay starts: its start-up counts toward the time to drain.
   const startedNs = process.hrtime.bigint();
-  const running = await relay('backlog-nats', 'relay draining a NATS backlog', ctx, { logLevel: 'info', database: () => file }).start();
+  const running = await relay('backlog-nats', 'relay draining a NATS backlog', ctx, { logLevel: 'info', database: () => file, ...(checkout ? { checkout } : {}) }).start();
   try {
     const counter = running.fanout?.counter;
     if (!counter) throw new Error('the backlog bench needs NATS');
@@ -174,10 +178,17 @@ async function hookDrain(ctx: Context, settings: BacklogSettings, concurrency: n
 const int = (n: number | null | undefined): string => (n == null ? '–' : Math.round(n).toLocaleString('en'));
 const met = (ok: boolean): string => (ok ? 'met' : 'not met');
 
-export async function runBacklog(ctx: Context, settings: BacklogSettings, log: (line: string) => void): Promise<{ figures: BacklogFigures; lines: string[] }> {
-  const figures: BacklogFigures = { hooks: [] };
-  if (ctx.natsUrl) figures.nats = await natsDrain(ctx, settings, log);
-  else log('bench: backlog: no NATS; the NATS drain is skipped');
+export async function runBacklog(
+  ctx: Context,
+  settings: BacklogSettings,
+  compare: string[],
+  log: (line: string) => void,
+): Promise<{ figures: BacklogFigures; lines: string[] }> {
+  const figures: BacklogFigures = { compared: [], hooks: [] };
+  if (ctx.natsUrl && settings.events > 0) {
+    figures.nats = await natsDrain(ctx, settings, log);
+    for (const checkout of compare) figures.compared.push({ checkout, drain: await natsDrain(ctx, settings, log, checkout) });
+  } else log('bench: backlog: no NATS or no backlog; the NATS drain is skipped');
   if (settings.hookConcurrency.length > 0) {
     const template = join(ctx.tmp, 'backlog-hook-template.db');
     log(`bench: backlog: storing ${settings.hookEvents} events with pending hook rows`);
@@ -204,6 +215,12 @@ export async function runBacklog(ctx: Context, settings: BacklogSettings, log: (
       `| the same load for ${CONTROL_SECONDS} s once drained: p50 / p99 / max ms | ${nats.idle.p50} / ${nats.idle.p99} / ${nats.idle.max} | (control) |`,
       `| new deliveries: non-2xx / errors | ${int(nats.load.non2xx)} / ${int(nats.load.errors)} | 0 |`,
       '',
+      ...figures.compared.map(
+        ({ checkout, drain }) =>
+          `- The same drain by ${checkout}: ${int(drain.eventsPerSecond)} events/s, ${int(drain.cpuMicrosPerEvent)} CPU µs per event, ` +
+          `new deliveries p99 ${drain.load.p99} ms (max ${drain.load.max} ms), once drained p99 ${drain.idle.p99} ms`,
+      ),
+      ...(figures.compared.length ? [''] : []),
     );
   }
   if (figures.hooks.length > 0) {

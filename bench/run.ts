@@ -152,7 +152,7 @@ try {
       for (const target of growth) await measureAndKeep(target, round);
     }
   }
-  if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, log)).lines);
+  if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, settings.compare, log)).lines);
   if (wanted('postgres')) {
     const { seconds, connections, fanoutTimeoutMs, postgresUrl: url } = settings;
     sections.push(...(await runPostgres(ctx, { url, seconds, connections, fanoutTimeoutMs }, log)).lines);

@@ -9,7 +9,7 @@ import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { FanoutCounter } from './fanout.js';
 import { runLoad, type LoadResult } from './load.js';
-import { machineBusySeconds, runNode, type Spawned } from './processes.js';
+import { cpuSecondsOfNamed, machineBusySeconds, runNode, type Spawned } from './processes.js';
 import { relay, type Context, type Running } from './targets.js';
 
 export interface PostgresSettings {
@@ -27,6 +27,8 @@ interface Run {
   cpuMicrosPerRequest: number;
   /** Busy CPU of the whole machine per 2xx: the PostgreSQL server, the load generator and NATS included. */
   machineMicrosPerRequest: number;
+  /** CPU of the local PostgreSQL server's processes per 2xx (0 for SQLite, or a server elsewhere). */
+  serverMicrosPerRequest: number;
   /** Set on PostgreSQL runs with NATS: what the database and the stream hold afterwards. */
   check?: { stored: number; accepted: number; pending: number; inStream: number; published: number; lost: boolean };
 }
@@ -99,7 +101,7 @@ async function measureReplicas(ctx: Context, settings: PostgresSettings, replica
     const servers: Spawned[] = running.map((r) => r.server);
     const connections = Math.max(1, Math.round(settings.connections / replicas));
     const warmup = merged(await Promise.all(servers.map((s) => runLoad(s.port, { seconds: 2, connections }))));
-    const [cpuBefore, machineBefore] = [servers.reduce((sum, s) => sum + s.cpuSeconds(), 0), machineBusySeconds()];
+    const [cpuBefore, machineBefore, serverBefore] = [servers.reduce((sum, s) => sum + s.cpuSeconds(), 0), machineBusySeconds(), cpuSecondsOfNamed('postgres')];
     log(`bench: PostgreSQL, ${replicas} replica(s): ${settings.seconds} s at ${connections} connections each`);
     const load = merged(await Promise.all(servers.map((s) => runLoad(s.port, { seconds: settings.seconds, connections }))));
     const cpuSeconds = servers.reduce((sum, s) => sum + s.cpuSeconds(), 0) - cpuBefore;
@@ -109,6 +111,7 @@ async function measureReplicas(ctx: Context, settings: PostgresSettings, replica
       load,
       cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, load.accepted),
       machineMicrosPerRequest: (machineSeconds * 1e6) / Math.max(1, load.accepted),
+      serverMicrosPerRequest: ((cpuSecondsOfNamed('postgres') - serverBefore) * 1e6) / Math.max(1, load.accepted),
     };
     if (counter) run.check = await checkLoss(ctx.natsUrl as string, database.url, stream, counter, settings.fanoutTimeoutMs, warmup.accepted + load.accepted);
     return run;
@@ -162,6 +165,7 @@ async function measureSqlite(ctx: Context, settings: PostgresSettings): Promise<
       load,
       cpuMicrosPerRequest: ((running.server.cpuSeconds() - cpuBefore) * 1e6) / Math.max(1, load.accepted),
       machineMicrosPerRequest: ((machineBusySeconds() - machineBefore) * 1e6) / Math.max(1, load.accepted),
+      serverMicrosPerRequest: 0,
     };
   } finally {
     await running.stop();
@@ -185,12 +189,12 @@ export async function runPostgres(ctx: Context, settings: PostgresSettings, log:
       'each PostgreSQL run on a database of its own (local server, synchronous_commit on). Two replicas: one database, one stream, ' +
       `${Math.round(settings.connections / 2)} connections on each.`,
     '',
-    '| run | accepted/s (2xx) | p50 ms | p99 ms | max ms | non-2xx | errors | CPU µs/2xx (all replicas) | machine CPU µs/2xx | stored / 2xx (warm-up included) | on NATS (stream / published) | pending after |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|',
+    '| run | accepted/s (2xx) | p50 ms | p99 ms | max ms | non-2xx | errors | CPU µs/2xx (all replicas) | PostgreSQL server CPU µs/2xx | machine CPU µs/2xx | stored / 2xx (warm-up included) | on NATS (stream / published) | pending after |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|',
     ...runs.map(
       (r) =>
         `| ${r.label} | ${int(r.load.acceptedPerSecond)} | ${r.load.p50} | ${r.load.p99} | ${r.load.max} | ${int(r.load.non2xx)} | ${int(r.load.errors)} | ` +
-        `${int(r.cpuMicrosPerRequest)} | ${int(r.machineMicrosPerRequest)} | ${r.check ? `${int(r.check.stored)} / ${int(r.check.accepted)}` : ''} | ` +
+        `${int(r.cpuMicrosPerRequest)} | ${r.serverMicrosPerRequest ? int(r.serverMicrosPerRequest) : ''} | ${int(r.machineMicrosPerRequest)} | ${r.check ? `${int(r.check.stored)} / ${int(r.check.accepted)}` : ''} | ` +
         `${r.check ? `${int(r.check.inStream)} / ${int(r.check.published)}` : ''} | ${r.check ? int(r.check.pending) : ''} |`,
     ),
     '',

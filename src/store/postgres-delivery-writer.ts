@@ -1,14 +1,14 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
 import { BOX_COLUMNS, BOX_ON_CONFLICT, SELECT_PAYLOAD, boxParams, deliveryParams, toPostgresPlaceholders, type DeliveryWriter } from './delivery-sql.js';
-import type { Schema } from './schema.js';
 
 /**
  * A delivery, its fan-out rows and its box in one statement, so one round trip and one commit: as
  * BEGIN, three inserts and COMMIT, each waiting for the server, the relay spent most of a request
  * waiting on the pool. The outbox and box inserts take their rows from the delivery's insert, so a
  * duplicate (no row inserted) writes nothing else. The final SELECT sees the table as the statement
- * started: the first copy's payload when this one is a duplicate.
+ * started: the first copy's payload when this one is a duplicate. Prepared once per connection (by
+ * name): parsing and planning it each time cost the server more than running it.
  */
 const RECORD = `WITH delivered AS (
     INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
@@ -32,21 +32,28 @@ const selectPayload = toPostgresPlaceholders(SELECT_PAYLOAD);
  * another replica waits on the primary key and then sees the conflict, so each id is stored and
  * fanned out once.
  */
-export function createPostgresDeliveryWriter(kysely: Kysely<Schema>, onCommit: () => void = () => {}): DeliveryWriter {
-  const query = async <R>(text: string, params: unknown[]) => (await kysely.executeQuery<R>(CompiledQuery.raw(text, params))).rows[0];
+export function createPostgresDeliveryWriter(connect: () => Promise<pg.PoolClient>, onCommit: () => void = () => {}): DeliveryWriter {
+  const query = async <R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<R | undefined> => {
+    const client = await connect();
+    try {
+      return (await client.query<R>(config)).rows[0];
+    } finally {
+      client.release();
+    }
+  };
   return {
     async record(delivery) {
       try {
         const { event, sinks, traceparent } = delivery;
         const params = [...deliveryParams(delivery), traceparent ?? null, sinks, ...(boxParams(delivery) ?? NO_BOX)];
-        const result = await query<{ inserted: number; stored: string | null }>(RECORD, params);
+        const result = await query<{ inserted: number; stored: string | null }>({ name: 'boxrelay_record_delivery', text: RECORD, values: params });
         if (result?.inserted === 1) {
           onCommit();
           return { duplicate: false, payloadDiffers: false };
         }
         // Null: the first copy was committed by another replica while this statement waited on it, so
         // its snapshot does not hold it; a new statement does.
-        const stored = result?.stored ?? (await query<{ payload: string }>(selectPayload, [event.id]))?.payload;
+        const stored = result?.stored ?? (await query<{ payload: string }>({ text: selectPayload, values: [event.id] }))?.payload;
         return { duplicate: true, payloadDiffers: stored !== event.payload };
       } catch (error) {
         throw new StorageUnavailableError({ cause: error });

@@ -27,7 +27,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   const engineWriter =
     database.dialect === 'sqlite'
       ? createSqliteDeliveryWriter(database.sqlite, options.onCommit)
-      : createPostgresDeliveryWriter(database.kysely, options.onCommit);
+      : createPostgresDeliveryWriter(database.connect, options.onCommit);
   let checkpointer: { stop(): Promise<void> } | undefined;
   if (database.dialect === 'sqlite' && options.url !== ':memory:') {
     database.sqlite.pragma(`wal_autocheckpoint = ${SERVING_AUTOCHECKPOINT_PAGES}`);

@@ -73,6 +73,8 @@ export function startCheckpointer({ file, synchronous, intervalMs = 250, onCheck
   worker.on('error', onError);
   return {
     async stop() {
+      // Unreferenced, the worker would not keep the process alive until it has closed its connection.
+      worker.ref();
       worker.postMessage('stop');
       await exited;
     },

@@ -4,6 +4,10 @@ import { signedDelivery } from './deliveries.js';
 export interface LoadSettings {
   seconds: number;
   connections: number;
+  /** A fixed request rate over all connections (autocannon's overallRate) instead of as fast as possible. */
+  overallRate?: number;
+  /** Ends the load early. */
+  signal?: AbortSignal;
 }
 
 export interface LoadResult {
@@ -25,7 +29,7 @@ export interface LoadResult {
  * autocannon against POST /webhooks: every request gets a unique delivery id and a fresh signature
  * (setupRequest), ~1 KB bodies, the same settings for every target.
  */
-export function runLoad(port: number, { seconds, connections }: LoadSettings): Promise<LoadResult> {
+export function runLoad(port: number, { seconds, connections, overallRate, signal }: LoadSettings): Promise<LoadResult> {
   let n = 0;
   let lastOkNs = 0n;
   const startedNs = process.hrtime.bigint();
@@ -34,6 +38,7 @@ export function runLoad(port: number, { seconds, connections }: LoadSettings): P
       url: `http://127.0.0.1:${port}`,
       connections,
       duration: seconds,
+      ...(overallRate ? { overallRate } : {}),
       requests: [
         {
           method: 'POST',
@@ -60,6 +65,7 @@ export function runLoad(port: number, { seconds, connections }: LoadSettings): P
         lastOkNs,
       });
     });
+    signal?.addEventListener('abort', () => instance.stop(), { once: true });
     instance.on('response', (_client, statusCode) => {
       if (statusCode >= 200 && statusCode < 300) lastOkNs = process.hrtime.bigint();
     });

@@ -8,6 +8,8 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, wri
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runBacklog } from './backlog.js';
+import { runPostgres } from './postgres.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -130,6 +132,9 @@ const measureAndKeep = async (target: Target, round: number): Promise<void> => {
 };
 const startedAt = new Date();
 let receiveSteps: StepFigure[] | undefined;
+/** Markdown of the sections measured by their own modules, after the main report. */
+const sections: string[] = [];
+const wanted = (key: string) => !settings.only || settings.only.includes(key);
 try {
   for (let round = 0; round < settings.rounds; round++) {
     for (const target of targets) {
@@ -153,9 +158,14 @@ try {
       for (const target of growth) await measureAndKeep(target, round);
     }
   }
-  if (!settings.only || settings.only.includes('receive-steps')) {
+  if (wanted('receive-steps')) {
     log('bench: receive work, step by step');
     receiveSteps = await runReceiveSteps({ tmp });
+  }
+  if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, settings.compare, log)).lines);
+  if (wanted('postgres')) {
+    const { seconds, connections, fanoutTimeoutMs, postgresUrl: url } = settings;
+    sections.push(...(await runPostgres(ctx, { url, seconds, connections, fanoutTimeoutMs }, log)).lines);
   }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
@@ -171,11 +181,11 @@ const reportBody = renderReport({
   prefillSeconds,
 });
 const cpuOf = (key: string) => measurements.find((m) => m.key === key)?.cpuMicrosPerRequest;
-const stepsReport = receiveSteps
-  ? renderReceiveSteps(receiveSteps, { relay: cpuOf('relay'), relayNoSink: cpuOf('relay-no-sink'), express: cpuOf('express') })
-  : [];
-const report = [reportBody, ...(stepsReport.length ? ['', ...stepsReport] : [])].join('\n');
-process.stdout.write(`${report}\n`);
+if (receiveSteps) {
+  sections.unshift(...renderReceiveSteps(receiveSteps, { relay: cpuOf('relay'), relayNoSink: cpuOf('relay-no-sink'), express: cpuOf('express') }), '');
+}
+const full = [reportBody, ...(sections.length ? ['', ...sections] : [])].join('\n');
+process.stdout.write(`${full}\n`);
 const resultsFile = settings.results ?? join(root, 'bench/results.md');
-writeFileSync(resultsFile, `${report}\n`);
+writeFileSync(resultsFile, `${full}\n`);
 log(`bench: written to ${resultsFile}${settings.profileDir ? `; CPU profiles in ${settings.profileDir}` : ''}`);

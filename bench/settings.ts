@@ -1,3 +1,5 @@
+import type { BacklogSettings } from './backlog.js';
+
 /** Bench settings: env vars (BENCH_SECONDS=3) or flags (--seconds=3), flags winning. */
 export interface Settings {
   /** Measured seconds of load per target. */
@@ -22,8 +24,12 @@ export interface Settings {
   results: string | undefined;
   /** Other built checkouts of boxrelay (comma list), each measured after the relay in every round (A/B of a change). */
   compare: string[];
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-1m, relay-1m-compare-N, receive-steps). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-1m, relay-1m-compare-N, receive-steps, backlog, postgres). */
   only: string[] | undefined;
+  /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
+  postgresUrl: string;
+  /** The backlog drains (bench/backlog.ts); `only` names them `backlog`. */
+  backlog: BacklogSettings;
 }
 
 const DEFAULTS = {
@@ -35,6 +41,12 @@ const DEFAULTS = {
   'log-cost': '1',
   'nats-url': 'nats://127.0.0.1:4222',
   'fanout-timeout': '30',
+  'postgres-url': 'postgres://postgres@127.0.0.1:5432/postgres',
+  backlog: '600000',
+  'backlog-rate': '1000',
+  'hook-backlog': '50000',
+  'hook-concurrency': '1,4,16,64',
+  'backlog-timeout': '900',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
@@ -65,5 +77,13 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     results: get('results'),
     compare: get('compare')?.split(',').map((s) => s.trim()) ?? [],
     only: get('only')?.split(',').map((s) => s.trim()),
+    postgresUrl: get('postgres-url') as string,
+    backlog: {
+      events: Math.floor(num('backlog')),
+      rate: num('backlog-rate'),
+      hookEvents: Math.floor(num('hook-backlog')),
+      hookConcurrency: get('hook-concurrency')?.split(',').filter(Boolean).map(Number) ?? [],
+      timeoutMs: num('backlog-timeout') * 1000,
+    },
   };
 }

@@ -55,7 +55,14 @@ export type Database =
       synchronous: 'FULL' | 'EXTRA' | 'NORMAL';
       close(): Promise<void>;
     }
-  | { dialect: 'postgres'; kysely: Kysely<Schema>; pool: pg.Pool; close(): Promise<void> };
+  | {
+      dialect: 'postgres';
+      kysely: Kysely<Schema>;
+      pool: pg.Pool;
+      /** A pooled client under the same bounds as Kysely's (refused at once beyond the waiting limit), for statements prepared by name. */
+      connect(): Promise<pg.PoolClient>;
+      close(): Promise<void>;
+    };
 
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
@@ -144,7 +151,7 @@ function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConne
     end: () => pool.end(),
   };
   const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: bounded }) });
-  return { dialect: 'postgres', kysely, pool, close: () => kysely.destroy() };
+  return { dialect: 'postgres', kysely, pool, connect: bounded.connect, close: () => kysely.destroy() };
 }
 
 /** Closes the client's socket; the pool then discards it (pg exposes no public way to do this). */

@@ -18,14 +18,19 @@ const APPLIES = `(excluded.state IS NOT NULL AND (boxes.state_changed_at IS NULL
 const ifApplies = (column: string): string =>
   `${column} = CASE WHEN ${APPLIES} THEN excluded.${column} ELSE boxes.${column} END`;
 
-export const UPSERT_BOX = `INSERT INTO boxes (id, name, state, previous_state, state_changed_at, last_event_id, hydrated_at, last_seen_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-  ON CONFLICT (id) DO UPDATE SET
+export const BOX_COLUMNS = 'id, name, state, previous_state, state_changed_at, last_event_id, hydrated_at, last_seen_at';
+
+/** What a stored event does to a box row that exists: the upsert's tail, shared by both engines' statements. */
+export const BOX_ON_CONFLICT = `ON CONFLICT (id) DO UPDATE SET
     ${['state', 'previous_state', 'state_changed_at', 'last_event_id'].map(ifApplies).join(',\n    ')},
     name = CASE WHEN ${APPLIES} OR boxes.name IS NULL THEN COALESCE(excluded.name, boxes.name) ELSE boxes.name END,
     hydrated_at = CASE WHEN excluded.hydrated_at IS NOT NULL AND (boxes.hydrated_at IS NULL OR excluded.hydrated_at > boxes.hydrated_at)
       THEN excluded.hydrated_at ELSE boxes.hydrated_at END,
     last_seen_at = CASE WHEN excluded.last_seen_at > boxes.last_seen_at THEN excluded.last_seen_at ELSE boxes.last_seen_at END`;
+
+export const UPSERT_BOX = `INSERT INTO boxes (${BOX_COLUMNS})
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+  ${BOX_ON_CONFLICT}`;
 
 export function toPostgresPlaceholders(sqlText: string): string {
   let index = 0;

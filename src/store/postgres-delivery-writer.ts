@@ -1,48 +1,60 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
-import {
-  INSERT_DELIVERY,
-  INSERT_OUTBOX,
-  SELECT_PAYLOAD,
-  UPSERT_BOX,
-  boxParams,
-  deliveryParams,
-  outboxParams,
-  toPostgresPlaceholders,
-  type DeliveryWriter,
-} from './delivery-sql.js';
-import type { Schema } from './schema.js';
-
-const [insertDelivery, insertOutbox, upsertBox, selectPayload] = [
-  INSERT_DELIVERY,
-  INSERT_OUTBOX,
-  UPSERT_BOX,
-  SELECT_PAYLOAD,
-].map(toPostgresPlaceholders) as [string, string, string, string];
+import { BOX_COLUMNS, BOX_ON_CONFLICT, SELECT_PAYLOAD, boxParams, deliveryParams, toPostgresPlaceholders, type DeliveryWriter } from './delivery-sql.js';
 
 /**
- * One transaction per delivery over the pool. A concurrent insert of the same id by another replica
- * waits on the primary key and then sees the conflict, so each id is stored and fanned out once.
+ * A delivery, its fan-out rows and its box in one statement, so one round trip and one commit: as
+ * BEGIN, three inserts and COMMIT, each waiting for the server, the relay spent most of a request
+ * waiting on the pool. The outbox and box inserts take their rows from the delivery's insert, so a
+ * duplicate (no row inserted) writes nothing else. The final SELECT sees the table as the statement
+ * started: the first copy's payload when this one is a duplicate. Prepared once per connection (by
+ * name): parsing and planning it each time cost the server more than running it.
  */
-export function createPostgresDeliveryWriter(kysely: Kysely<Schema>, onCommit: () => void = () => {}): DeliveryWriter {
+const RECORD = `WITH delivered AS (
+    INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING RETURNING id
+  ), fanned_out AS (
+    INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id, trace_parent)
+    SELECT delivered.id, sinks.sink, 'pending', 0, $5, $5, $5, $3, $9 FROM delivered CROSS JOIN unnest($10::text[]) WITH ORDINALITY AS sinks(sink, n)
+    ORDER BY sinks.n
+  ), boxed AS (
+    INSERT INTO boxes (${BOX_COLUMNS})
+    SELECT $11::text, $12::text, $13::text, $14::text, $15::text, $16::text, $17::text, $18::bigint FROM delivered WHERE $11::text IS NOT NULL
+    ${BOX_ON_CONFLICT}
+  )
+  SELECT (SELECT count(*) FROM delivered)::int AS inserted, (SELECT payload FROM deliveries WHERE id = $1) AS stored`;
+
+const NO_BOX = Array.from({ length: 8 }, () => null);
+const selectPayload = toPostgresPlaceholders(SELECT_PAYLOAD);
+
+/**
+ * Over the pool, one statement per delivery (atomic by itself). A concurrent insert of the same id by
+ * another replica waits on the primary key and then sees the conflict, so each id is stored and
+ * fanned out once.
+ */
+export function createPostgresDeliveryWriter(connect: () => Promise<pg.PoolClient>, onCommit: () => void = () => {}): DeliveryWriter {
+  const query = async <R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<R | undefined> => {
+    const client = await connect();
+    try {
+      return (await client.query<R>(config)).rows[0];
+    } finally {
+      client.release();
+    }
+  };
   return {
     async record(delivery) {
       try {
-        const result = await kysely.transaction().execute(async (tx) => {
-          const run = (text: string, params: unknown[]) => tx.executeQuery(CompiledQuery.raw(text, params));
-          const inserted = await run(insertDelivery, deliveryParams(delivery));
-          if (inserted.numAffectedRows === 0n) {
-            const stored = await run(selectPayload, [delivery.event.id]);
-            const payload = (stored.rows[0] as { payload?: string } | undefined)?.payload;
-            return { duplicate: true, payloadDiffers: payload !== delivery.event.payload };
-          }
-          for (const sink of delivery.sinks) await run(insertOutbox, outboxParams(delivery, sink));
-          const box = boxParams(delivery);
-          if (box) await run(upsertBox, box);
+        const { event, sinks, traceparent } = delivery;
+        const params = [...deliveryParams(delivery), traceparent ?? null, sinks, ...(boxParams(delivery) ?? NO_BOX)];
+        const result = await query<{ inserted: number; stored: string | null }>({ name: 'boxrelay_record_delivery', text: RECORD, values: params });
+        if (result?.inserted === 1) {
+          onCommit();
           return { duplicate: false, payloadDiffers: false };
-        });
-        if (!result.duplicate) onCommit();
-        return result;
+        }
+        // Null: the first copy was committed by another replica while this statement waited on it, so
+        // its snapshot does not hold it; a new statement does.
+        const stored = result?.stored ?? (await query<{ payload: string }>({ text: selectPayload, values: [event.id] }))?.payload;
+        return { duplicate: true, payloadDiffers: stored !== event.payload };
       } catch (error) {
         throw new StorageUnavailableError({ cause: error });
       }

@@ -1,3 +1,4 @@
+import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
 import type { Database, DatabaseOptions } from './database.js';
 import type { DeliveryWriter } from './delivery-sql.js';
 import { openMigrated } from './migrate.js';
@@ -26,7 +27,12 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   const engineWriter =
     database.dialect === 'sqlite'
       ? createSqliteDeliveryWriter(database.sqlite, options.onCommit)
-      : createPostgresDeliveryWriter(database.kysely, options.onCommit);
+      : createPostgresDeliveryWriter(database.connect, options.onCommit);
+  let checkpointer: { stop(): Promise<void> } | undefined;
+  if (database.dialect === 'sqlite' && options.url !== ':memory:') {
+    database.sqlite.pragma(`wal_autocheckpoint = ${SERVING_AUTOCHECKPOINT_PAGES}`);
+    checkpointer = startCheckpointer({ file: options.url, synchronous: database.synchronous, onError: onFailure });
+  }
   const reported = <T>(promise: Promise<T>): Promise<T> =>
     promise.catch((error: unknown) => {
       onFailure(error);
@@ -44,6 +50,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
           .execute()
           .then(() => true),
       ),
-    close: () => database.close(),
+    async close() {
+      await checkpointer?.stop();
+      await database.close();
+    },
   };
 }

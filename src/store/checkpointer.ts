@@ -1,0 +1,82 @@
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+/** What one `PRAGMA wal_checkpoint(PASSIVE)` did: WAL frames in the log and copied into the database. */
+export interface CheckpointResult {
+  busy: number;
+  log: number;
+  checkpointed: number;
+}
+
+export interface CheckpointerOptions {
+  file: string;
+  synchronous: 'FULL' | 'EXTRA' | 'NORMAL';
+  intervalMs?: number;
+  /** Each checkpoint's result, or why it failed (the next one tries again). */
+  onCheckpoint?: (result: CheckpointResult) => void;
+  onError?: (error: Error) => void;
+}
+
+/**
+ * The serving connection's own checkpoint is far out of the way (`SERVING_AUTOCHECKPOINT_PAGES`): it
+ * would copy the WAL into the database and fsync it on the event loop, inside whichever write crosses
+ * the threshold. A backlog drain writes a few WAL pages per delivered row (its deletes), so at the
+ * default 1,000 pages the loop stalled in checkpoints several times a second. This is the safety net
+ * should the background checkpointer fall behind.
+ */
+export const SERVING_AUTOCHECKPOINT_PAGES = 20_000;
+
+/*
+ * Under steady writes a PASSIVE checkpoint rarely ends with the whole WAL copied (frames arrive while
+ * it runs), so the WAL file is not restarted by it: the serving connection's safety net then copies
+ * what came since the worker's last checkpoint, and its next write starts the WAL over. Checkpoints a
+ * quarter of a second apart keep that remainder, done on the event loop, small.
+ */
+
+/**
+ * The worker: its own connection, a PASSIVE checkpoint every interval (it never blocks the writer or
+ * readers). Plain CommonJS run by `eval`, so it needs no file of its own next to the compiled code.
+ */
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { fileMustExist: true });
+db.pragma('synchronous = ' + workerData.synchronous);
+const timer = setInterval(() => {
+  try {
+    parentPort.postMessage({ result: db.pragma('wal_checkpoint(PASSIVE)')[0] });
+  } catch (error) {
+    parentPort.postMessage({ error: String(error && error.message) });
+  }
+}, workerData.intervalMs);
+parentPort.on('message', () => {
+  clearInterval(timer);
+  db.close();
+  parentPort.close();
+});
+`;
+
+/**
+ * WAL checkpoints in a worker thread, off the event loop that answers webhooks. Checkpoints copy
+ * committed pages only: durability is the commits' (synchronous as configured), not theirs.
+ */
+export function startCheckpointer({ file, synchronous, intervalMs = 250, onCheckpoint = () => {}, onError = () => {} }: CheckpointerOptions): {
+  stop(): Promise<void>;
+} {
+  const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+  const worker = new Worker(WORKER, { eval: true, workerData: { driver, file, synchronous, intervalMs } });
+  worker.unref();
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
+  worker.on('message', (message: { result?: CheckpointResult; error?: string }) =>
+    message.result ? onCheckpoint(message.result) : onError(new Error(`WAL checkpoint failed: ${message.error}`)),
+  );
+  worker.on('error', onError);
+  return {
+    async stop() {
+      // Unreferenced, the worker would not keep the process alive until it has closed its connection.
+      worker.ref();
+      worker.postMessage('stop');
+      await exited;
+    },
+  };
+}

@@ -12,7 +12,7 @@ import { postgresSchema } from './support/databases.js';
 import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
-import { exitWorkerThreads, hangWorkerThreads, inspectorUrlIn } from './support/inspector.js';
+import { exitFanoutWorker, hangFanoutWorker, inspectorUrlIn } from './support/inspector.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
@@ -200,7 +200,7 @@ describe('fan-out in a worker thread', () => {
     const relay = await start();
     const posted = await postAccepted(relay, 40);
 
-    await exitWorkerThreads(inspectorUrlIn(relay.lines), 70);
+    await exitFanoutWorker(inspectorUrlIn(relay.lines), 70);
     const crashed = await relay.waitForLog((e) => e.msg === 'the fan-out worker stopped; restarting it');
     expect(crashed.code).toBe(70);
     // The receiver does not wait for the fan-out.
@@ -227,7 +227,7 @@ describe('fan-out in a worker thread', () => {
     const posted = await postAccepted(relay, 12);
     await slow.received(1);
 
-    await exitWorkerThreads(inspectorUrlIn(relay.lines), 70);
+    await exitFanoutWorker(inspectorUrlIn(relay.lines), 70);
     const released = await relay.waitForLog((e) => e.msg === 'released the rows the fan-out worker held');
     expect(released.rows).toBeGreaterThan(0);
     await waitFor(async () => (await pendingBySink(relay)).slow === 0, 'every hook row to be delivered after the restart');
@@ -245,7 +245,7 @@ describe('fan-out in a worker thread', () => {
     const posted = await postAccepted(relay, 10);
 
     // Its event loop blocked: the worker never reads the stop message.
-    await hangWorkerThreads(inspectorUrlIn(relay.lines));
+    await hangFanoutWorker(inspectorUrlIn(relay.lines));
     relay.child.kill('SIGTERM');
     // Without a bound this waits until the test's timeout.
     expect(await relay.exited).toBe(0);

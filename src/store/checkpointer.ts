@@ -26,6 +26,9 @@ export interface CheckpointerOptions {
  */
 export const SERVING_AUTOCHECKPOINT_PAGES = 20_000;
 
+/** The longest the store's close waits for the checkpointer's connection to close. */
+const STOP_TIMEOUT_MS = 5000;
+
 /*
  * Under steady writes a PASSIVE checkpoint rarely ends with the whole WAL copied (frames arrive while
  * it runs), so the WAL file is not restarted by it: the serving connection's safety net then copies
@@ -76,7 +79,10 @@ export function startCheckpointer({ file, synchronous, intervalMs = 250, onCheck
       // Unreferenced, the worker would not keep the process alive until it has closed its connection.
       worker.ref();
       worker.postMessage('stop');
+      // A checkpoint that never ends must not hold up shutdown: every commit is durable without it.
+      const stuck = setTimeout(() => void worker.terminate(), STOP_TIMEOUT_MS);
       await exited;
+      clearTimeout(stuck);
     },
   };
 }

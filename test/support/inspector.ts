@@ -2,23 +2,27 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 
 /**
- * Runs `expression` in every worker thread of a process started with `--inspect=127.0.0.1:0`, through
- * the inspector protocol (NodeWorker domain): a crash (`process.exit(70)`) or a hang (a busy loop)
- * made from outside, with no switch in the relay's code. Returns once each worker has answered or
- * gone. Node 20 has WebSocket only behind a flag, so a small client process does it.
+ * Runs `expression` in the fan-out worker thread of a process started with `--inspect=127.0.0.1:0`
+ * (not in other workers, such as the WAL checkpointer), through the inspector protocol (NodeWorker
+ * domain): a crash (`process.exit(70)`) or a hang (a busy loop) made from outside, with no switch in
+ * the relay's code. Returns once the worker has answered or gone. Node 20 has WebSocket only behind
+ * a flag, so a small client process does it.
  */
-export async function evaluateInWorkerThreads(inspectorUrl: string, expression: string): Promise<void> {
+export async function evaluateInFanoutWorker(inspectorUrl: string, expression: string): Promise<void> {
   const client = `
     const ws = new WebSocket(process.argv[1]);
     let id = 0;
+    let session;
     const send = (method, params) => ws.send(JSON.stringify({ id: ++id, method, params }));
     ws.onopen = () => send('NodeWorker.enable', { waitForDebuggerOnStart: false });
     ws.onmessage = ({ data }) => {
       const message = JSON.parse(data);
-      if (message.method === 'NodeWorker.attachedToWorker') {
+      if (message.method === 'NodeWorker.attachedToWorker' && message.params.workerInfo.url.includes('fanout-worker')) {
+        session = message.params.sessionId;
         const evaluate = { id: 1, method: 'Runtime.evaluate', params: { expression: process.argv[2] } };
-        send('NodeWorker.sendMessageToWorker', { sessionId: message.params.sessionId, message: JSON.stringify(evaluate) });
+        send('NodeWorker.sendMessageToWorker', { sessionId: session, message: JSON.stringify(evaluate) });
       }
+      if (session === undefined || message.params?.sessionId !== session) return;
       const answered = message.method === 'NodeWorker.receivedMessageFromWorker' && JSON.parse(message.params.message).id === 1;
       if (answered || message.method === 'NodeWorker.detachedFromWorker') ws.close();
     };
@@ -32,11 +36,11 @@ export async function evaluateInWorkerThreads(inspectorUrl: string, expression: 
   if (exitCode !== 0) throw new Error(`the inspector client exited with ${exitCode}`);
 }
 
-/** Makes every worker thread exit with `code`, as a crash would. */
-export const exitWorkerThreads = (inspectorUrl: string, code: number): Promise<void> => evaluateInWorkerThreads(inspectorUrl, `process.exit(${code})`);
+/** Makes the fan-out worker exit with `code`, as a crash would. */
+export const exitFanoutWorker = (inspectorUrl: string, code: number): Promise<void> => evaluateInFanoutWorker(inspectorUrl, `process.exit(${code})`);
 
-/** Blocks every worker thread's event loop for good (from its next turn), as a hung worker would. */
-export const hangWorkerThreads = (inspectorUrl: string): Promise<void> => evaluateInWorkerThreads(inspectorUrl, 'setImmediate(() => { for (;;); })');
+/** Blocks the fan-out worker's event loop for good (from its next turn), as a hung worker would. */
+export const hangFanoutWorker = (inspectorUrl: string): Promise<void> => evaluateInFanoutWorker(inspectorUrl, 'setImmediate(() => { for (;;); })');
 
 /** The `ws://` address a process started with `--inspect` printed. */
 export function inspectorUrlIn(lines: string[]): string {

@@ -11,7 +11,9 @@ import { fileURLToPath } from 'node:url';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
+import { DAY_MS } from '../src/store/prune.js';
 import { prefill } from './prefill.js';
+import { runPruneUnderLoad } from './prune-under-load.js';
 import { machineBusySeconds, runNode } from './processes.js';
 import { renderReport, type FanoutResult, type Measurement } from './report.js';
 import { readSettings } from './settings.js';
@@ -30,6 +32,7 @@ const ctx: Context = { root, tmp, natsUrl, profileDir: settings.profileDir };
 let databases = 0;
 const freshDatabase = () => join(tmp, `empty-${++databases}.db`);
 const grownDatabase = join(tmp, 'grown.db');
+const PREFILL_DAYS = 29;
 let prefillSeconds = 0;
 
 // Tracing on (every request sampled, exported over OTLP/HTTP protobuf) against the default, off.
@@ -56,12 +59,12 @@ const targets: Target[] = [
   // What the fan-out costs the receiver: the same relay with no sink configured (storage only).
   ...(natsUrl ? [relay('relay-no-sink', 'relay, no sink configured', ctx, { logLevel: 'info', database: freshDatabase, fanout: false })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));
-// The same pre-filled file for every checkout: each run adds a few thousand rows to a million.
+// The same pre-filled file for every checkout: each run adds a few thousand rows to ten million.
 const stored = settings.prefill.toLocaleString('en');
 const growth: Target[] = [
-  relay('relay-1m', `relay, ${stored} stored`, ctx, { logLevel: 'info', database: () => grownDatabase }),
+  relay('relay-grown', `relay, ${stored} stored`, ctx, { logLevel: 'info', database: () => grownDatabase }),
   ...settings.compare.map((checkout, i) =>
-    relay(`relay-1m-compare-${i + 1}`, `relay from ${checkout}, ${stored} stored`, ctx, {
+    relay(`relay-grown-compare-${i + 1}`, `relay from ${checkout}, ${stored} stored`, ctx, {
       logLevel: 'info',
       database: () => grownDatabase,
       checkout,
@@ -124,6 +127,8 @@ const measureAndKeep = async (target: Target, round: number): Promise<void> => {
   log(`bench:   ${Math.round(m.load.acceptedPerSecond)}/s accepted, p99 ${m.load.p99} ms, non-2xx ${m.load.non2xx}`);
 };
 const startedAt = new Date();
+/** Report lines of the sections in their own modules. */
+const extraLines: string[] = [];
 try {
   for (let round = 0; round < settings.rounds; round++) {
     for (const target of targets) {
@@ -138,7 +143,9 @@ try {
     } else {
       log(`bench: pre-filling ${settings.prefill} deliveries`);
       await runNode([join(root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: grownDatabase }, root);
-      prefill(grownDatabase, settings.prefill);
+      // ~30 days at 4 events/s ending a minute ago, inside the 30-day retention (its run 30 s after start deletes nothing).
+      const end = Date.now() - 60_000;
+      prefill(grownDatabase, [{ count: settings.prefill, from: end - PREFILL_DAYS * DAY_MS, to: end }]);
       if (settings.prefillCache) copyFileSync(grownDatabase, settings.prefillCache);
     }
     prefillSeconds = (Date.now() - began) / 1000;
@@ -146,6 +153,9 @@ try {
     for (let round = 0; round < settings.rounds; round++) {
       for (const target of growth) await measureAndKeep(target, round);
     }
+  }
+  if (settings.pruneLoad.rows > 0 && (!settings.only || settings.only.includes('prune-load'))) {
+    extraLines.push(...(await runPruneUnderLoad(ctx, settings.pruneLoad, log)).lines);
   }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
@@ -159,6 +169,7 @@ const report = renderReport({
   machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version },
   fanout: !natsUrl ? `no NATS server at ${settings.natsUrl}` : fanoutWorks === false ? 'not available' : undefined,
   prefillSeconds,
+  extraLines,
 });
 process.stdout.write(`${report}\n`);
 const resultsFile = settings.results ?? join(root, 'bench/results.md');

@@ -39,7 +39,7 @@ const DEFAULTS = {
   'fanout-timeout': '30',
   'prune-rows': '300000',
   'prune-recent': '1000000',
-  'prune-rate': '1000',
+  'prune-rate': '300',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {

@@ -28,7 +28,7 @@ const QUERIES: [string, string][] = [
   ['admin event by id / replay one', `SELECT id, type, received_at, payload, origin FROM deliveries WHERE id = ${ID}`],
   ['admin event deliveries (outbox rows of an event)', `SELECT sink, status, attempts, last_error, updated_at FROM outbox WHERE delivery_id = ${ID} ORDER BY id`],
   ['reconcile: which ids are held', `SELECT id FROM deliveries WHERE id IN (${ID}, 'evt_1', 'evt_2')`],
-  ['replay since: types', `SELECT DISTINCT type FROM deliveries WHERE received_at >= ${SINCE}`],
+  ['replay since: types', `WITH RECURSIVE t(type) AS (SELECT min(type) FROM deliveries UNION ALL SELECT (SELECT min(type) FROM deliveries WHERE type > t.type) FROM t WHERE t.type IS NOT NULL) SELECT type FROM t WHERE type IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries AS d WHERE d.type = t.type AND d.received_at >= ${SINCE})`],
   ['replay since: queue', `SELECT id, box_id FROM deliveries WHERE received_at >= ${SINCE} AND type IN ('box.ready', 'box.error') ORDER BY received_at, id`],
   ['fan-out claim: payloads', `SELECT id, payload, origin FROM deliveries WHERE id IN (${ID}, 'evt_1')`],
   ['fan-out claim: due rows', `SELECT id FROM outbox WHERE status = 'pending' AND sink = 'nats' AND next_attempt_at <= ${NOW} AND (lease_until IS NULL OR lease_until <= ${NOW}) ORDER BY next_attempt_at, id LIMIT 100`],

@@ -2,6 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect, type CompiledQuery } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listEvents, type EventQuery } from '../src/store/events.js';
+import { queueReplay } from '../src/store/replay.js';
 import { openMigrated } from '../src/store/migrate.js';
 import type { Schema } from '../src/store/schema.js';
 import { sqliteFile } from './support/databases.js';
@@ -32,6 +33,9 @@ describe('the events listing on a migrated SQLite database', () => {
 
   const planOf = async (query: Omit<EventQuery, 'limit'>): Promise<string> => {
     await listEvents(kysely, { ...query, limit: 51 });
+    return planOfLast();
+  };
+  const planOfLast = (): string => {
     const { sql, parameters } = compiled.at(-1) as CompiledQuery;
     const rows = sqlite.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...parameters) as { detail: string }[];
     return rows.map((r) => r.detail).join('; ');
@@ -47,6 +51,13 @@ describe('the events listing on a migrated SQLite database', () => {
     expect(await planOf({ boxId: 'bx_1' })).toMatch(/USING INDEX deliveries_box_id \(box_id=\?\)/);
     expect(await planOf({ boxId: 'bx_1', before })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at<\?\)/);
     expect(await planOf({ boxId: 'bx_1', type: 'box.error', since: 1 })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at>\?\)/);
+  });
+
+  it('a replay finds the types it must queue by seeks, never reading the history', async () => {
+    await queueReplay(kysely, { since: 1, now: 2, sinksFor: () => ['alerts'] });
+    const plan = planOfLast();
+    expect(plan).toMatch(/USING COVERING INDEX deliveries_type \(type=\? AND received_at>\?\)/);
+    expect(plan).not.toMatch(/SCAN deliveries/);
   });
 
   it('unfiltered and since a time use the receipt time index', async () => {

@@ -102,7 +102,7 @@ for (const engine of engines) {
       expect(await pruneExpired(database(), options)).toMatchObject({ deliveries: 6 - stopped.deliveries, boxes: 6 });
     });
 
-    it.runIf(engine.name === 'sqlite')('commits its batches unsynced, then restores synchronous=FULL, and leaves their pages checkpointed', async () => {
+    it.runIf(engine.name === 'sqlite')('commits its batches unsynced and leaves the connection at synchronous=FULL for the deliveries', async () => {
       const now = t.clock.now();
       t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
       for (let i = 0; i < 3; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'delivered');
@@ -110,9 +110,6 @@ for (const engine of engines) {
       const sqlite = database().dialect === 'sqlite' ? database().sqlite : undefined;
       expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 })).toMatchObject({ deliveries: 3 });
       expect(sqlite?.pragma('synchronous', { simple: true })).toBe(2);
-      // Nothing the prune wrote is left for a later commit's automatic checkpoint.
-      const [{ log, checkpointed }] = sqlite?.pragma('wal_checkpoint(PASSIVE)') as [{ log: number; checkpointed: number }];
-      expect(checkpointed).toBe(log);
     });
   });
 }

@@ -107,9 +107,10 @@ for (const engine of engines) {
       t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
       for (let i = 0; i < 3; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'delivered');
       t.clock.set(now);
-      const sqlite = database().dialect === 'sqlite' ? database().sqlite : undefined;
-      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 })).toMatchObject({ deliveries: 3 });
-      expect(sqlite?.pragma('synchronous', { simple: true })).toBe(2);
+      const opened = database();
+      if (opened.dialect !== 'sqlite') throw new Error('SQLite only');
+      expect(await pruneExpired(opened, { now, retentionDays: RETENTION_DAYS, batchSize: 2 })).toMatchObject({ deliveries: 3 });
+      expect(opened.sqlite.pragma('synchronous', { simple: true })).toBe(2);
     });
   });
 }

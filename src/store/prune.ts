@@ -9,7 +9,8 @@ export interface PruneOptions {
   retentionDays: number;
   /**
    * Rows per DELETE: small, so no statement holds the (SQLite: synchronous) connection for long. Each
-   * row costs a random page of the id and box indexes: 200 rows take some 10-30 ms on SQLite.
+   * row costs a random page of the id and box indexes; 50 kept the receive path's p99 unchanged
+   * under load where 100 doubled it (docs/performance.md).
    */
   batchSize?: number;
   /** Stops between batches (shutdown); what was removed so far stays removed. */
@@ -33,7 +34,7 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /**
  * The least rest between two batches, so that a prune under load adds a bounded stream of writes
  * (on SQLite a statement blocks the event loop and the group-commit writer alike). A day of
- * deliveries (some 350,000 rows at 4/s) still goes in minutes.
+ * deliveries (some 350,000 rows at 4/s) still goes in under 10 minutes.
  */
 const MIN_PAUSE_MS = 50;
 
@@ -81,7 +82,7 @@ async function deleteInBatches(
  */
 export async function pruneExpired(database: Database, options: PruneOptions): Promise<PruneResult> {
   const { kysely } = database;
-  const batchSize = options.batchSize ?? 100;
+  const batchSize = options.batchSize ?? 50;
   const cutoff = options.now - options.retentionDays * DAY_MS;
   const deliveries = await deleteInBatches(
     database,

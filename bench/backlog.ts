@@ -106,7 +106,7 @@ async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: st
     const load = await runLoad(running.server.port, {
       seconds: Math.ceil(settings.timeoutMs / 1000),
       connections: 50,
-      overallRate: settings.rate,
+      rate: settings.rate,
       signal: backlogDone.signal,
     });
     backlogDone.abort();
@@ -116,7 +116,7 @@ async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: st
     const cpuMicrosPerEvent = (running.server.cpuSeconds() * 1e6) / Math.max(1, count);
     if (atNs === null) log(`bench: backlog: only ${count} of ${settings.events + load.accepted} arrived in time`);
     // The same load on the same machine with no backlog: how much of the latency is the drain's.
-    const idle = await runLoad(running.server.port, { seconds: CONTROL_SECONDS, connections: 50, overallRate: settings.rate });
+    const idle = await runLoad(running.server.port, { seconds: CONTROL_SECONDS, connections: 50, rate: settings.rate });
     return {
       idle,
       backlog: settings.events,
@@ -189,7 +189,7 @@ export async function runBacklog(
     figures.nats = await natsDrain(ctx, settings, log);
     for (const checkout of compare) figures.compared.push({ checkout, drain: await natsDrain(ctx, settings, log, checkout) });
   } else log('bench: backlog: no NATS or no backlog; the NATS drain is skipped');
-  if (settings.hookConcurrency.length > 0) {
+  if (settings.hookConcurrency.length > 0 && settings.hookEvents > 0) {
     const template = join(ctx.tmp, 'backlog-hook-template.db');
     log(`bench: backlog: storing ${settings.hookEvents} events with pending hook rows`);
     await backlogDatabase(ctx, template, settings.hookEvents, HOOK);

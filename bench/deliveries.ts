@@ -9,6 +9,9 @@ const KEY = Buffer.from(BENCH_SECRET, 'utf8');
 /** Bodies of about this many bytes, as the issue asks. */
 export const BODY_BYTES = 1024;
 
+/** Stored history: realistic upstream events are about this size (issue 17). */
+export const STORED_BODY_BYTES = 300;
+
 /** Boxes the load and the pre-fill share, so box upserts hit existing rows as in production. */
 export const BOX_COUNT = 10_000;
 
@@ -28,8 +31,8 @@ export function boxIdOf(n: number): string {
   return `bx_${String(n % BOX_COUNT).padStart(6, '0')}`;
 }
 
-/** A realistic delivery payload (contract shape plus unknown fields), padded to about BODY_BYTES. */
-export function eventBody(id: string, n: number, createdAt: string): { type: string; body: string } {
+/** A realistic delivery payload (contract shape plus unknown fields), padded to about `bytes`. */
+export function eventBody(id: string, n: number, createdAt: string, bytes = BODY_BYTES): { type: string; body: string } {
   const type = TYPES[n % TYPES.length] as string;
   const boxId = boxIdOf(n * 7919);
   const states = STATES[type];
@@ -40,7 +43,7 @@ export function eventBody(id: string, n: number, createdAt: string): { type: str
     notes: '',
   };
   const bare = JSON.stringify({ id, type, createdAt, data });
-  data.notes = 'x'.repeat(Math.max(0, BODY_BYTES - bare.length));
+  data.notes = 'x'.repeat(Math.max(0, bytes - bare.length));
   return { type, body: JSON.stringify({ id, type, createdAt, data }) };
 }
 

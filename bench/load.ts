@@ -4,10 +4,12 @@ import { signedDelivery } from './deliveries.js';
 export interface LoadSettings {
   seconds: number;
   connections: number;
-  /** A fixed request rate over all connections (autocannon's overallRate) instead of as fast as possible. */
-  overallRate?: number;
+  /** Requests per second over all connections; unset: as fast as the target answers. */
+  rate?: number;
   /** Ends the load early. */
   signal?: AbortSignal;
+  /** Every answer, as it arrives. */
+  onResponse?(statusCode: number, latencyMs: number): void;
 }
 
 export interface LoadResult {
@@ -29,7 +31,7 @@ export interface LoadResult {
  * autocannon against POST /webhooks: every request gets a unique delivery id and a fresh signature
  * (setupRequest), ~1 KB bodies, the same settings for every target.
  */
-export function runLoad(port: number, { seconds, connections, overallRate, signal }: LoadSettings): Promise<LoadResult> {
+export function runLoad(port: number, { seconds, connections, rate, signal, onResponse }: LoadSettings): Promise<LoadResult> {
   let n = 0;
   let lastOkNs = 0n;
   const startedNs = process.hrtime.bigint();
@@ -38,7 +40,7 @@ export function runLoad(port: number, { seconds, connections, overallRate, signa
       url: `http://127.0.0.1:${port}`,
       connections,
       duration: seconds,
-      ...(overallRate ? { overallRate } : {}),
+      ...(rate ? { overallRate: rate } : {}),
       requests: [
         {
           method: 'POST',
@@ -65,9 +67,10 @@ export function runLoad(port: number, { seconds, connections, overallRate, signa
         lastOkNs,
       });
     });
-    signal?.addEventListener('abort', () => instance.stop(), { once: true });
-    instance.on('response', (_client, statusCode) => {
+    instance.on('response', (_client, statusCode, _bytes, latencyMs) => {
       if (statusCode >= 200 && statusCode < 300) lastOkNs = process.hrtime.bigint();
+      onResponse?.(statusCode, latencyMs);
     });
+    signal?.addEventListener('abort', () => instance.stop(), { once: true });
   });
 }

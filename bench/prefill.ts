@@ -1,18 +1,28 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { DAY_MS } from '../src/store/prune.js';
-import { BOX_COUNT, boxIdOf, eventBody, newEventId } from './deliveries.js';
+import { BOX_COUNT, STORED_BODY_BYTES, boxIdOf, eventBody, newEventId } from './deliveries.js';
+
+/** `count` deliveries received evenly between two epoch ms. */
+export interface Span {
+  count: number;
+  from: number;
+  to: number;
+}
 
 /**
- * Fills an already migrated SQLite file with `count` delivered events as the relay would have left
- * them: the deliveries and the boxes' last state (a delivered event leaves no outbox row). Direct
- * inserts in big unsynchronised transactions, since only the end state matters here.
+ * Fills an already migrated SQLite file with delivered events as the relay would have left them: the
+ * deliveries (~300-byte bodies) and the boxes' last state (a delivered event leaves no outbox row).
+ * Rows go in in receipt order with random ids, with the indexes in place, as production writes them:
+ * the rowid table grows at its end while the id and box indexes take random inserts and are left
+ * as fragmented as a relay leaves them (building them afterwards would pack them unrealistically
+ * well). Direct inserts in big unsynchronised transactions, since only the end state matters.
  */
-export function prefill(file: string, count: number): void {
+export function prefill(file: string, spans: Span[]): void {
   const db = new BetterSqlite3(file);
   try {
-    db.pragma('journal_mode = OFF');
+    // OFF is refused by this build (defensive mode); a rollback journal in memory costs as little.
+    db.pragma('journal_mode = MEMORY');
     db.pragma('synchronous = OFF');
-    db.pragma('cache_size = -1048576');
+    db.pragma('cache_size = -2097152');
     const insertDelivery = db.prepare(
       'INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload) VALUES (?, ?, ?, ?, ?, 1, ?)',
     );
@@ -20,22 +30,24 @@ export function prefill(file: string, count: number): void {
       `INSERT INTO boxes (id, name, state, previous_state, state_changed_at, last_event_id, hydrated_at, last_seen_at)
        VALUES (?, ?, 'ready', 'cloning', ?, ?, NULL, ?)`,
     );
-    // A week of history ending a minute ago: well inside the default 30-day retention.
-    const end = Date.now() - 60_000;
-    const start = end - 7 * DAY_MS;
-    const chunk = db.transaction((from: number, to: number) => {
-      for (let i = from; i < to; i++) {
-        const at = start + Math.floor(((end - start) * i) / count);
+    let n = 0;
+    const chunk = db.transaction((span: Span, from: number, to: number) => {
+      for (let i = from; i < to; i++, n++) {
+        const at = span.from + Math.floor(((span.to - span.from) * i) / span.count);
         const createdAt = new Date(at - 50).toISOString();
         const id = newEventId();
-        const { type, body } = eventBody(id, i, createdAt);
-        insertDelivery.run(id, type, boxIdOf(i * 7919), createdAt, at, body);
+        const { type, body } = eventBody(id, n, createdAt, STORED_BODY_BYTES);
+        insertDelivery.run(id, type, boxIdOf(n * 7919), createdAt, at, body);
       }
     });
-    for (let from = 0; from < count; from += 50_000) chunk(from, Math.min(count, from + 50_000));
+    let last = 0;
+    for (const span of [...spans].sort((a, b) => a.from - b.from)) {
+      for (let from = 0; from < span.count; from += 20_000) chunk(span, from, Math.min(span.count, from + 20_000));
+      last = Math.max(last, span.to);
+    }
     db.transaction(() => {
       for (let b = 0; b < BOX_COUNT; b++) {
-        insertBox.run(boxIdOf(b), `ci-${boxIdOf(b).slice(3)}`, new Date(end).toISOString(), newEventId(), end);
+        insertBox.run(boxIdOf(b), `ci-${boxIdOf(b).slice(3)}`, new Date(last).toISOString(), newEventId(), last);
       }
     })();
     db.pragma('journal_mode = WAL');

@@ -8,6 +8,8 @@ export interface Spawned {
   port: number;
   /** Bytes the process wrote to stdout so far (read through a pipe, as a container runtime does). */
   stdoutBytes(): number;
+  /** The next stdout line (a log record) containing `text`. */
+  nextLine(text: string): Promise<string>;
   /** CPU seconds (user + system) the process has used so far. */
   cpuSeconds(): number;
   /** The same, of the main thread only (the one that receives). */
@@ -95,7 +97,18 @@ export interface SpawnOptions {
 export async function spawnServer({ args, env, port, cwd }: SpawnOptions): Promise<Spawned> {
   const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   let stdoutBytes = 0;
-  child.stdout?.on('data', (chunk: Buffer) => (stdoutBytes += chunk.length));
+  const waiters: { text: string; resolve(line: string): void }[] = [];
+  let partial = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdoutBytes += chunk.length;
+    if (waiters.length === 0) return;
+    const lines = (partial + chunk.toString('utf8')).split('\n');
+    partial = lines.pop() as string;
+    for (const line of lines) {
+      const found = waiters.findIndex((w) => line.includes(w.text));
+      if (found >= 0) waiters.splice(found, 1)[0]?.resolve(line);
+    }
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
     await waitForHttp(port, child);
@@ -107,6 +120,7 @@ export async function spawnServer({ args, env, port, cwd }: SpawnOptions): Promi
     child,
     port,
     stdoutBytes: () => stdoutBytes,
+    nextLine: (text) => new Promise((resolve) => waiters.push({ text, resolve })),
     cpuSeconds: () => cpuSecondsOf(child.pid as number),
     mainThreadCpuSeconds: () => cpuSecondsOf(child.pid as number, `/proc/${child.pid}/task/${child.pid}/stat`),
     async stop() {

@@ -13,7 +13,9 @@ import { runPostgres } from './postgres.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
+import { DAY_MS } from '../src/store/prune.js';
 import { prefill } from './prefill.js';
+import { runPruneUnderLoad } from './prune-under-load.js';
 import { machineBusySeconds, runNode } from './processes.js';
 import { renderReport, type FanoutResult, type Measurement } from './report.js';
 import { readSettings } from './settings.js';
@@ -33,6 +35,7 @@ const ctx: Context = { root, tmp, natsUrl, profileDir: settings.profileDir };
 let databases = 0;
 const freshDatabase = () => join(tmp, `empty-${++databases}.db`);
 const grownDatabase = join(tmp, 'grown.db');
+const PREFILL_DAYS = 29;
 let prefillSeconds = 0;
 
 // Tracing on (every request sampled, exported over OTLP/HTTP protobuf) against the default, off.
@@ -61,12 +64,12 @@ const targets: Target[] = [
   // What the fan-out costs the receiver: the same relay with no sink configured (storage only).
   ...(natsUrl ? [relay('relay-no-sink', 'relay, no sink configured', ctx, { logLevel: 'info', database: freshDatabase, fanout: false })] : []),
 ].filter((t) => !settings.only || settings.only.includes(t.key));
-// The same pre-filled file for every checkout: each run adds a few thousand rows to a million.
+// The same pre-filled file for every checkout: each run adds a few thousand rows to ten million.
 const stored = settings.prefill.toLocaleString('en');
 const growth: Target[] = [
-  relay('relay-1m', `relay, ${stored} stored`, ctx, { logLevel: 'info', database: () => grownDatabase }),
+  relay('relay-grown', `relay, ${stored} stored`, ctx, { logLevel: 'info', database: () => grownDatabase }),
   ...settings.compare.map((checkout, i) =>
-    relay(`relay-1m-compare-${i + 1}`, `relay from ${checkout}, ${stored} stored`, ctx, {
+    relay(`relay-grown-compare-${i + 1}`, `relay from ${checkout}, ${stored} stored`, ctx, {
       logLevel: 'info',
       database: () => grownDatabase,
       checkout,
@@ -132,6 +135,8 @@ const measureAndKeep = async (target: Target, round: number): Promise<void> => {
 };
 const startedAt = new Date();
 let receiveSteps: StepFigure[] | undefined;
+/** Report lines of the prune section, inside the main report. */
+const extraLines: string[] = [];
 /** Markdown of the sections measured by their own modules, after the main report. */
 const sections: string[] = [];
 const wanted = (key: string) => !settings.only || settings.only.includes(key);
@@ -149,7 +154,9 @@ try {
     } else {
       log(`bench: pre-filling ${settings.prefill} deliveries`);
       await runNode([join(root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: grownDatabase }, root);
-      prefill(grownDatabase, settings.prefill);
+      // ~30 days at 4 events/s ending a minute ago, inside the 30-day retention (its run 30 s after start deletes nothing).
+      const end = Date.now() - 60_000;
+      prefill(grownDatabase, [{ count: settings.prefill, from: end - PREFILL_DAYS * DAY_MS, to: end }]);
       if (settings.prefillCache) copyFileSync(grownDatabase, settings.prefillCache);
     }
     prefillSeconds = (Date.now() - began) / 1000;
@@ -157,6 +164,9 @@ try {
     for (let round = 0; round < settings.rounds; round++) {
       for (const target of growth) await measureAndKeep(target, round);
     }
+  }
+  if (settings.pruneLoad.rows > 0 && wanted('prune-load')) {
+    extraLines.push(...(await runPruneUnderLoad(ctx, settings.pruneLoad, log)).lines);
   }
   if (wanted('receive-steps')) {
     log('bench: receive work, step by step');
@@ -179,6 +189,7 @@ const reportBody = renderReport({
   machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version },
   fanout: !natsUrl ? `no NATS server at ${settings.natsUrl}` : fanoutWorks === false ? 'not available' : undefined,
   prefillSeconds,
+  extraLines,
 });
 const cpuOf = (key: string) => measurements.find((m) => m.key === key)?.cpuMicrosPerRequest;
 if (receiveSteps) {

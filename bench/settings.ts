@@ -24,7 +24,9 @@ export interface Settings {
   results: string | undefined;
   /** Other built checkouts of boxrelay (comma list), each measured after the relay in every round (A/B of a change). */
   compare: string[];
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-1m, relay-1m-compare-N, receive-steps, backlog, postgres). */
+  /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
+  pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, prune-load, receive-steps, backlog, postgres). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;
@@ -36,7 +38,7 @@ const DEFAULTS = {
   seconds: '10',
   warmup: '2',
   connections: '50',
-  prefill: '1000000',
+  prefill: '10000000',
   rounds: '1',
   'log-cost': '1',
   'nats-url': 'nats://127.0.0.1:4222',
@@ -47,6 +49,9 @@ const DEFAULTS = {
   'hook-backlog': '50000',
   'hook-concurrency': '1,4,16,64',
   'backlog-timeout': '900',
+  'prune-rows': '300000',
+  'prune-recent': '1000000',
+  'prune-rate': '300',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
@@ -76,6 +81,13 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     profileDir: get('profile'),
     results: get('results'),
     compare: get('compare')?.split(',').map((s) => s.trim()) ?? [],
+    pruneLoad: {
+      rows: Math.floor(num('prune-rows')),
+      recent: Math.floor(num('prune-recent')),
+      rate: Math.max(1, num('prune-rate')),
+      connections: Math.max(1, num('connections')),
+      database: get('prune-database'),
+    },
     only: get('only')?.split(',').map((s) => s.trim()),
     postgresUrl: get('postgres-url') as string,
     backlog: {

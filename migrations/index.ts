@@ -6,6 +6,7 @@ import * as reconcile from './004_reconcile.js';
 import * as fanoutOrderPause from './005_fanout_order_pause.js';
 import * as traceContext from './006_trace_context.js';
 import * as dropDoneRows from './007_drop_done_rows.js';
+import * as deliveriesTypeIndex from './008_deliveries_type_index.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '005_fanout_order_pause': fanoutOrderPause,
   '006_trace_context': traceContext,
   '007_drop_done_rows': dropDoneRows,
+  '008_deliveries_type_index': deliveriesTypeIndex,
 };

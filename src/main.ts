@@ -236,7 +236,7 @@ export async function createRelay({
         secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
       );
       pruning = schedulePrune({
-        prune: (signal) => pruneExpired(kysely, { now: clock.now(), retentionDays: config.retentionDays, signal }),
+        prune: (signal) => pruneExpired(store.database, { now: clock.now(), retentionDays: config.retentionDays, signal }),
         logger: logger.child({ part: 'retention' }),
         timers,
       });

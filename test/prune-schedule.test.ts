@@ -32,13 +32,13 @@ describe('the daily retention schedule', () => {
     expect(timers.planned).toEqual([]);
   });
 
-  it('logs the counts as numbers: the expired secrets count is not redacted', async () => {
+  it('logs the counts as numbers and how long the run took; the expired secrets count is not redacted', async () => {
     const timers = new HandTimers();
     const logs = captureLogs();
     schedulePrune({ prune: async () => ({ ...result(3), expiredSecrets: 2 }), logger: logs.logger, timers });
     await timers.fire();
     const line = logs.entries().find((e) => e.level === 30);
-    expect(line).toMatchObject({ deliveries: 3, expiredSecrets: 2, msg: expect.stringContaining('expired secrets: 2') });
+    expect(line).toMatchObject({ deliveries: 3, expiredSecrets: 2, durationMs: expect.any(Number), msg: expect.stringContaining('expired secrets: 2') });
     expect(logs.text()).not.toContain('[redacted]');
   });
 

@@ -21,7 +21,8 @@ for (const engine of engines) {
     });
     afterEach(() => t.close());
 
-    const db = () => t.relay.store.database.kysely;
+    const database = () => t.relay.store.database;
+    const db = () => database().kysely;
     /** As the dispatcher leaves a row: deleted once delivered, or a dead letter. */
     const setOutbox = (deliveryId: string, sink: string, status: 'delivered' | 'dead') =>
       status === 'delivered'
@@ -49,7 +50,7 @@ for (const engine of engines) {
       await setOutbox(dead, 'alerts', 'dead');
       await setOutbox(half, 'alerts', 'delivered'); // its `audit` row is still pending
 
-      const result = await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
+      const result = await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
       expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, boxes: 1, expiredSecrets: 0 });
       expect(await deliveryIds()).toEqual([pending, dead, half, recent].sort());
@@ -60,8 +61,8 @@ for (const engine of engines) {
 
       // Once handled, the kept delivery goes on the next run.
       await setOutbox(pending, 'alerts', 'delivered');
-      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1, boxes: 0 });
-      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0, boxes: 0 });
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1, boxes: 0 });
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0, boxes: 0 });
     });
 
     it('ends the dedup window of a pruned delivery: the same id is then accepted as new', async () => {
@@ -72,7 +73,7 @@ for (const engine of engines) {
       t.clock.set(now);
       expect((await t.post({ id })).body.duplicate).toBe(true);
       await setOutbox(id, 'alerts', 'delivered');
-      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1 });
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1 });
       expect((await t.post({ id })).body.duplicate).toBe(false);
     });
 
@@ -80,7 +81,7 @@ for (const engine of engines) {
       const now = t.clock.now();
       const secret = (name: string, expiresAt: number | null) => ({ secret: name, webhook_id: 'wh_1', created_at: now - DAY_MS, expires_at: expiresAt });
       await db().insertInto('secrets').values([secret('expired', now - 1), secret('in-grace', now + 60_000), secret('current', null)]).execute();
-      expect(await pruneExpired(db(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ expiredSecrets: 1 });
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ expiredSecrets: 1 });
       const left = await db().selectFrom('secrets').select('secret').orderBy('secret').execute();
       expect(left.map((r) => r.secret)).toEqual(['current', 'in-grace']);
     });
@@ -95,10 +96,21 @@ for (const engine of engines) {
       setImmediate(() => stop.abort());
       const options = { now, retentionDays: RETENTION_DAYS, batchSize: 2 };
       // At most one batch before the stop (none when the engine's I/O already let the abort in).
-      const stopped = await pruneExpired(db(), { ...options, signal: stop.signal });
+      const stopped = await pruneExpired(database(), { ...options, signal: stop.signal });
       expect(stopped.deliveries).toBeLessThanOrEqual(2);
       expect(stopped.boxes).toBe(0);
-      expect(await pruneExpired(db(), options)).toMatchObject({ deliveries: 6 - stopped.deliveries, boxes: 6 });
+      expect(await pruneExpired(database(), options)).toMatchObject({ deliveries: 6 - stopped.deliveries, boxes: 6 });
+    });
+
+    it.runIf(engine.name === 'sqlite')('commits its batches unsynced and leaves the connection at synchronous=FULL for the deliveries', async () => {
+      const now = t.clock.now();
+      t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
+      for (let i = 0; i < 3; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'delivered');
+      t.clock.set(now);
+      const opened = database();
+      if (opened.dialect !== 'sqlite') throw new Error('SQLite only');
+      expect(await pruneExpired(opened, { now, retentionDays: RETENTION_DAYS, batchSize: 2 })).toMatchObject({ deliveries: 3 });
+      expect(opened.sqlite.pragma('synchronous', { simple: true })).toBe(2);
     });
   });
 }

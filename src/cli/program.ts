@@ -93,7 +93,7 @@ async function prune(options: { days?: number }): Promise<void> {
   const config = configOrExit();
   if (options.days === 0) throw new UsageFailure('--days must be at least 1');
   const result = await withDatabase(config, ({ database }) =>
-    pruneExpired(database.kysely, { now: Date.now(), retentionDays: options.days ?? config.retentionDays }),
+    pruneExpired(database, { now: Date.now(), retentionDays: options.days ?? config.retentionDays }),
   );
   console.log(describePrune(result));
 }

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Schema } from './schema.js';
 
 /** The position of an event in the listing order: receipt time, then id for events of the same ms. */
@@ -28,12 +28,18 @@ export interface StoredEvent extends EventPosition {
  */
 export async function listEvents(kysely: Kysely<Schema>, query: EventQuery): Promise<StoredEvent[]> {
   let select = kysely.selectFrom('deliveries').select(['id', 'received_at', 'payload', 'origin']);
-  if (query.type !== undefined) select = select.where('type', '=', query.type);
+  if (query.type !== undefined) {
+    // With a box too, the box's index is the narrow one; SQLite keeps no statistics and would take
+    // the type index for a bare `type = ?`, so the comparison is written so that no index serves it.
+    const type = query.boxId === undefined ? sql.ref('type') : sql`${sql.ref('type')} || ''`;
+    select = select.where(type, '=', query.type);
+  }
   if (query.boxId !== undefined) select = select.where('box_id', '=', query.boxId);
   if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
   const before = query.before;
   if (before !== undefined) {
-    select = select.where((eb) =>
+    // The first bound, implied by the second, is the one an index on (…, received_at) can seek to.
+    select = select.where('received_at', '<=', before.receivedAt).where((eb) =>
       eb.or([
         eb('received_at', '<', before.receivedAt),
         eb.and([eb('received_at', '=', before.receivedAt), eb('id', '<', before.id)]),

@@ -22,8 +22,10 @@ export interface PruneScheduleOptions {
 export function schedulePrune(options: PruneScheduleOptions): PruneSchedule {
   return scheduleRepeating(
     async (signal) => {
+      const started = performance.now();
       const result = await options.prune(signal);
-      options.logger.info({ ...result, cutoff: new Date(result.cutoff).toISOString() }, describePrune(result));
+      const durationMs = Math.round(performance.now() - started);
+      options.logger.info({ ...result, cutoff: new Date(result.cutoff).toISOString(), durationMs }, describePrune(result));
     },
     {
       timers: options.timers,

@@ -1,0 +1,67 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect, type CompiledQuery } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { listEvents, type EventQuery } from '../src/store/events.js';
+import { queueReplay } from '../src/store/replay.js';
+import { openMigrated } from '../src/store/migrate.js';
+import type { Schema } from '../src/store/schema.js';
+import { sqliteFile } from './support/databases.js';
+
+/**
+ * Which index each events listing takes on SQLite, which keeps no statistics: with millions of
+ * deliveries stored, a listing without one is a scan of the whole history that stalls the receive
+ * path (8 s for `?type=` at 10 million, bench/explain-queries.ts).
+ */
+describe('the events listing on a migrated SQLite database', () => {
+  let file: string;
+  let sqlite: BetterSqlite3.Database;
+  let kysely: Kysely<Schema>;
+  let compiled: CompiledQuery[];
+  beforeEach(async () => {
+    file = sqliteFile();
+    await (await openMigrated({ url: file })).database.close();
+    sqlite = new BetterSqlite3(file);
+    compiled = [];
+    kysely = new Kysely<Schema>({
+      dialect: new SqliteDialect({ database: sqlite }),
+      log: (event) => {
+        if (event.level === 'query') compiled.push(event.query);
+      },
+    });
+  });
+  afterEach(() => kysely.destroy());
+
+  const planOf = async (query: Omit<EventQuery, 'limit'>): Promise<string> => {
+    await listEvents(kysely, { ...query, limit: 51 });
+    return planOfLast();
+  };
+  const planOfLast = (): string => {
+    const { sql, parameters } = compiled.at(-1) as CompiledQuery;
+    const rows = sqlite.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...parameters) as { detail: string }[];
+    return rows.map((r) => r.detail).join('; ');
+  };
+  const before = { receivedAt: 1_700_000_000_000, id: 'evt_00000000000000000000000000000000' };
+
+  it('by type uses the type index, also for the next page', async () => {
+    expect(await planOf({ type: 'box.error' })).toMatch(/USING INDEX deliveries_type \(type=\?\)/);
+    expect(await planOf({ type: 'box.error', before })).toMatch(/USING INDEX deliveries_type \(type=\? AND received_at<\?\)/);
+  });
+
+  it('by box uses the box index, also when a type and a time are given', async () => {
+    expect(await planOf({ boxId: 'bx_1' })).toMatch(/USING INDEX deliveries_box_id \(box_id=\?\)/);
+    expect(await planOf({ boxId: 'bx_1', before })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at<\?\)/);
+    expect(await planOf({ boxId: 'bx_1', type: 'box.error', since: 1 })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at>\?\)/);
+  });
+
+  it('a replay finds the types it must queue by seeks, never reading the history', async () => {
+    await queueReplay(kysely, { since: 1, now: 2, sinksFor: () => ['alerts'] });
+    const plan = planOfLast();
+    expect(plan).toMatch(/USING COVERING INDEX deliveries_type \(type=\? AND received_at>\?\)/);
+    expect(plan).not.toMatch(/SCAN deliveries/);
+  });
+
+  it('unfiltered and since a time use the receipt time index', async () => {
+    expect(await planOf({})).toMatch(/SCAN deliveries USING INDEX deliveries_received_at/);
+    expect(await planOf({ since: 1, before })).toMatch(/USING INDEX deliveries_received_at \(received_at>\? AND received_at<\?\)/);
+  });
+});

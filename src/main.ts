@@ -219,7 +219,7 @@ export async function createRelay({
     store,
     outbox,
     /** The fan-out (inline or in its worker thread). */
-    dispatcher: fanout,
+    fanout,
     secrets,
     secretsFile,
     registry,

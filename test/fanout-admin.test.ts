@@ -91,7 +91,7 @@ describe('admin API: dead letters and replay', () => {
     expect(text).toMatch(/boxrelay_sink_delivery_duration_seconds_count\{sink="flaky"\} 5/);
 
     // Storage unreadable: the scrape still answers, with the last counts.
-    await t.relay.dispatcher.stop(1000);
+    await t.relay.fanout.stop(1000);
     const database = t.relay.store.database;
     if (database.dialect !== 'sqlite') throw new Error('this test closes the SQLite connection');
     await t.post();

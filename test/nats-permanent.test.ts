@@ -57,7 +57,7 @@ async function storedEvent(t: TestRelay, options: { id?: string; type?: string; 
     payload: JSON.stringify({ id, type, createdAt, data }).replace(/}}$/, `${nested}}}`),
   };
   await t.relay.store.writer.record({ event, receivedAt: t.clock.now(), attempt: 1, sinks: ['nats'] });
-  t.relay.dispatcher.wake();
+  t.relay.fanout.wake();
   return id;
 }
 

@@ -33,7 +33,7 @@ export function outboxRows(t: TestRelay | Store, sink: string): Promise<Selectab
 /** Moves the test clock on by `ms` and wakes the dispatcher, so work scheduled within `ms` is claimed now. */
 export function advanceAndWake(t: TestRelay, ms: number): void {
   t.clock.advance(ms);
-  t.relay.dispatcher.wake();
+  t.relay.fanout.wake();
 }
 
 /** Waits until a sink has no outbox row left: delivered rows are deleted. */

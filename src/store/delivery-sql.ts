@@ -8,7 +8,9 @@ import type { EventOrigin } from './schema.js';
 export const INSERT_DELIVERY = `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
 
-export const INSERT_OUTBOX = `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id, trace_parent)
+export const OUTBOX_COLUMNS = 'delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id, trace_parent';
+
+export const INSERT_OUTBOX = `INSERT INTO outbox (${OUTBOX_COLUMNS})
   VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?)`;
 
 export const SELECT_PAYLOAD = 'SELECT payload FROM deliveries WHERE id = ?';

@@ -1,6 +1,16 @@
 import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
-import { BOX_COLUMNS, BOX_ON_CONFLICT, SELECT_PAYLOAD, boxParams, deliveryParams, toPostgresPlaceholders, type DeliveryWriter } from './delivery-sql.js';
+import {
+  BOX_COLUMNS,
+  BOX_ON_CONFLICT,
+  INSERT_DELIVERY,
+  OUTBOX_COLUMNS,
+  SELECT_PAYLOAD,
+  boxParams,
+  deliveryParams,
+  toPostgresPlaceholders,
+  type DeliveryWriter,
+} from './delivery-sql.js';
 
 /**
  * A delivery, its fan-out rows and its box in one statement, so one round trip and one commit: as
@@ -11,10 +21,9 @@ import { BOX_COLUMNS, BOX_ON_CONFLICT, SELECT_PAYLOAD, boxParams, deliveryParams
  * name): parsing and planning it each time cost the server more than running it.
  */
 const RECORD = `WITH delivered AS (
-    INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING RETURNING id
+    ${toPostgresPlaceholders(INSERT_DELIVERY)} RETURNING id
   ), fanned_out AS (
-    INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id, trace_parent)
+    INSERT INTO outbox (${OUTBOX_COLUMNS})
     SELECT delivered.id, sinks.sink, 'pending', 0, $5, $5, $5, $3, $9 FROM delivered CROSS JOIN unnest($10::text[]) WITH ORDINALITY AS sinks(sink, n)
     ORDER BY sinks.n
   ), boxed AS (

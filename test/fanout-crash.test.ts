@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, expect, it } from 'vitest';
 import { openStore } from '../src/store/store.js';
-import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { requireBuild } from './support/process.js';
 import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
@@ -11,17 +11,8 @@ import { SECRET, delivery } from './support/sign.js';
 
 beforeAll(requireBuild);
 
-const { defer, server } = fanoutFixture();
+const { defer, server, serve } = fanoutFixture();
 
-/** `boxrelay serve` as its own process, killed at the end if still running. */
-async function serve(env: Record<string, string>): Promise<RelayProcess> {
-  const relay = await spawnRelay(env);
-  defer(async () => {
-    if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
-    await relay.exited;
-  });
-  return relay;
-}
 
 it('delivers all 100 to NATS and the hook after a SIGKILL right after the last 200', async () => {
   const { prefix, stream } = uniqueNames();

@@ -6,11 +6,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { postgresSchema } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
-import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { requireBuild, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 
 beforeAll(requireBuild);
-const { defer, server } = fanoutFixture();
+const { defer, server, serve } = fanoutFixture();
 
 const BOXES = 10;
 const PER_BOX = 6;
@@ -42,13 +42,7 @@ describe('per-box order across two replicas on PostgreSQL', () => {
       // Short, so the rows the killed replica held are sent by the other within seconds.
       BOXRELAY_OUTBOX_LEASE_MS: '2000',
     };
-    const [a, b] = (await Promise.all([spawnRelay(env), spawnRelay(env)])) as [RelayProcess, RelayProcess];
-    for (const relay of [a, b]) {
-      defer(async () => {
-        if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
-        await relay.exited;
-      });
-    }
+    const [a, b] = (await Promise.all([serve(env), serve(env)])) as [RelayProcess, RelayProcess];
 
     // Accepted order is the order of the answers: each post is awaited, alternating replicas.
     const accepted = new Map<string, string[]>();

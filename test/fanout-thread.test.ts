@@ -14,12 +14,12 @@ import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
 import { exitFanoutWorker, hangFanoutWorker, inspectorUrlIn } from './support/inspector.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
-import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { requireBuild, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 
 beforeAll(requireBuild);
 
-const { defer, server } = fanoutFixture();
+const { defer, server, serve } = fanoutFixture();
 
 /** A relay process in worker mode with NATS (its own stream) and the given hooks; killed at the end if still running. */
 async function workerRelay(hooks: Record<string, HookServer>, extraEnv: Record<string, string> = {}) {
@@ -41,11 +41,7 @@ async function workerRelay(hooks: Record<string, HookServer>, extraEnv: Record<s
     ...extraEnv,
   };
   const start = async (): Promise<RelayProcess> => {
-    const relay = await spawnRelay(env);
-    defer(async () => {
-      if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
-      await relay.exited;
-    });
+    const relay = await serve(env);
     await waitFor(async () => (await readyz(relay)).checks?.nats === 'ok', `NATS to be ok in /readyz (${relay.lines.join('\n')})`);
     return relay;
   };

@@ -8,7 +8,7 @@ import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
 import type { HookAnswer } from './support/hook-server.js';
 import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js';
-import { requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { requireBuild, type RelayProcess } from './support/process.js';
 import { parseExposition, valueOf } from './support/prometheus.js';
 import { SECRET, delivery, type Delivery } from './support/sign.js';
 
@@ -25,7 +25,7 @@ const LEASE_MS = 2000;
 const KILL_AFTER = 200;
 
 beforeAll(requireBuild);
-const { defer, server } = fanoutFixture();
+const { defer, server, serve } = fanoutFixture();
 
 /** A small seeded PRNG (mulberry32): a failure names its seed, so the order can be replayed. */
 function random(seed: number): () => number {
@@ -105,13 +105,7 @@ async function replicas(env: Record<string, string> = {}, hookAnswer: HookAnswer
     BOXRELAY_OUTBOX_POLL_MS: '200',
     ...env,
   };
-  const relays = await Promise.all([spawnRelay(relayEnv), spawnRelay(relayEnv)]);
-  for (const relay of relays) {
-    defer(async () => {
-      if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
-      await relay.exited;
-    });
-  }
+  const relays = await Promise.all([serve(relayEnv), serve(relayEnv)]);
   const db = new pg.Client(database);
   await db.connect();
   defer(() => db.end());

@@ -10,12 +10,12 @@ import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
 import type { HookRequest } from './support/hook-server.js';
 import { collect, natsClient, ownNats, uniqueNames } from './support/nats.js';
-import { requireBuild, runCli, spawnRelay, type RelayProcess } from './support/process.js';
+import { requireBuild, runCli, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
 
 beforeAll(requireBuild);
-const { defer, server, relay: inProcessRelay } = fanoutFixture();
+const { defer, server, serve, relay: inProcessRelay } = fanoutFixture();
 
 interface OtlpSpan {
   traceId: string;
@@ -73,13 +73,6 @@ function hooksFile(url: string, extra = ''): string {
   return join(dir, 'hooks.yaml');
 }
 
-function kill(relay: RelayProcess): () => Promise<void> {
-  return async () => {
-    if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
-    await relay.exited;
-  };
-}
-
 describe('tracing with OpenTelemetry (OTLP/HTTP JSON)', () => {
   it('a receive span with the contract attributes; NATS and hook attempts in its trace, carrying its traceparent; an incoming traceparent continued', async () => {
     const otlp = await otlpReceiver();
@@ -90,7 +83,7 @@ describe('tracing with OpenTelemetry (OTLP/HTTP JSON)', () => {
     const client = await natsClient(nats.url);
     defer(() => client.close());
     const published = collect(client.nc, `${names.prefix}.>`);
-    const relay = await spawnRelay({
+    const relay = await serve({
       BOXRELAY_SECRETS: SECRET,
       BOXRELAY_DATABASE: sqliteFile(),
       BOXRELAY_HOOKS_FILE: hooksFile(hook.url),
@@ -101,7 +94,6 @@ describe('tracing with OpenTelemetry (OTLP/HTTP JSON)', () => {
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '50',
     });
-    defer(kill(relay));
 
     const id = await post(relay, { boxId: 'bx_t' });
     const [message] = await published.received(1);
@@ -152,8 +144,7 @@ describe('tracing with OpenTelemetry (OTLP/HTTP JSON)', () => {
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '50',
     };
-    const first = await spawnRelay(env);
-    defer(kill(first));
+    const first = await serve(env);
     const id = await post(first, { boxId: 'bx_k' });
     await hook.received(1);
     const receive = await waitFor(() => otlp.spans.find((s) => attr(s, 'boxrelay.delivery_id') === id && s.kind === SERVER), 'the receive span');
@@ -161,8 +152,8 @@ describe('tracing with OpenTelemetry (OTLP/HTTP JSON)', () => {
     await first.exited;
 
     hang = false;
-    const second = await spawnRelay(env);
-    defer(kill(second));
+    // The restarted relay: the fixture kills it at the end.
+    await serve(env);
     const [, again] = await hook.received(2);
     expect(traceOf(again!.headers.traceparent as string)).toBe(receive.traceId);
     const attempt = await waitFor(
@@ -198,8 +189,7 @@ describe('tracing with OpenTelemetry (OTLP/HTTP JSON)', () => {
     expect(createTracing({}).enabled).toBe(false);
     expect(createTracing({ OTEL_SERVICE_NAME: 'x', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }).enabled).toBe(false);
     const hook = await server();
-    const relay = await spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: sqliteFile(), BOXRELAY_HOOKS_FILE: hooksFile(hook.url) });
-    defer(kill(relay));
+    const relay = await serve({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: sqliteFile(), BOXRELAY_HOOKS_FILE: hooksFile(hook.url) });
     const incoming = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     await post(relay, { boxId: 'bx_off', traceparent: incoming });
     const [request] = await hook.received(1);

@@ -7,6 +7,7 @@ import type { OutboxTable } from '../../src/store/schema.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { waitFor } from './fanout.js';
 import { hookServer, type HookServer } from './hook-server.js';
+import { spawnRelay, type RelayProcess } from './process.js';
 import { testRelay, type TestRelay, type TestRelayOptions } from './relay.js';
 
 export const ADMIN_TOKEN = 'admin-token-for-tests';
@@ -76,6 +77,15 @@ export function fanoutFixture() {
       const s = await hookServer(...args);
       defer(() => s.close());
       return s;
+    },
+    /** `boxrelay serve` as its own process (the built CLI), killed at the end if still running. */
+    async serve(env: Record<string, string>): Promise<RelayProcess> {
+      const relay = await spawnRelay(env);
+      defer(async () => {
+        if (relay.child.exitCode === null && relay.child.signalCode === null) relay.child.kill('SIGKILL');
+        await relay.exited;
+      });
+      return relay;
     },
     /** A relay, started unless `start: false`. */
     async relay(overrides: Record<string, unknown>, { start = true, ...options }: TestRelayOptions & { start?: boolean } = {}): Promise<TestRelay> {

@@ -1,3 +1,4 @@
+import { exitCodeOf } from './exit-code.js';
 import { buildProgram } from './program.js';
 
 // The `boxrelay` executable (bin/boxrelay.js imports this module): running is the whole point of
@@ -6,5 +7,5 @@ buildProgram()
   .parseAsync(process.argv)
   .catch((error: unknown) => {
     process.stderr.write(`boxrelay: ${(error as Error).message}\n`);
-    process.exit(1);
+    process.exit(exitCodeOf(error));
   });

@@ -9,11 +9,14 @@ import { duration } from '../config/schema.js';
 import { createUpstreamClient, type UpstreamClient } from '../upstream/client.js';
 import { createTracing, TracingConfigError, type Tracing } from '../tracing/tracing.js';
 import { SecretCipherError } from '../upstream/secret-cipher.js';
+import { writerLockFor } from '../store/writer-lock.js';
+import { backupCommand } from './backup.js';
 import { withDatabase } from './database.js';
 import { fanoutCommands } from './fanout.js';
 import { exitMisconfigured } from './misconfigured.js';
 import { reconcileOnce } from './reconcile.js';
 import { sendTest } from './send-test.js';
+import { storeCommand } from './store-copy.js';
 import { packageVersion } from './version.js';
 import {
   UpstreamNotConfiguredError,
@@ -55,6 +58,8 @@ function tracingOrExit(): Tracing {
 
 async function serve(): Promise<void> {
   const config = configOrExit();
+  // One process serves a SQLite file (contract section 13): held from before it is opened until it is closed.
+  const lock = writerLockFor(config.database);
   const destination = logDestination(process.stdout.fd);
   // pino writes what is still buffered at a normal exit only; a crash must not lose the lines before it.
   process.on('uncaughtExceptionMonitor', () => destination.flushSync());
@@ -71,7 +76,10 @@ async function serve(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down');
     relay.stop().then(
-      () => process.exit(0),
+      () => {
+        lock?.release();
+        process.exit(0);
+      },
       (error: unknown) => {
         logger.error({ err: error }, 'shutdown failed');
         process.exit(1);
@@ -225,5 +233,7 @@ export function buildProgram(): Command {
     });
 
   for (const command of fanoutCommands(configOrExit)) program.addCommand(command);
+  program.addCommand(backupCommand(configOrExit));
+  program.addCommand(storeCommand(configOrExit));
   return program;
 }

@@ -1,25 +1,43 @@
-import { Migrator, sql, type MigrationResult, type MigrationResultSet } from 'kysely';
+import { DEFAULT_MIGRATION_TABLE, Migrator, sql, type MigrationResult, type MigrationResultSet } from 'kysely';
 import { migrations } from '../../migrations/index.js';
-import { DatabaseOpenError, openDatabase, type Database, type DatabaseOptions } from './database.js';
+import { DatabaseOpenError, databaseLocation, openDatabase, type Database, type DatabaseOptions } from './database.js';
 
 export class MigrationError extends Error {
   readonly code = 'migration_failed';
 }
 
+/** A newer relay migrated the database: this one does not know its schema and must not run on it. */
+export class UnknownMigrationError extends Error {
+  readonly code = 'unknown_migration';
+  constructor(
+    url: string,
+    readonly unknown: string[],
+  ) {
+    super(
+      `the database (BOXRELAY_DATABASE: ${databaseLocation(url)}) holds migration ${unknown.join(', ')}, which this boxrelay ` +
+        'does not know: a newer boxrelay migrated it; run that version or a newer one (this one never runs on a schema it does not understand)',
+    );
+  }
+}
+
 /** Runs pending migrations. Kysely's Migrator takes a lock, so replicas starting together migrate once. */
 export async function migrateToLatest(database: Database): Promise<MigrationResultSet['results']> {
-  const migrator = new Migrator({
-    db: database.kysely,
-    provider: { getMigrations: async () => migrations },
-    // Kysely looks for its own tables in every schema; pin them to ours so one schema per deployment works.
-    migrationTableSchema: database.dialect === 'postgres' ? await currentSchema(database) : undefined,
-  });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = await (await createMigrator(database)).migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new MigrationError(`migration ${failed} failed: ${(error as Error).message}`, { cause: error });
   }
   return results;
+}
+
+/** Kysely's migrator over this relay's migrations. */
+export async function createMigrator(database: Database): Promise<Migrator> {
+  return new Migrator({
+    db: database.kysely,
+    provider: { getMigrations: async () => migrations },
+    // Kysely looks for its own tables in every schema; pin them to ours so one schema per deployment works.
+    migrationTableSchema: database.dialect === 'postgres' ? await currentSchema(database) : undefined,
+  });
 }
 
 export interface MigratedDatabase {
@@ -30,11 +48,11 @@ export interface MigratedDatabase {
 
 /** Opens the database and migrates it to the latest schema; one whose migration fails is closed again. */
 export async function openMigrated(options: DatabaseOptions): Promise<MigratedDatabase> {
-  const database = await reachable(options);
+  const database = await openReachable(options);
   // A migration may run long, or wait for another replica's: not under the serving timeouts.
   const migrating = database.dialect === 'postgres' && options.timeoutMs !== undefined ? openDatabase({ ...options, timeoutMs: undefined }) : database;
   try {
-    return { database, migrations: (await migrateToLatest(migrating)) ?? [] };
+    return { database, migrations: await migrateChecked(migrating, options.url) };
   } catch (error) {
     await database.close();
     throw error;
@@ -43,8 +61,18 @@ export async function openMigrated(options: DatabaseOptions): Promise<MigratedDa
   }
 }
 
+/**
+ * Refuses a database that a newer relay migrated (naming the migrations this one does not know)
+ * before writing anything, then migrates it to the latest schema.
+ */
+export async function migrateChecked(database: Database, url: string): Promise<MigrationResult[]> {
+  const unknown = (await appliedMigrations(database)).filter((name) => !(name in migrations));
+  if (unknown.length > 0) throw new UnknownMigrationError(url, unknown);
+  return (await migrateToLatest(database)) ?? [];
+}
+
 /** Opens the database and makes one round trip, so a refused open names BOXRELAY_DATABASE and where it points. */
-async function reachable(options: DatabaseOptions): Promise<Database> {
+export async function openReachable(options: DatabaseOptions): Promise<Database> {
   let database: Database | undefined;
   try {
     database = openDatabase(options);
@@ -59,4 +87,17 @@ async function reachable(options: DatabaseOptions): Promise<Database> {
 async function currentSchema(database: Database): Promise<string> {
   const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(database.kysely);
   return rows[0]?.schema ?? 'public';
+}
+
+/** The migrations the database records as applied (Kysely's table, where migrateToLatest keeps it); none for a new database. */
+export async function appliedMigrations(database: Database): Promise<string[]> {
+  const schema = database.dialect === 'postgres' ? await currentSchema(database) : undefined;
+  const { rows: found } = await (schema === undefined
+    ? sql`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ${DEFAULT_MIGRATION_TABLE}`
+    : sql`SELECT 1 WHERE to_regclass(format('%I.%I', ${schema}::text, ${DEFAULT_MIGRATION_TABLE}::text)) IS NOT NULL`
+  ).execute(database.kysely);
+  if (found.length === 0) return [];
+  const table = sql.table(schema === undefined ? DEFAULT_MIGRATION_TABLE : `${schema}.${DEFAULT_MIGRATION_TABLE}`);
+  const { rows } = await sql<{ name: string }>`SELECT name FROM ${table} ORDER BY name`.execute(database.kysely);
+  return rows.map((row) => row.name);
 }

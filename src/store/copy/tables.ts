@@ -1,0 +1,52 @@
+/**
+ * What `boxrelay store copy` moves from SQLite to PostgreSQL: the ONE list the copy, its counts and
+ * its completeness test (test/store-copy-tables.test.ts, which fails on a table named nowhere here)
+ * are driven by. A new migration that adds a table adds it to COPIED or NOT_COPIED; a new column
+ * needs nothing (the columns of the source table are copied).
+ */
+
+/** A count shown in the table at the end: the rows of a table, or of a part of it (`where` is SQL). */
+export interface Kind {
+  label: string;
+  where?: string;
+}
+
+export interface CopiedTable {
+  table: string;
+  /** What the count table calls the rows (default: the table's name). */
+  label?: string;
+  /** The primary key: rows are read in its order, in batches, and written idempotently on it (so `--resume` duplicates nothing). */
+  key: readonly string[];
+  /** Columns written as NULL whatever the source holds. */
+  cleared?: readonly string[];
+  /** Counts shown beside the table's total. */
+  kinds?: readonly Kind[];
+}
+
+export const COPIED: readonly CopiedTable[] = [
+  { table: 'deliveries', label: 'deliveries (dedup history)', key: ['id'] },
+  {
+    table: 'outbox',
+    label: 'fan-out rows',
+    key: ['id'],
+    // A lease belongs to a process of the old relay; the new one claims the work afresh.
+    cleared: ['lease_owner', 'lease_until'],
+    kinds: [
+      { label: 'pending fan-out work', where: "status = 'pending'" },
+      { label: 'dead letters', where: "status = 'dead'" },
+    ],
+  },
+  { table: 'boxes', label: 'box states', key: ['id'], kinds: [{ label: 'boxes repaired by reconciliation', where: 'repaired_up_to IS NOT NULL' }] },
+  { table: 'sink_state', label: 'sink states', key: ['sink'], kinds: [{ label: 'paused sinks', where: 'paused_at IS NOT NULL' }] },
+  { table: 'relay_meta', label: 'relay facts (watch start)', key: ['name'] },
+  { table: 'reconcile_runs', label: 'reconciliation runs', key: ['id'] },
+  { table: 'secrets', label: 'upstream secrets', key: ['id'] },
+];
+
+/** Tables the relay keeps that are deliberately not copied, and why. */
+export const NOT_COPIED: Readonly<Record<string, string>> = {
+  leases: 'held by running processes; the new relay takes its own',
+  heartbeat: "the readiness probe's scratch row",
+  kysely_migration: 'each database records its own migrations',
+  kysely_migration_lock: 'each database records its own migrations',
+};

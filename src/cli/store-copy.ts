@@ -24,7 +24,7 @@ function progressLine(stream: NodeJS.WriteStream): { show(progress: CopyProgress
   };
 }
 
-export function formatCounts(counts: KindCount[]): string {
+function formatCounts(counts: KindCount[]): string {
   const width = Math.max(4, ...counts.map((count) => count.label.length));
   const line = (label: string, source: string, target: string) => `${label.padEnd(width)}  ${source.padStart(8)}  ${target.padStart(8)}`;
   return [line('KIND', 'SOURCE', 'TARGET'), ...counts.map((c) => line(c.label, String(c.source), String(c.target)))].join('\n');

@@ -13,6 +13,14 @@ export class CopyTargetNotEmptyError extends Error {
   }
 }
 
+/** The copy stopped part-way; what was copied stays, and `--resume` continues from there. */
+export class CopyInterruptedError extends Error {
+  readonly code = 'copy_interrupted';
+  constructor(cause: unknown) {
+    super(`the copy stopped part-way: ${(cause as Error).message}; run it again with --resume to continue`, { cause });
+  }
+}
+
 export interface CopyProgress {
   label: string;
   copied: number;
@@ -71,7 +79,15 @@ export interface CopyOptions {
  * whole or not at all, and writing one again changes nothing, so an interrupted copy is continued
  * by running it again. Then moves the target's serial sequences past the copied ids.
  */
-export async function copyStore({ source, target, onProgress = () => {}, batchRows = 500 }: CopyOptions): Promise<void> {
+export async function copyStore(options: CopyOptions): Promise<void> {
+  try {
+    await copyTables(options);
+  } catch (error) {
+    throw new CopyInterruptedError(error);
+  }
+}
+
+async function copyTables({ source, target, onProgress = () => {}, batchRows = 500 }: CopyOptions): Promise<void> {
   for (const table of COPIED) {
     const columns = sourceColumns(source, table.table);
     const total = await countRows(source, table.table);

@@ -3,9 +3,10 @@ import { describe, expect, it } from 'vitest';
 import type { Run } from '../src/store/reconcile-runs.js';
 import { engines } from './support/databases.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
-import { adminAuth, fanoutFixture, hook, metricValue } from './support/fanout-relay.js';
+import { adminAuth, fanoutFixture, metricValue } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
+import { fastUpstream, reconcileSettings, setWatchStart } from './support/reconcile.js';
 import type { TestRelay } from './support/relay.js';
 import { eventId } from './support/sign.js';
 
@@ -63,18 +64,10 @@ for (const engine of engines) {
       defer(() => upstream.close());
       const receiver = await server();
       const t = await relay(
-        {
-          database: await engine.url(),
-          upstreamBaseUrl: upstream.baseUrl,
-          upstreamApiKey: upstream.apiKey,
-          reconcileInterval: '0',
-          reconcileMaxRps: 1000,
-          hooks: [hook('all', receiver.url, { events: ['*', 'boxrelay.*'] })],
-          ...overrides,
-        },
-        { reconcile: { upstream: { minTimeout: 5, maxTimeout: 20, randomize: false } } },
+        { database: await engine.url(), ...reconcileSettings(upstream, receiver.url, ['*', 'boxrelay.*']), ...overrides },
+        { reconcile: { upstream: fastUpstream } },
       );
-      await t.relay.store.database.kysely.updateTable('relay_meta').set({ value: iso(t.clock.now() - 60 * MINUTE) }).where('name', '=', 'watch_start').execute();
+      await setWatchStart(t, t.clock.now() - 60 * MINUTE);
       return { upstream, receiver, t };
     }
 

@@ -5,14 +5,13 @@ import { ReconcileInProgressError } from '../src/errors.js';
 import { ManualClock } from './support/clock.js';
 import { engines, postgresSchema } from './support/databases.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
-import { adminAuth, allDelivered, fanoutFixture, hook } from './support/fanout-relay.js';
+import { adminAuth, allDelivered, fanoutFixture } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
-import type { TestRelay } from './support/relay.js';
+import { fastUpstream, reconcileSettings, setWatchStart } from './support/reconcile.js';
 import { eventId } from './support/sign.js';
 
 const MINUTE = 60_000;
 const iso = (ms: number) => new Date(ms).toISOString();
-const fastUpstream = { minTimeout: 5, maxTimeout: 20, randomize: false };
 
 /** A promise the test settles by hand: an upstream request held as long as the test wants. */
 function gate(): { until: Promise<void>; open(): void } {
@@ -20,9 +19,6 @@ function gate(): { until: Promise<void>; open(): void } {
   const until = new Promise<void>((resolve) => (open = resolve));
   return { until, open };
 }
-
-const setWatchStart = (t: TestRelay, ms: number) =>
-  t.relay.store.database.kysely.updateTable('relay_meta').set({ value: iso(ms) }).where('name', '=', 'watch_start').execute();
 
 describe('the reconcile lease across replicas on PostgreSQL', () => {
   const { defer, server, relay } = fanoutFixture();
@@ -34,7 +30,7 @@ describe('the reconcile lease across replicas on PostgreSQL', () => {
     const database = await postgresSchema();
     const leaseMs = 600;
     const base = Date.UTC(2026, 10, 21, 10, 0, 0);
-    const common = { database, upstreamBaseUrl: upstream.baseUrl, upstreamApiKey: upstream.apiKey, reconcileInterval: '0', reconcileMaxRps: 1000, hooks: [hook('all', receiver.url)] };
+    const common = { database, ...reconcileSettings(upstream, receiver.url) };
     const a = await relay(common, { clock: new ManualClock(base), reconcile: { leaseMs, upstream: fastUpstream } });
     // B's clock runs five minutes ahead of A's: by its own clock, every lease A takes has long expired.
     // B sends to no hook: the fan-out's own claims are not this test's subject, only the reconcile lease.
@@ -90,17 +86,7 @@ for (const engine of engines) {
       const upstream = await startFakeSandbox();
       defer(() => upstream.close());
       const receiver = await server();
-      const t = await relay(
-        {
-          database: await engine.url(),
-          upstreamBaseUrl: upstream.baseUrl,
-          upstreamApiKey: upstream.apiKey,
-          reconcileInterval: '0',
-          reconcileMaxRps: 1000,
-          hooks: [hook('all', receiver.url)],
-        },
-        { reconcile: { leaseMs: 300, upstream: fastUpstream } },
-      );
+      const t = await relay({ database: await engine.url(), ...reconcileSettings(upstream, receiver.url) }, { reconcile: { leaseMs: 300, upstream: fastUpstream } });
       const now = t.clock.now();
       await setWatchStart(t, now - 60 * MINUTE);
       upstream.setBox({ id: 'bx_1', name: 'one', state: 'error', updatedAt: iso(now - MINUTE) });

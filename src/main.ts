@@ -76,7 +76,8 @@ export interface RelayDeps {
   /** OpenTelemetry (contract section 11); off unless given (`serve` builds it from the OTEL_* variables). */
   tracing?: Tracing;
   /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
-  reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; leaseMs?: number };
+  /** `runTimers`: a run's lease renewal and deadline (`timers` is the schedule's). */
+  reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; leaseMs?: number; runTimers?: Timers };
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
@@ -210,6 +211,7 @@ export async function createRelay({
       tracing,
       upstream: reconcileOptions?.upstream,
       leaseMs: reconcileOptions?.leaseMs,
+      timers: reconcileOptions?.runTimers,
     });
   const admin = config.adminToken
     ? createAdminRouter(config.adminToken, [

@@ -1,12 +1,13 @@
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import type { Run } from '../src/store/reconcile-runs.js';
+import type { Timers } from '../src/schedule.js';
 import { engines } from './support/databases.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
 import { adminAuth, fanoutFixture, metricValue } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
-import { fastUpstream, reconcileSettings, setWatchStart } from './support/reconcile.js';
+import { fastUpstream, gate, reconcileSettings, setWatchStart } from './support/reconcile.js';
 import type { TestRelay } from './support/relay.js';
 import { eventId } from './support/sign.js';
 
@@ -59,13 +60,13 @@ for (const engine of engines) {
   describe(`reconciliation of real histories on ${engine.name}`, () => {
     const { defer, server, relay } = fanoutFixture();
 
-    async function setup(overrides: Record<string, unknown> = {}, pageSize?: number) {
+    async function setup(overrides: Record<string, unknown> = {}, pageSize?: number, runTimers?: Timers) {
       const upstream = await startFakeSandbox({ pageSize });
       defer(() => upstream.close());
       const receiver = await server();
       const t = await relay(
         { database: await engine.url(), ...reconcileSettings(upstream, receiver.url, ['*', 'boxrelay.*']), ...overrides },
-        { reconcile: { upstream: fastUpstream } },
+        { reconcile: { upstream: fastUpstream, runTimers } },
       );
       await setWatchStart(t, t.clock.now() - 60 * MINUTE);
       return { upstream, receiver, t };
@@ -186,6 +187,26 @@ for (const engine of engines) {
       expect(t.logs.entries().some((e) => String(e.msg).startsWith('reconciliation failed') && String(e.msg).includes('BOXRELAY_RECONCILE_MAX_DURATION'))).toBe(true);
       // A second run can start at once: the bound freed the lease.
       expect((await reconcile(t)).outcome).toBe('failed');
+    });
+
+    it('ends a run failed at BOXRELAY_RECONCILE_MAX_DURATION while a request hangs, cutting it', async () => {
+      // The run's timers, fired by hand: the deadline is the one planned for the whole duration.
+      const planned: { ms: number; callback: () => Promise<void> }[] = [];
+      const timers: Timers = { setTimeout: (callback, ms) => planned.push({ ms, callback }), clearTimeout: () => {} };
+      const { upstream, t } = await setup({ reconcileMaxDuration: '2m' }, undefined, timers);
+      const hang = gate();
+      defer(async () => hang.open());
+      upstream.inject({ kind: 'hold', until: hang.until, path: '/v1/boxes' });
+
+      const { finished } = await t.relay.reconciler!.start({ dryRun: false });
+      await waitFor(() => upstream.requests.length === 1, 'the run to ask for the box list');
+      const deadline = planned.find((p) => p.ms === 120_000);
+      expect(deadline).toBeDefined();
+      await deadline!.callback();
+      const run = await finished;
+      expect(run.outcome).toBe('failed');
+      expect(run.error).toMatch(/BOXRELAY_RECONCILE_MAX_DURATION \(120 s\)/);
+      expect(await stored(t)).toEqual([{ id: expect.any(String), type: 'boxrelay.reconcile.failed', origin: 'operator' }]);
     });
   });
 }

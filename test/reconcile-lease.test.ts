@@ -7,18 +7,11 @@ import { engines, postgresSchema } from './support/databases.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
 import { adminAuth, allDelivered, fanoutFixture } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
-import { fastUpstream, reconcileSettings, setWatchStart } from './support/reconcile.js';
+import { fastUpstream, gate, reconcileSettings, setWatchStart } from './support/reconcile.js';
 import { eventId } from './support/sign.js';
 
 const MINUTE = 60_000;
 const iso = (ms: number) => new Date(ms).toISOString();
-
-/** A promise the test settles by hand: an upstream request held as long as the test wants. */
-function gate(): { until: Promise<void>; open(): void } {
-  let open!: () => void;
-  const until = new Promise<void>((resolve) => (open = resolve));
-  return { until, open };
-}
 
 describe('the reconcile lease across replicas on PostgreSQL', () => {
   const { defer, server, relay } = fanoutFixture();

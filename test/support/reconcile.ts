@@ -20,3 +20,10 @@ export function reconcileSettings(upstream: FakeSandbox, hookUrl: string, events
 export async function setWatchStart(t: TestRelay, ms: number): Promise<void> {
   await t.relay.store.database.kysely.updateTable('relay_meta').set({ value: new Date(ms).toISOString() }).where('name', '=', 'watch_start').execute();
 }
+
+/** A promise the test settles by hand: an upstream request held (`hold` fault) as long as the test wants. */
+export function gate(): { until: Promise<void>; open(): void } {
+  let open!: () => void;
+  const until = new Promise<void>((resolve) => (open = resolve));
+  return { until, open };
+}

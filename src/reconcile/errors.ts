@@ -29,7 +29,7 @@ export class CursorLoopError extends ReconcileFailure {
 export class LeaseLostError extends ReconcileFailure {
   readonly code = 'reconcile_lease_lost';
   constructor() {
-    super('the reconciliation lease could not be renewed (expired or taken over); this run stopped before its next write');
+    super('the reconciliation lease could not be renewed (it expired or was taken over, or the database did not answer); this run stopped before its next write');
   }
 }
 

@@ -33,6 +33,7 @@ import { countBoxesByState } from './store/boxes.js';
 import { createSinkStates } from './store/sink-state.js';
 import { createOutbox } from './store/outbox.js';
 import { pruneExpired } from './store/prune.js';
+import { leaseClock } from './store/database-clock.js';
 import { lastSuccessAt } from './store/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-schedule.js';
 import { createSecretsStore } from './store/secrets-store.js';
@@ -75,7 +76,8 @@ export interface RelayDeps {
   /** OpenTelemetry (contract section 11); off unless given (`serve` builds it from the OTEL_* variables). */
   tracing?: Tracing;
   /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
-  reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream'] };
+  /** `runTimers`: a run's lease renewal and deadline (`timers` is the schedule's). */
+  reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; leaseMs?: number; runTimers?: Timers };
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
@@ -197,7 +199,20 @@ export async function createRelay({
   // A second entrance to the store, beside the receiver: events found upstream take `accept` too.
   const reconciler =
     metrics.reconcile &&
-    reconcilerFromConfig({ config, kysely, accept, clock, logger, metrics: metrics.reconcile, operatorEvents, tracing, upstream: reconcileOptions?.upstream });
+    reconcilerFromConfig({
+      config,
+      kysely,
+      leaseNow: leaseClock(store.database),
+      accept,
+      clock,
+      logger,
+      metrics: metrics.reconcile,
+      operatorEvents,
+      tracing,
+      upstream: reconcileOptions?.upstream,
+      leaseMs: reconcileOptions?.leaseMs,
+      timers: reconcileOptions?.runTimers,
+    });
   const admin = config.adminToken
     ? createAdminRouter(config.adminToken, [
         eventRoutes(kysely, config.source),

@@ -219,6 +219,8 @@ for (const engine of engines) {
         'data not an object': (id) => JSON.stringify({ id, type: 'box.ready', createdAt: '2026-11-21T10:00:00.000Z', data: [] }),
         'box event without data.box.id': (id) => JSON.stringify({ id, type: 'box.error', createdAt: '2026-11-21T10:00:00.000Z', data: { state: 'error' } }),
         'box event with an empty box id': (id) => JSON.stringify({ id, type: 'box.ready', createdAt: '2026-11-21T10:00:00.000Z', data: { box: { id: '' } } }),
+        // The relay's own operator event types (contract section 2): never taken from outside.
+        'of a boxrelay. type': (id) => JSON.stringify({ id, type: 'boxrelay.sink.paused', createdAt: '2026-11-21T10:00:00.000Z', subject: 'alerts', data: { sink: 'alerts' } }),
       };
       for (const [name, body] of Object.entries(invalidBodies)) {
         it(`400 invalid_event when the signed body is ${name}`, async () => {

@@ -113,15 +113,17 @@ describe('boxrelay reconcile', () => {
       const database = sqliteFile();
       const env = { BOXRELAY_DATABASE: database, BOXRELAY_UPSTREAM_BASE_URL: upstream.baseUrl, BOXRELAY_UPSTREAM_API_KEY: upstream.apiKey, LOG_LEVEL: 'warn' };
       upstream.setBox({ id: 'bx_cli', name: 'cli', state: 'error', updatedAt: iso(Date.now() + MINUTE) });
+      // A work record in its history: skipped and counted in the printed run.
+      upstream.addHistory('bx_cli', { kind: 'prompt.output', text: 'done' });
 
       const dry = await runCli(['reconcile', '--dry-run'], env);
       expect(dry.code).toBe(0);
       const planned = JSON.parse(dry.stdout) as { outcome: string; actions: unknown[] };
-      expect(planned).toMatchObject({ outcome: 'dry-run', boxesListed: 1, actions: [{ boxId: 'bx_cli', action: 'synthesize', type: 'box.error' }] });
+      expect(planned).toMatchObject({ outcome: 'dry-run', boxesListed: 1, historyRecordsSkipped: 1, actions: [{ boxId: 'bx_cli', action: 'synthesize', type: 'box.error' }] });
 
       const real = await runCli(['reconcile'], env);
       expect(real.code).toBe(0);
-      expect(JSON.parse(real.stdout)).toMatchObject({ outcome: 'succeeded', eventsSynthesized: 1 });
+      expect(JSON.parse(real.stdout)).toMatchObject({ outcome: 'succeeded', eventsSynthesized: 1, historyRecordsSkipped: 1 });
 
       upstream.inject({ kind: 'error', status: 401, code: 'unauthorized', path: '/v1/boxes' });
       const refused = await runCli(['reconcile'], env);

@@ -394,17 +394,26 @@ describe('reconciliation refuses bad upstream answers, each clearly and without 
     await expectFailedRun(t, upstream, receiver, error);
   });
 
-  const historyFaults: [string, unknown, RegExp][] = [
-    ['a record of an unknown type', { id: eventId(), type: 'box.exploded', createdAt: '2026-11-21T09:58:00Z', data: { box: { id: 'bx_a' } } }, /record 1: type is not a known box event type/],
-    ['a record whose id is not evt_', { id: 'xyz_1', type: 'box.error', createdAt: '2026-11-21T09:58:00Z', data: { box: { id: 'bx_a' }, state: 'error' } }, /record 1: id is not an evt_ id/],
-    ['a createdAt that is not ISO 8601', { id: eventId(), type: 'box.error', createdAt: 'Nov 21 2026', data: { box: { id: 'bx_a' }, state: 'error' } }, /record 1: createdAt is not ISO 8601/],
-    ['a record without data', { id: eventId(), type: 'box.error', createdAt: '2026-11-21T09:58:00Z' }, /record 1: body must be a JSON object/],
+  // A bad record costs only itself: the box's good record is still taken, and the run succeeds.
+  const skippedRecords: [string, unknown, 'skipped' | RegExp][] = [
+    ['a record of a type outside box.*', { id: eventId(), type: 'prompt.output', createdAt: '2026-11-21T09:58:00Z', data: { box: { id: 'bx_a' } } }, 'skipped'],
+    ['a record of a boxrelay. type', { id: eventId(), type: 'boxrelay.event.dead_lettered', createdAt: '2026-11-21T09:58:00Z', data: { box: { id: 'bx_a' } } }, 'skipped'],
+    ['a createdAt that is not ISO 8601', { id: eventId(), type: 'box.error', createdAt: 'Nov 21 2026', data: { box: { id: 'bx_a' }, state: 'error' } }, 'skipped'],
+    ['a record without data', { id: eventId(), type: 'box.error', createdAt: '2026-11-21T09:58:00Z' }, 'skipped'],
+    ['a lifecycle record whose id is not evt_', { id: 'xyz_1', type: 'box.error', createdAt: '2026-11-21T09:58:00Z', data: { box: { id: 'bx_a' }, state: 'error' } }, /record 1.*id is not an evt_ id/],
+    ['a lifecycle record without a box id', { id: eventId(), type: 'box.error', createdAt: '2026-11-21T09:58:00Z', data: { state: 'error' } }, /record 1.*requires a non-empty string data\.box\.id/],
   ];
-  it.each(historyFaults)('history: %s', async (_name, bad, error) => {
+  it.each(skippedRecords)('history: %s is skipped and counted; the run succeeds and takes the good record', async (_name, bad, warning) => {
     const { upstream, receiver, t } = await setup();
     upstream.addHistory('bx_a', bad);
-    const run = await expectFailedRun(t, upstream, receiver, error);
-    expect(run.error).toContain('history of box bx_a');
+    const run = await (await t.relay.reconciler!.start({ dryRun: false })).finished;
+    expect(run).toMatchObject({ outcome: 'succeeded', eventsFromHistory: 1, eventsSynthesized: 1, historyRecordsSkipped: 1, error: null });
+    await receiver.received(2);
+    expect(relayed(receiver).map((e) => e.type)).toEqual(['box.ready', 'box.error']);
+    const warnings = t.logs.entries().filter((e) => String(e.msg).startsWith('history record skipped'));
+    if (warning === 'skipped') expect(warnings).toEqual([]);
+    else expect(warnings.map((e) => `record ${String(e.record)}: ${String(e.msg)}`)).toEqual([expect.stringMatching(warning)]);
+    expect(await metricValue(t.registry, 'boxrelay_reconcile_runs_total', { outcome: 'failed' })).toBe(0);
   });
 
   it('history: a body without an events array', async () => {

@@ -7,6 +7,7 @@ import { createMetrics } from '../metrics/metrics.js';
 import { reconcileConfigured, reconcilerFromConfig } from '../reconcile/create.js';
 import { configuredSinks, createSinkRouter } from '../sinks/route.js';
 import { acceptEvent } from '../store/accept-event.js';
+import { leaseClock } from '../store/database-clock.js';
 import { databaseOptionsOf } from '../store/database.js';
 import { lastSuccessAt } from '../store/reconcile-runs.js';
 import { openStore } from '../store/store.js';
@@ -31,6 +32,7 @@ export async function reconcileOnce(config: Config, logger: Logger, tracing: Tra
     const reconciler = reconcilerFromConfig({
       config,
       kysely,
+      leaseNow: leaseClock(store.database),
       accept: acceptEvent({ writer: store.writer, sinksFor, metrics }),
       clock: systemClock,
       logger,

@@ -45,6 +45,8 @@ export const configExamples: Record<ConfigKey, string> = {
   secretsEncryptionKey: 'base64:<32 bytes, from openssl rand -base64 32>',
   reconcileInterval: '5m',
   reconcileMaxRps: '5',
+  reconcileMaxPages: '10000',
+  reconcileMaxDuration: '30m',
   databaseSecretsRefreshMs: '30000',
   shutdownTimeoutMs: '25000',
   logLevel: 'info',

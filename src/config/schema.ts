@@ -137,6 +137,9 @@ export const configSchema = z.strictObject({
   /** Time between reconciliation runs (contract section 9); 0 turns the schedule off. */
   reconcileInterval: z.union([zeroDuration, z.literal('off').transform(() => 0), duration]).default(300_000),
   reconcileMaxRps: z.coerce.number().positive().max(1000).default(5),
+  /** A run that needs more upstream pages (all listings together) or more time ends failed. */
+  reconcileMaxPages: positiveInt.default(10_000),
+  reconcileMaxDuration: duration.default(1_800_000),
   /** How often database secrets are re-read without traffic (a miss re-reads at once anyway). */
   databaseSecretsRefreshMs: positiveInt.default(30_000),
   shutdownTimeoutMs: positiveInt.default(25_000),

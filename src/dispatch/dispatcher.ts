@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
-import { OPERATOR_EVENT_PREFIX, toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
+import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
@@ -144,7 +144,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'dead_lettered' });
       log.warn({ ...context, error: outcome.error.summary }, 'delivery failed for good: dead letter');
       // Operator events that fail are not announced again: that could loop.
-      if (event.type.startsWith(OPERATOR_EVENT_PREFIX)) return;
+      if (row.origin === 'operator') return;
       return deps.operatorEvents.announce({
         type: 'boxrelay.event.dead_lettered',
         subject: row.boxId ?? undefined,

@@ -36,8 +36,8 @@ export function createOperatorEvents({ writer, sinksFor, clock, logger }: Operat
       const id = `evt_${randomBytes(16).toString('hex')}`;
       const payload = JSON.stringify({ id, type, createdAt: new Date(now).toISOString(), ...(subject === undefined ? {} : { subject }), data });
       try {
-        const event = parseEvent(Buffer.from(payload), id);
-        await writer.record({ event, receivedAt: now, attempt: null, sinks: sinksFor(type).filter((sink) => sink !== about) });
+        const event = parseEvent(Buffer.from(payload), id, { operator: true });
+        await writer.record({ event, receivedAt: now, attempt: null, origin: 'operator', sinks: sinksFor(type).filter((sink) => sink !== about) });
       } catch (error) {
         logger.error({ err: error, type, subject }, 'could not store an operator event');
       }

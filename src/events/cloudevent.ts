@@ -1,6 +1,3 @@
-/** Types of the relay's own operator events (contract section 5); hooks get them only by asking for them. */
-export const OPERATOR_EVENT_PREFIX = 'boxrelay.';
-
 /** The normalized event of contract section 3 (CloudEvents 1.0, structured JSON). */
 export interface CloudEvent {
   specversion: '1.0';
@@ -24,19 +21,23 @@ interface StoredPayload {
   data: Record<string, unknown> & { box?: { id?: unknown } };
 }
 
-/** Builds the CloudEvent from the stored raw payload: `data` unchanged, `subject` the raw box id. */
+/**
+ * Builds the CloudEvent from the stored raw payload: `data` unchanged, `subject` the raw box id.
+ * An operator event is one the relay wrote (its stored origin), whatever its type says.
+ */
 export function toCloudEvent(payload: string, source: string, origin: string | null = null): CloudEvent {
   const event = JSON.parse(payload) as StoredPayload;
-  const subject = event.type.startsWith(OPERATOR_EVENT_PREFIX) ? event.subject : event.data.box?.id;
+  const operator = origin === 'operator';
+  const subject = operator ? event.subject : event.data.box?.id;
   return {
     specversion: '1.0',
     id: event.id,
-    source: event.type.startsWith(OPERATOR_EVENT_PREFIX) ? `${source}/boxrelay` : source,
+    source: operator ? `${source}/boxrelay` : source,
     type: event.type,
     ...(typeof subject === 'string' && subject !== '' ? { subject } : {}),
     time: event.createdAt,
     datacontenttype: 'application/json',
     data: event.data,
-    ...(origin === null ? {} : { boxrelayorigin: origin }),
+    ...(origin === 'history' || origin === 'synthesized' ? { boxrelayorigin: origin } : {}),
   };
 }

@@ -25,7 +25,7 @@ const textOrNull = (value: unknown): string | null => (typeof value === 'string'
  * The upstream delivery payload (sandbox-api-v1 "Delivery payload"): checked by hand rather than by a
  * schema, which would copy every field of the ~1 KB object on each delivery (half of parsing it).
  */
-function isDeliveryPayload(json: unknown): json is { id: string; type: string; createdAt: string; data: JsonObject } {
+export function isDeliveryPayload(json: unknown): json is { id: string; type: string; createdAt: string; data: JsonObject } {
   return isObject(json) && isFilled(json.id) && isFilled(json.type) && isObject(json.data) && isoDateTime.safeParse(json.createdAt).success;
 }
 
@@ -44,8 +44,14 @@ export interface ParsedEvent {
   payload: string;
 }
 
-/** Parses a verified body; the shape rules are those of contract section 2. */
-export function parseEvent(body: Buffer, deliveryId: string): ParsedEvent {
+/** Types of the relay's own operator events (contract sections 2 and 5): never taken from outside. */
+export const OPERATOR_EVENT_PREFIX = 'boxrelay.';
+
+/**
+ * Parses a verified body; the shape rules are those of contract section 2. A `boxrelay.` type is
+ * refused unless the relay itself wrote the event (`operator`): the type alone makes no event the relay's.
+ */
+export function parseEvent(body: Buffer, deliveryId: string, { operator = false }: { operator?: boolean } = {}): ParsedEvent {
   const payload = decodeUtf8(body);
   checkDepth(payload, EVENT_LIMITS.depth);
   let json: unknown;
@@ -60,6 +66,9 @@ export function parseEvent(body: Buffer, deliveryId: string): ParsedEvent {
   const event = json;
   checkLength('id', event.id, EVENT_LIMITS.idChars);
   checkLength('type', event.type, EVENT_LIMITS.typeChars);
+  if (!operator && event.type.startsWith(OPERATOR_EVENT_PREFIX)) {
+    throw new InvalidEventError(`${OPERATOR_EVENT_PREFIX} types name the relay's own operator events`);
+  }
   // Only the id is required (contract section 2); a missing or odd name must not cost the event.
   const box = isObject(event.data.box) && isFilled(event.data.box.id) ? event.data.box : undefined;
   if (event.type.startsWith('box.') && !box) {

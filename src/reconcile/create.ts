@@ -3,9 +3,11 @@ import type { Config } from '../config/schema.js';
 import { createUpstreamClient, type UpstreamClientOptions } from '../upstream/client.js';
 import { createReconciler, type Reconciler, type ReconcilerDeps } from './reconciler.js';
 
-/** The reconciler's own dependencies, but its upstream client and retention come from the config. */
-export interface ReconcilerFromConfig extends Omit<ReconcilerDeps, 'upstream' | 'retentionDays'> {
-  config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'retentionDays'>;
+type FromConfig = 'upstream' | 'retentionDays' | 'maxPages' | 'maxDurationMs';
+
+/** The reconciler's own dependencies, but its upstream client, retention and bounds come from the config. */
+export interface ReconcilerFromConfig extends Omit<ReconcilerDeps, FromConfig> {
+  config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'reconcileMaxPages' | 'reconcileMaxDuration' | 'retentionDays'>;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
 }
@@ -16,29 +18,24 @@ export const reconcileConfigured = (config: Pick<Config, 'upstreamBaseUrl' | 'up
 
 /**
  * The reconciler with an upstream client of its own, throttled to BOXRELAY_RECONCILE_MAX_RPS requests
- * a second (retries included: each attempt is a request the upstream counts).
+ * a second (retries included: each attempt is a request the upstream counts). A run hands its own
+ * signal to each request, so stopping it (shutdown, lost lease, a bound) cuts requests and waits.
  */
 export function reconcilerFromConfig({ config, upstream, ...deps }: ReconcilerFromConfig): Reconciler {
   const throttle = pThrottle({ limit: 1, interval: 1000 / config.reconcileMaxRps, strict: true });
   const log = deps.logger.child({ part: 'reconcile' });
-  // Stopping ends the requests and retry waits of a run under way, so a shutdown is not held up by them.
-  const stopping = new AbortController();
   const client = createUpstreamClient({
-    signal: stopping.signal,
     baseUrl: config.upstreamBaseUrl as string,
     apiKey: config.upstreamApiKey as string,
     fetch: throttle((input: string | URL | Request, init?: RequestInit) => fetch(input, init)),
     onRetry: ({ operation, attempt, error }) => log.warn({ operation, attempt }, `${error.message}; trying again`),
     ...upstream,
   });
-  const reconciler = createReconciler({ ...deps, upstream: client, retentionDays: config.retentionDays });
-  return {
-    ...reconciler,
-    stop() {
-      // The run sees its own stop first, so the requests cut next do not read as an upstream failure.
-      const stopped = reconciler.stop();
-      stopping.abort();
-      return stopped;
-    },
-  };
+  return createReconciler({
+    ...deps,
+    upstream: client,
+    retentionDays: config.retentionDays,
+    maxPages: config.reconcileMaxPages,
+    maxDurationMs: config.reconcileMaxDuration,
+  });
 }

@@ -2,7 +2,7 @@
  * Why a reconciliation run, or its repair of one box, failed; one class per failure, each with a
  * stable `code` that the run report's `error` starts with. Messages cut untrusted values short.
  */
-export type ReconcileFailureCode = 'upstream_cursor_loop' | 'invalid_history_record' | 'reconcile_lease_lost';
+export type ReconcileFailureCode = 'upstream_cursor_loop' | 'reconcile_lease_lost' | 'reconcile_bound_reached';
 
 export abstract class ReconcileFailure extends Error {
   abstract readonly code: ReconcileFailureCode;
@@ -21,19 +21,23 @@ export class CursorLoopError extends ReconcileFailure {
   }
 }
 
-/** A record of a box's event history does not have the delivery payload's shape. */
-export class InvalidHistoryRecordError extends ReconcileFailure {
-  readonly code = 'invalid_history_record';
-  constructor(boxId: string, index: number, problem: string) {
-    super(`history of box ${cut(boxId)}, record ${index}: ${problem}`);
-  }
-}
-
-/** Another replica took the run's lease (this one stalled past its expiry): it stops, keeping what it took. */
+/**
+ * The run could not renew its lease (it expired, another replica took it, or the database did not
+ * answer for as long as it lasts): another run may have started, so this one stopped before its next
+ * write, keeping what it took.
+ */
 export class LeaseLostError extends ReconcileFailure {
   readonly code = 'reconcile_lease_lost';
   constructor() {
-    super('the reconciliation lease expired and was taken over; this run stopped');
+    super('the reconciliation lease could not be renewed (it expired or was taken over, or the database did not answer); this run stopped before its next write');
+  }
+}
+
+/** A run needed more pages or more time than its bounds allow (contract section 9): it ends failed, keeping what it took. */
+export class RunBoundError extends ReconcileFailure {
+  readonly code = 'reconcile_bound_reached';
+  constructor(setting: 'BOXRELAY_RECONCILE_MAX_PAGES' | 'BOXRELAY_RECONCILE_MAX_DURATION', limit: string) {
+    super(`the run reached ${setting} (${limit}) before it was done; it stopped, keeping what it took`);
   }
 }
 

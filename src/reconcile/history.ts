@@ -1,38 +1,43 @@
 import { createHash } from 'node:crypto';
 import { RelayError } from '../errors.js';
-import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
-import { BOX_EVENT_TYPES } from '../events/types.js';
+import { isDeliveryPayload, parseEvent, type ParsedEvent } from '../events/parse-event.js';
 import type { UpstreamBox } from '../upstream/client.js';
-import { InvalidHistoryRecordError } from './errors.js';
 
 const EVENT_ID = /^evt_[A-Za-z0-9]{1,64}$/;
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** What one record of a box's history is to a run (contract section 9, step 3). */
+export type HistoryRecord =
+  | { kind: 'event'; event: ParsedEvent }
+  /** Not a lifecycle event: a work record of a shape the upstream does not show, or another type. Skipped. */
+  | { kind: 'other' }
+  /** Shaped as a lifecycle event but unusable (a bad id, another box's id): skipped and logged. */
+  | { kind: 'malformed'; id: string; problem: string };
+
 /**
  * A record of `GET /boxes/{boxId}/events` as the event it stands for: the delivery payload itself,
- * or one under the record's `event` key (the record shape is not documented). It is then parsed by
- * the receiver's own parser, so the same rules and limits apply to both entrances.
+ * or one under the record's `event` key (the record shape is not documented). Most of a history is
+ * not lifecycle events; only records with the payload's shape and a `box.` type are. Those are
+ * parsed by the receiver's own parser, so the same rules and limits apply to both entrances (and a
+ * `boxrelay.` type is never taken).
  */
-export function historyEvent(record: unknown, boxId: string, index: number): ParsedEvent {
-  const fail = (problem: string) => new InvalidHistoryRecordError(boxId, index, problem);
+export function readHistoryRecord(record: unknown, boxId: string): HistoryRecord {
   const candidate = isRecord(record) && isRecord(record.event) ? record.event : record;
-  if (!isRecord(candidate)) throw fail('not an object');
-  const { id, type, createdAt } = candidate;
-  if (typeof id !== 'string' || !EVENT_ID.test(id)) throw fail('id is not an evt_ id');
-  if (typeof type !== 'string' || !(BOX_EVENT_TYPES as readonly string[]).includes(type)) throw fail('type is not a known box event type');
-  if (typeof createdAt !== 'string' || !ISO_TIME.test(createdAt) || Number.isNaN(Date.parse(createdAt))) throw fail('createdAt is not ISO 8601');
+  if (!isDeliveryPayload(candidate) || !candidate.type.startsWith('box.')) return { kind: 'other' };
+  const { id } = candidate;
+  const malformed = (problem: string): HistoryRecord => ({ kind: 'malformed', id, problem });
+  if (!EVENT_ID.test(id)) return malformed('id is not an evt_ id');
   let event: ParsedEvent;
   try {
     event = parseEvent(Buffer.from(JSON.stringify(candidate)), id);
   } catch (error) {
-    if (error instanceof RelayError) throw fail(error.message);
+    if (error instanceof RelayError) return malformed(error.message);
     throw error;
   }
-  if (event.boxId !== boxId) throw fail('data.box.id is another box');
-  return event;
+  if (event.boxId !== boxId) return malformed('data.box.id names another box');
+  return { kind: 'event', event };
 }
 
 /** The state a synthesized event announces, by the upstream state it reports (contract section 9, step 4). */

@@ -6,15 +6,18 @@ import type { Logger } from '../log.js';
 import type { AcceptEvent } from '../store/accept-event.js';
 import { boxesUnchangedSince, boxRecords, forgetBox, markRepaired, recordObservedState, type BoxRecord } from '../store/boxes.js';
 import { heldEventIds } from '../store/events.js';
-import { claimLease, leaseHeld, releaseLease } from '../store/leases.js';
+import type { LeaseNow } from '../store/database-clock.js';
+import { leaseOf } from '../store/leases.js';
 import { DAY_MS } from '../store/prune.js';
 import { lastFinishedRun, lastRunStartedAt, pruneRuns, readWatchStart, saveRun, type PlannedAction, type Run } from '../store/reconcile-runs.js';
-import type { EventOrigin, Schema } from '../store/schema.js';
+import type { ReconcileOrigin, Schema } from '../store/schema.js';
 import { PAGE_LIMIT, type UpstreamBox, type UpstreamClient } from '../upstream/client.js';
 import { UpstreamApiError, UpstreamError, UpstreamInvalidResponseError } from '../upstream/errors.js';
-import { LeaseLostError, ReconcileFailure, cut } from './errors.js';
-import { historyEvent, synthesizedEvent, synthesizedType } from './history.js';
-import { readAllPages } from './pages.js';
+import { nodeTimers, type Timers } from '../schedule.js';
+import { LeaseLostError, ReconcileFailure, RunBoundError, cut } from './errors.js';
+import { readHistoryRecord, synthesizedEvent, synthesizedType } from './history.js';
+import { keepLease } from './keep-lease.js';
+import { forEachPage } from './pages.js';
 import type { OperatorEvents } from '../dispatch/operator-events.js';
 import type { ParsedEvent } from '../events/parse-event.js';
 import type { Tracing, TraceSpan } from '../tracing/tracing.js';
@@ -23,15 +26,19 @@ const LEASE = 'reconcile';
 const USABLE = new Set(['ready', 'idle', 'running']);
 /** Dry-run reports list at most this many actions. */
 const MAX_ACTIONS = 1000;
+/** A box's malformed lifecycle records logged one by one; all of them are counted. */
+const MAX_MALFORMED_LOGGED = 5;
 
 export interface ReconcileMetrics {
   runs: { inc(labels: { outcome: string }): void };
-  events: { inc(labels: { origin: EventOrigin }): void };
+  events: { inc(labels: { origin: ReconcileOrigin }): void };
   boxesForgotten: { inc(): void };
 }
 
 export interface ReconcilerDeps {
   kysely: Kysely<Schema>;
+  /** The clock the lease is compared with (the database's on PostgreSQL: see leaseClock). */
+  leaseNow: LeaseNow;
   upstream: Pick<UpstreamClient, 'listBoxes' | 'listBoxEvents'>;
   accept: AcceptEvent;
   clock: Clock;
@@ -42,8 +49,13 @@ export interface ReconcilerDeps {
   /** A run is a span of its own; the fan-out of its events joins its trace. */
   tracing: Tracing;
   retentionDays: number;
-  /** How long a run holds the lease without progress before another replica may take over. */
+  /** A run needing more pages (all listings together) or more time ends failed (contract section 9). */
+  maxPages: number;
+  maxDurationMs: number;
+  /** How long the lease lasts unrenewed; a run renews it every third of that while it works. */
   leaseMs?: number;
+  /** Timers of the lease renewal and the run's deadline. */
+  timers?: Timers;
 }
 
 export interface StartedRun {
@@ -70,6 +82,8 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
   const { kysely, upstream, accept, clock, metrics } = deps;
   const log = deps.logger.child({ part: 'reconcile' });
   const leaseMs = deps.leaseMs ?? 60_000;
+  const timers = deps.timers ?? nodeTimers;
+  const lease = leaseOf(kysely, LEASE, deps.leaseNow, clock);
   const holder = randomUUID();
   const stopping = new AbortController();
   let current: Promise<Run> | undefined;
@@ -90,7 +104,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
   }
 
   async function begin(dryRun: boolean): Promise<StartedRun> {
-    if (!(await claimLease(kysely, { name: LEASE, holder, now: clock.now(), ttlMs: leaseMs }))) throw new ReconcileInProgressError();
+    if (!(await lease.claim(holder, leaseMs))) throw new ReconcileInProgressError();
     const startedAt = clock.now();
     const run: Run = {
       id: `rec_${randomUUID().replaceAll('-', '').slice(0, 24)}`,
@@ -102,13 +116,14 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       eventsFromHistory: 0,
       eventsSynthesized: 0,
       boxesForgotten: 0,
+      historyRecordsSkipped: 0,
       error: null,
       ...(dryRun ? { actions: [] } : {}),
     };
     try {
       await saveRun(kysely, run);
     } catch (error) {
-      await releaseLease(kysely, LEASE, holder);
+      await lease.release(holder);
       throw error;
     }
     const span = deps.tracing.child('reconcile', 'internal', undefined, { 'boxrelay.reconcile.run_id': run.id, 'boxrelay.reconcile.dry_run': dryRun });
@@ -121,16 +136,46 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
   async function execute(run: Run, startedAt: number, dryRun: boolean, span: TraceSpan): Promise<Run> {
     const problems: string[] = [];
     traceparent = span.traceparent;
+    // Everything that ends the run early aborts this: its requests, retry waits and next write stop.
+    const abort = new AbortController();
+    const stopRun = () => abort.abort(stopping.signal.reason);
+    stopping.signal.addEventListener('abort', stopRun, { once: true });
+    if (stopping.signal.aborted) stopRun();
+    const kept = keepLease({ leases: lease, holder, ttlMs: leaseMs, clock, timers, logger: log, onLost: (error) => abort.abort(error) });
+    const tooLong = () => new RunBoundError('BOXRELAY_RECONCILE_MAX_DURATION', `${Math.round(deps.maxDurationMs / 1000)} s`);
+    // The deadline cuts a request under way; the clock checks below catch it between steps.
+    const deadline = timers.setTimeout(async () => abort.abort(tooLong()), deps.maxDurationMs);
+    const guard: RunGuard = {
+      signal: abort.signal,
+      pages: 0,
+      async beforeWrite() {
+        abort.signal.throwIfAborted();
+        if (clock.now() - startedAt >= deps.maxDurationMs) abort.abort(tooLong());
+        abort.signal.throwIfAborted();
+        await kept.confirm();
+      },
+      async beforePage() {
+        if (this.pages >= deps.maxPages) abort.abort(new RunBoundError('BOXRELAY_RECONCILE_MAX_PAGES', String(deps.maxPages)));
+        await this.beforeWrite();
+        this.pages++;
+      },
+    };
     try {
-      await repairAll(run, startedAt, dryRun, problems);
+      await repairAll(run, startedAt, dryRun, problems, guard);
       run.outcome = problems.length > 0 ? 'failed' : dryRun ? 'dry-run' : 'succeeded';
       run.error = problems.length > 0 ? summarize(problems) : null;
-    } catch (error) {
+    } catch (thrown) {
+      // A request cut by the abort fails in its own way: the reason the run was stopped is what counts.
+      const error: unknown = abort.signal.aborted ? abort.signal.reason : thrown;
       run.outcome = 'failed';
       run.error = describe(error);
       if (!(error instanceof ReconcileFailure || error instanceof UpstreamError || stopping.signal.aborted)) {
         log.error({ err: error, runId: run.id }, 'reconciliation failed inside the relay');
       }
+    } finally {
+      kept.stop();
+      timers.clearTimeout(deadline);
+      stopping.signal.removeEventListener('abort', stopRun);
     }
     run.finishedAt = iso(clock.now());
     metrics.runs.inc({ outcome: run.outcome });
@@ -140,6 +185,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
         'boxrelay.reconcile.boxes_listed': run.boxesListed,
         'boxrelay.reconcile.events_from_history': run.eventsFromHistory,
         'boxrelay.reconcile.events_synthesized': run.eventsSynthesized,
+        'boxrelay.reconcile.history_records_skipped': run.historyRecordsSkipped,
       },
       run.outcome === 'failed' ? new Error(run.error ?? 'failed') : undefined,
     );
@@ -156,21 +202,11 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     } catch (error) {
       log.error({ err: error, runId: run.id }, 'cannot store the reconciliation report');
     }
-    await releaseLease(kysely, LEASE, holder).catch((error: unknown) => log.warn({ err: error }, 'cannot release the reconciliation lease; it expires by itself'));
+    await lease.release(holder).catch((error: unknown) => log.warn({ err: error }, 'cannot release the reconciliation lease; it expires by itself'));
     return run;
   }
 
-  /** Extends the lease as the run makes progress; a lease another replica took ends the run. */
-  let renewedAt = 0;
-  async function keepLease(): Promise<void> {
-    stopping.signal.throwIfAborted();
-    if (clock.now() - renewedAt < leaseMs / 4) return;
-    if (!(await claimLease(kysely, { name: LEASE, holder, now: clock.now(), ttlMs: leaseMs }))) throw new LeaseLostError();
-    renewedAt = clock.now();
-  }
-
-  async function repairAll(run: Run, startedAt: number, dryRun: boolean, problems: string[]): Promise<void> {
-    renewedAt = clock.now();
+  async function repairAll(run: Run, startedAt: number, dryRun: boolean, problems: string[], guard: RunGuard): Promise<void> {
     const watchStart = Date.parse(await readWatchStart(kysely));
     // Older records are outside the dedup window: taking one would relay it a second time.
     const oldest = Math.max(watchStart, startedAt - deps.retentionDays * DAY_MS);
@@ -179,7 +215,8 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     };
 
     // Step 1: the whole list first, so a bad page changes nothing and forgetting sees every box.
-    const boxes = await readAllPages('GET /boxes', (cursor) => upstream.listBoxes(cursor), keepLease);
+    const boxes: UpstreamBox[] = [];
+    await forEachPage('GET /boxes', (cursor) => upstream.listBoxes(cursor, guard.signal), () => guard.beforePage(), (items) => boxes.push(...items));
     run.boxesListed = boxes.length;
     const listed = new Set<string>();
 
@@ -191,12 +228,11 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
         // Step 2: a box unchanged since the relay's newest event, or since a run repaired it, costs nothing more.
         const record = records.get(box.id);
         if (record && !changedSince(box, record)) continue;
-        await keepLease();
         run.boxesRepaired++;
         try {
-          await repairBox(box, record, { run, oldest, dryRun, plan });
+          await repairBox(box, record, { run, oldest, dryRun, plan, guard });
         } catch (error) {
-          if (!isBoxProblem(error)) throw error;
+          if (guard.signal.aborted || !isBoxProblem(error)) throw error;
           const problem = describe(error);
           problems.push(problem);
           log.warn({ runId: run.id, boxId: cut(box.id) }, `box not repaired: ${problem}`);
@@ -212,7 +248,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       if (ids.length === 0) break;
       afterId = ids.at(-1);
       for (const id of ids.filter((id) => !listed.has(id))) {
-        await keepLease();
+        await guard.beforeWrite();
         if (dryRun) plan({ boxId: id, action: 'forget' });
         else if (await forgetBox(kysely, id)) metrics.boxesForgotten.inc();
         run.boxesForgotten++;
@@ -223,19 +259,37 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
   async function repairBox(
     box: UpstreamBox,
     record: BoxRecord | undefined,
-    { run, oldest, dryRun, plan }: { run: Run; oldest: number; dryRun: boolean; plan: (a: PlannedAction) => void },
+    { run, oldest, dryRun, plan, guard }: { run: Run; oldest: number; dryRun: boolean; plan: (a: PlannedAction) => void; guard: RunGuard },
   ): Promise<void> {
-    // Step 3: the history, all of it checked before any of it is taken, oldest first.
-    const history = await readAllPages(`GET /boxes/${cut(box.id)}/events`, (cursor) => upstream.listBoxEvents(box.id, cursor), keepLease);
-    const events = history
-      .map((item, index) => historyEvent(item, box.id, index))
-      .filter((event) => Date.parse(event.createdAtIso) >= oldest)
-      .sort((a, b) => a.createdAtIso.localeCompare(b.createdAtIso) || a.id.localeCompare(b.id));
+    // Step 3: the history, all of it read before any of it is taken, oldest first. Only its
+    // lifecycle events are kept: the rest (most of it) is counted and dropped page by page.
+    const events: ParsedEvent[] = [];
+    let skipped = 0;
+    const malformed: { index: number; id: string; problem: string }[] = [];
+    let index = 0;
+    const operation = `GET /boxes/${cut(box.id)}/events`;
+    await forEachPage(operation, (cursor) => upstream.listBoxEvents(box.id, cursor, guard.signal), () => guard.beforePage(), (items) => {
+      for (const item of items) {
+        const read = readHistoryRecord(item, box.id);
+        if (read.kind === 'event') {
+          if (Date.parse(read.event.createdAtIso) >= oldest) events.push(read.event);
+        } else {
+          skipped++;
+          if (read.kind === 'malformed' && malformed.length < MAX_MALFORMED_LOGGED) malformed.push({ index, id: cut(read.id), problem: read.problem });
+        }
+        index++;
+      }
+    });
+    run.historyRecordsSkipped += skipped;
+    for (const bad of malformed) {
+      log.warn({ runId: run.id, boxId: cut(box.id), record: bad.index, eventId: bad.id }, `history record skipped: ${bad.problem}`);
+    }
+    events.sort((a, b) => a.createdAtIso.localeCompare(b.createdAtIso) || a.id.localeCompare(b.id));
     const held = dryRun ? await heldEventIds(kysely, events.map((e) => e.id)) : new Set<string>();
     for (const event of events) {
       if (dryRun) {
         if (!held.has(event.id)) plan({ boxId: box.id, action: 'relay-history', eventId: event.id, type: event.type });
-      } else if (await take(event, 'history')) {
+      } else if (await take(event, 'history', guard)) {
         run.eventsFromHistory++;
       }
     }
@@ -251,24 +305,30 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       if (explainable && !eventless) {
         const event = synthesizedEvent(box, state.value);
         if (dryRun) plan({ boxId: box.id, action: 'synthesize', eventId: event.id, type: event.type, state: box.state });
-        else if (await take(event, 'synthesized')) run.eventsSynthesized++;
+        else if (await take(event, 'synthesized', guard)) run.eventsSynthesized++;
       } else if (dryRun) {
         plan({ boxId: box.id, action: 'record-state', state: box.state });
       } else {
+        await guard.beforeWrite();
         await recordObservedState(kysely, observed);
       }
     } else if (!dryRun && record === undefined) {
       // Its events are all stored but its row is gone (forgotten by hand): the list brings it back.
+      await guard.beforeWrite();
       await recordObservedState(kysely, observed, { onlyIfMissing: true });
     }
-    if (!dryRun) await markRepaired(kysely, box.id, updatedAt);
+    if (!dryRun) {
+      await guard.beforeWrite();
+      await markRepaired(kysely, box.id, updatedAt);
+    }
   }
 
   /** The span of the run going on, which the fan-out of the events it takes joins. */
   let traceparent: string | undefined;
 
   /** The receiver's store-once path; true when the event was new. */
-  async function take(event: ParsedEvent, origin: EventOrigin): Promise<boolean> {
+  async function take(event: ParsedEvent, origin: ReconcileOrigin, guard: RunGuard): Promise<boolean> {
+    await guard.beforeWrite();
     const stored = await accept({ event, receivedAt: clock.now(), attempt: null, origin, traceparent });
     if (stored.duplicate) return false;
     metrics.events.inc({ origin });
@@ -278,7 +338,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
   return {
     start,
     async status() {
-      const running = current !== undefined || (await leaseHeld(kysely, LEASE, clock.now()));
+      const running = current !== undefined || (await lease.held());
       return { running, last: await lastFinishedRun(kysely) };
     },
     async runIfDue(intervalMs) {
@@ -297,6 +357,16 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       await current;
     },
   };
+}
+
+/** What a run checks before each upstream page and each write: its bounds, and that it still holds the lease. */
+interface RunGuard {
+  /** Aborted when the run must stop (lease lost, a bound reached, shutdown). */
+  signal: AbortSignal;
+  /** Pages read so far, all listings together. */
+  pages: number;
+  beforePage(): Promise<void>;
+  beforeWrite(): Promise<void>;
 }
 
 function changedSince(box: UpstreamBox, record: BoxRecord): boolean {
@@ -321,7 +391,7 @@ function stateAfter(record: BoxRecord | undefined, events: ParsedEvent[]): { val
 
 /** Failures that concern one box's history: the run goes on with the others and ends failed. */
 function isBoxProblem(error: unknown): boolean {
-  if (error instanceof LeaseLostError) return false;
+  if (error instanceof LeaseLostError || error instanceof RunBoundError) return false;
   if (error instanceof ReconcileFailure || error instanceof UpstreamInvalidResponseError) return true;
   // Deleted between the list and the history read: forgotten by a later run.
   return error instanceof UpstreamApiError && error.status === 404;

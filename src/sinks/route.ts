@@ -1,5 +1,5 @@
 import type { HookConfig } from '../config/schema.js';
-import { OPERATOR_EVENT_PREFIX } from '../events/cloudevent.js';
+import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
 
 export const NATS_SINK = 'nats';
 

@@ -46,7 +46,7 @@ export interface NewDelivery {
   attempt: number | null;
   /** Sinks that get a fan-out row with this delivery. */
   sinks: string[];
-  /** Set when a reconciliation run, not a webhook, brought the event. */
+  /** Set when a reconciliation run or the relay itself, not a webhook, brought the event. */
   origin?: EventOrigin | undefined;
   /** The span that stores it (tracing on): kept with the fan-out rows. */
   traceparent?: string | undefined;

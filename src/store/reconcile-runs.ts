@@ -24,6 +24,8 @@ export interface Run {
   eventsFromHistory: number;
   eventsSynthesized: number;
   boxesForgotten: number;
+  /** History records that are not lifecycle events, or malformed ones, skipped (contract section 9, step 3). */
+  historyRecordsSkipped: number;
   error: string | null;
   /** Dry runs only: what a real run would do. */
   actions?: PlannedAction[];
@@ -58,7 +60,10 @@ export async function lastFinishedRun(kysely: Kysely<Schema>): Promise<Run | nul
     .orderBy('started_at', 'desc')
     .limit(1)
     .executeTakeFirst();
-  return row ? (JSON.parse(row.report) as Run) : null;
+  if (!row) return null;
+  // Reports stored before the count existed read as having skipped nothing.
+  const run = JSON.parse(row.report) as Omit<Run, 'historyRecordsSkipped'> & Partial<Run>;
+  return { ...run, historyRecordsSkipped: run.historyRecordsSkipped ?? 0 };
 }
 
 /** Epoch ms of the newest start of a real run (finished or not; dry runs repair nothing), or null. */

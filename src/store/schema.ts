@@ -12,11 +12,16 @@ export interface DeliveriesTable {
   attempt: number | null;
   /** The raw body as received. */
   payload: string;
-  /** How a reconciliation run found the event (`history`, `synthesized`); null for a received webhook. */
+  /**
+   * Who brought the event: a reconciliation run (`history`, `synthesized`), the relay itself
+   * (`operator`, its operator events); null for a received webhook. Free text: no migration per value.
+   */
   origin: EventOrigin | null;
 }
 
-export type EventOrigin = 'history' | 'synthesized';
+/** How a reconciliation run found an event (contract section 9, `boxrelayorigin`). */
+export type ReconcileOrigin = 'history' | 'synthesized';
+export type EventOrigin = ReconcileOrigin | 'operator';
 
 export type OutboxStatus = 'pending' | 'dead';
 

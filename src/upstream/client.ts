@@ -84,10 +84,13 @@ export interface UpstreamClient {
   listWebhooks(): Promise<Webhook[]>;
   createWebhook(input: CreateWebhookInput): Promise<{ webhook: Webhook; secret: string }>;
   rotateWebhook(id: string): Promise<{ webhook?: Webhook; secret: string }>;
-  /** `GET /boxes?limit=200[&cursor=]` (parameter names assumed: the document does not name them). */
-  listBoxes(cursor?: string): Promise<Page<UpstreamBox>>;
+  /**
+   * `GET /boxes?limit=200[&cursor=]` (parameter names assumed: the document does not name them);
+   * `signal` cuts the request and its retry waits short (a reconciliation run that must stop).
+   */
+  listBoxes(cursor?: string, signal?: AbortSignal): Promise<Page<UpstreamBox>>;
   /** `GET /boxes/{boxId}/events`, same paging; records unparsed (their shape is not documented). */
-  listBoxEvents(boxId: string, cursor?: string): Promise<Page<unknown>>;
+  listBoxEvents(boxId: string, cursor?: string, signal?: AbortSignal): Promise<Page<unknown>>;
 }
 
 type Method = 'GET' | 'POST';
@@ -97,6 +100,8 @@ interface Call {
   body?: unknown;
   /** For a POST: what to check when the answer is lost. */
   lostGuidance?: string;
+  /** Besides the client's own: ends this call's request and retry waits. */
+  signal?: AbortSignal | undefined;
 }
 interface Answer {
   status: number;
@@ -140,8 +145,15 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
 
   const sanitizeOptional = (text: string | undefined) => (text === undefined ? undefined : sanitize(text));
 
+  /** The client's signal and the call's, whichever there are. */
+  const signalOf = (call: Call): AbortSignal | undefined => {
+    const signals = [options.signal, call.signal].filter((s) => s !== undefined);
+    return signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+  };
+
   async function send(call: Call): Promise<Answer> {
     const operation = operationOf(call);
+    const signal = signalOf(call);
     let response: Response;
     let text: string | undefined;
     try {
@@ -155,7 +167,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         body: call.body === undefined ? undefined : JSON.stringify(call.body),
         // A redirect would carry the bearer token elsewhere and turn a POST into a GET: surface it instead.
         redirect: 'manual',
-        signal: options.signal ? AbortSignal.any([AbortSignal.timeout(timeoutMs), options.signal]) : AbortSignal.timeout(timeoutMs),
+        signal: signal ? AbortSignal.any([AbortSignal.timeout(timeoutMs), signal]) : AbortSignal.timeout(timeoutMs),
       });
       text = await readCapped(response, maxResponseBytes);
     } catch (err) {
@@ -204,16 +216,17 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
   /** GET: retried with jittered backoff on 408/429/5xx and connection failures. */
   function sendIdempotent(call: Call): Promise<Answer> {
     const operation = operationOf(call);
+    const signal = signalOf(call);
     return pRetry(
       () => send(call),
       {
         ...retryOptions,
-        ...(options.signal ? { signal: options.signal } : {}),
+        ...(signal ? { signal } : {}),
         shouldRetry: async ({ error, attemptNumber, retriesConsumed }) => {
           if (!isRetryable(error)) return false;
           const retryAfterMs = error instanceof UpstreamApiError ? error.retryAfterMs : undefined;
           if (retryAfterMs !== undefined && retryAfterMs > maxRetryAfterMs) return false;
-          await waitRestOfRetryAfter(retryAfterMs, retryOptions, retriesConsumed);
+          await waitRestOfRetryAfter(retryAfterMs, retryOptions, retriesConsumed, signal);
           options.onRetry?.({ operation, attempt: attemptNumber + 1, error: error as UpstreamError });
           return true;
         },
@@ -261,13 +274,13 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       return webhook.success ? { webhook: withoutSecret(webhook.data), secret } : { secret };
     },
 
-    async listBoxes(cursor) {
-      const answer = await sendIdempotent({ method: 'GET', path: `/boxes${pageQuery(cursor)}` });
+    async listBoxes(cursor, signal) {
+      const answer = await sendIdempotent({ method: 'GET', path: `/boxes${pageQuery(cursor)}`, signal });
       return parse(pageSchema('boxes', boxSchema), answer.body, answer);
     },
 
-    async listBoxEvents(boxId, cursor) {
-      const answer = await sendIdempotent({ method: 'GET', path: `/boxes/${encodeURIComponent(boxId)}/events${pageQuery(cursor)}` });
+    async listBoxEvents(boxId, cursor, signal) {
+      const answer = await sendIdempotent({ method: 'GET', path: `/boxes/${encodeURIComponent(boxId)}/events${pageQuery(cursor)}`, signal });
       return parse(pageSchema('events', z.unknown()), answer.body, answer);
     },
   };

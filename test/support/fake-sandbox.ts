@@ -42,6 +42,8 @@ export type Fault = { method?: string; path?: string | RegExp; times?: number } 
   | { kind: 'drop'; afterProcessing: boolean }
   /** Hold the request this long, then handle it normally (client timeouts). */
   | { kind: 'delay'; ms: number }
+  /** Hold the request until `until` settles (a request that hangs as long as a test wants), then handle it. */
+  | { kind: 'hold'; until: Promise<unknown> }
 );
 
 /** A box of `GET /boxes` (the list item's documented fields that reconciliation reads). */
@@ -80,6 +82,15 @@ export interface FakeSandbox {
   deleteBox(id: string): void;
   /** Appends records to `GET /boxes/{id}/events`, as given (any shape, for bad-input tests). */
   addHistory(boxId: string, ...records: unknown[]): void;
+  /**
+   * Makes a list endpoint (`/v1/boxes` or `/v1/boxes/{id}/events`) answer pages with no items and a
+   * new `nextCursor` every time, forever: a listing that never ends.
+   */
+  pageForever(path: string): void;
+  /** Called as each request arrives (e.g. to move a test clock on per request). */
+  onRequest(listener: (request: LoggedRequest) => void): void;
+  /** The most requests the fake was answering at once (a run makes one at a time). */
+  readonly maxInFlight: number;
   close(): Promise<void>;
 }
 
@@ -114,9 +125,17 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
   const boxes = new Map<string, FakeBox>();
   const histories = new Map<string, unknown[]>();
   const pageSize = options.pageSize ?? 200;
+  const endless = new Set<string>();
+  const listeners: ((request: LoggedRequest) => void)[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let endlessPages = 0;
   let origin = '';
 
   const server = createServer((req, res) => {
+    maxInFlight = Math.max(maxInFlight, ++inFlight);
+    // Counted until the answer is sent (or the socket goes): the time the client waits for it.
+    res.once('close', () => inFlight--);
     void handle(req, res).catch(() => res.destroy());
   });
 
@@ -135,9 +154,11 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
       outcome: 'dropped',
     };
     requests.push(entry);
+    for (const listener of listeners) listener(entry);
 
     const fault = takeFault(method, path);
     if (fault?.kind === 'delay') await new Promise((resolve) => setTimeout(resolve, fault.ms));
+    if (fault?.kind === 'hold') await fault.until.catch(() => undefined);
     if (fault?.kind === 'drop' && !fault.afterProcessing) return void res.socket?.destroy();
     if (fault?.kind === 'raw') {
       entry.outcome = fault.status;
@@ -174,9 +195,10 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
    * One page: `limit` (1..200) and an opaque `cursor` (the parameter names reconciliation assumes);
    * a limit outside 1..200 is refused as the document's "Page size" limit says.
    */
-  function page(key: string, items: unknown[], query: URLSearchParams): Record<string, unknown> {
+  function page(key: string, items: unknown[], query: URLSearchParams, path: string): Record<string, unknown> {
     const limit = Number(query.get('limit') ?? 50);
     if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw new HttpFailure(400, 'invalid_request', 'limit must be 1..200.');
+    if (endless.has(path)) return { [key]: [], pageInfo: { nextCursor: Buffer.from(`e:${++endlessPages}`).toString('base64url') } };
     const cursor = query.get('cursor');
     const offset = cursor === null ? 0 : Number(Buffer.from(cursor, 'base64url').toString('utf8').replace(/^o:/, ''));
     const size = Math.min(limit, pageSize);
@@ -198,14 +220,14 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
 
   function route(method: string, path: string, text: string, query: URLSearchParams): [number, unknown] {
     if (path === '/v1/boxes' && method === 'GET') {
-      return [200, { ok: true, type: 'box.list', ...page('boxes', [...boxes.values()].sort((a, b) => a.id.localeCompare(b.id)), query) }];
+      return [200, { ok: true, type: 'box.list', ...page('boxes', [...boxes.values()].sort((a, b) => a.id.localeCompare(b.id)), query, path) }];
     }
     const events = /^\/v1\/boxes\/([^/]+)\/events$/.exec(path);
     if (events !== null && method === 'GET') {
       const id = decodeURIComponent(events[1] ?? '');
       if (!boxes.has(id)) throw new HttpFailure(404, 'not_found', 'Box does not exist.');
       // `type` for this list is this fake's choice: the document does not show the history's shape.
-      return [200, { ok: true, type: 'box.events', ...page('events', histories.get(id) ?? [], query) }];
+      return [200, { ok: true, type: 'box.events', ...page('events', histories.get(id) ?? [], query, path) }];
     }
     if (path === '/v1/webhooks') {
       if (method === 'GET') return [200, listBody([...store.values()].map((s) => s.webhook))];
@@ -295,6 +317,11 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
     setBox: (box) => void boxes.set(box.id, { ...box }),
     deleteBox: (id) => void (boxes.delete(id), histories.delete(id)),
     addHistory: (boxId, ...records) => void histories.set(boxId, [...(histories.get(boxId) ?? []), ...records]),
+    pageForever: (path) => void endless.add(path),
+    onRequest: (listener) => void listeners.push(listener),
+    get maxInFlight() {
+      return maxInFlight;
+    },
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

@@ -146,6 +146,8 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_UPSTREAM_BASE_URL" "value" .Values.config.upstreamBaseUrl) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_INTERVAL" "value" .Values.config.reconcileInterval) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_MAX_RPS" "value" .Values.config.reconcileMaxRps) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_MAX_PAGES" "value" .Values.config.reconcileMaxPages) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_MAX_DURATION" "value" .Values.config.reconcileMaxDuration) }}
 {{- include "boxrelay.envVar" (dict "name" "LOG_LEVEL" "value" .Values.config.logLevel) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_ORDERING" "value" .Values.config.natsOrdering) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_POLL_MS" "value" .Values.config.outboxPollMs) }}

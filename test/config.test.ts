@@ -183,3 +183,12 @@ describe('configuration', () => {
     expect(withHeaders({ Authorization: token, 'X-Tab': 'a\tb' })().hooks[0]?.headers).toEqual({ Authorization: token, 'X-Tab': 'a\tb' });
   });
 });
+
+describe('hook URLs', () => {
+  it('refuses a hook URL with credentials in it, without repeating them (fetch would refuse them and echo them in its error)', () => {
+    const problems = problemsOf(() =>
+      loadConfig({ env: { BOXRELAY_HOOKS_FILE: '/h.yaml' }, readFile: () => '- {name: a, url: "https://user:hunter2@hooks.internal/x"}\n' }),
+    );
+    expect(problems).toEqual(['hooks file: hooks.0.url: put credentials in headers (Authorization), not in the URL']);
+  });
+});

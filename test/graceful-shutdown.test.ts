@@ -6,6 +6,9 @@ import { allDelivered, fanoutFixture, hook, metricValue, storedRows } from './su
 import { sqliteFile } from './support/databases.js';
 import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery, type Delivery } from './support/sign.js';
+import { connect } from 'node:net';
+import express from 'express';
+import { listen } from '../src/http/listen.js';
 
 beforeAll(requireBuild);
 
@@ -206,5 +209,39 @@ describe('a fan-out attempt cut by shutdown', () => {
     await allDelivered(second, 'held');
     expect(await metricValue(second.registry, 'boxrelay_sink_deliveries_total', { sink: 'held', outcome: 'delivered' })).toBe(1);
     expect(await metricValue(second.registry, 'boxrelay_sink_deliveries_total', { sink: 'held', outcome: 'retried' })).toBe(0);
+  });
+});
+
+describe('closing a listener', () => {
+  it('answers a request pipelined behind one in flight when the close starts, with Connection: close, then closes the connection', async () => {
+    let releaseSlow!: () => void;
+    let slowStarted!: () => void;
+    const started = new Promise<void>((resolve) => (slowStarted = resolve));
+    const app = express();
+    // Its headers go out before shutdown starts, so its connection stays open for the next request.
+    app.get('/slow', async (_req, res) => {
+      res.write('sl');
+      slowStarted();
+      await new Promise<void>((resolve) => (releaseSlow = resolve));
+      res.end('ow');
+    });
+    app.get('/fast', (_req, res) => void res.send('fast'));
+    const listening = await listen(app, 0, '127.0.0.1');
+    const socket = connect(listening.port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+    socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
+    await started;
+    const closed = listening.close(5000);
+    socket.write('GET /fast HTTP/1.1\r\nHost: x\r\n\r\n');
+    const socketClosed = once(socket, 'close');
+    releaseSlow();
+    await closed;
+    await socketClosed;
+    expect(received).toContain('sl');
+    expect(received).toContain('fast');
+    expect(received.toLowerCase()).toContain('connection: close');
+    socket.destroy();
   });
 });

@@ -69,7 +69,7 @@ async function serve(): Promise<void> {
   let endDelay: (() => void) | undefined;
   const shutdown = (signal: string) => {
     if (endDelay) {
-      logger.info({ signal }, 'second signal: ending the shutdown delay');
+      logger.info({ signal }, 'second signal: the shutdown delay, if still running, ends now');
       endDelay();
       return;
     }

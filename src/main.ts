@@ -137,7 +137,10 @@ export async function createRelay({
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
   const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
 
+  // From SIGTERM on, /readyz answers 503 on both ports while the relay still serves (contract section 6).
+  let shuttingDown = false;
   const readiness = createReadiness({
+    shuttingDown: () => shuttingDown,
     storageWritable: () => store.checkWritable(clock.now()),
     dependencies: (): Record<string, DependencyStatus> => {
       const nats = fanout.natsStatus();
@@ -267,12 +270,21 @@ export async function createRelay({
       return { port: publicServer.port, internalPort: internalServer.port };
     },
     /**
+     * The start of a shutdown (SIGTERM): `/readyz` answers 503 so load balancers stop sending, and
+     * every answer closes its connection; everything else is still served until `stop()`.
+     */
+    drain() {
+      shuttingDown = true;
+      for (const l of listening) l.drain();
+    },
+    /**
      * Graceful: stop accepting and finish in-flight requests; then the dispatcher finishes or
      * releases its deliveries, NATS drains, and the database closes (after the worker thread, whose
      * storage calls it serves, has ended).
      */
     async stop() {
       const started = Date.now();
+      shuttingDown = true;
       secretsFile?.stop();
       await Promise.all([
         ...listening.map((l) => l.close(config.shutdownTimeoutMs)),

@@ -42,6 +42,31 @@ for (const engine of engines) {
       expect(unknown.body).toMatchObject({ ok: false, code: 'not_found' });
     });
 
+    it('answers boxes "." and ".." by their encoded path and by ?id= after an empty segment (which browsers can send); an empty or repeated id is 400', async () => {
+      await s.t.post({ boxId: '.', boxName: 'one dot' });
+      await s.t.post({ boxId: '../a/b?c#d%', boxName: 'odd' });
+      const posted = await s.t.post({ boxId: '..', boxName: 'two dots' });
+      const name = async (path: string) => {
+        const response = await s.admin.get(path);
+        expect(response.status, `${path}: ${response.text}`).toBe(200);
+        return response.body.box.name as string;
+      };
+      expect(await name('/admin/boxes/%2E%2E')).toBe('two dots');
+      expect(await name('/admin/boxes/%2e')).toBe('one dot');
+      expect(await name('/admin/boxes/?id=..')).toBe('two dots');
+      expect(await name('/admin/boxes/?id=.')).toBe('one dot');
+      expect(await name(`/admin/boxes/${encodeURIComponent('../a/b?c#d%')}`)).toBe('odd');
+      const event = await s.admin.get(`/admin/events/?id=${encodeURIComponent(posted.deliveryId)}`);
+      expect([event.status, event.body.event?.id]).toEqual([200, posted.deliveryId]);
+      for (const bad of ['/admin/boxes/?id=', '/admin/boxes/?id=a&id=b', '/admin/events/?id=']) {
+        const response = await s.admin.get(bad);
+        expect([response.status, response.body.code], bad).toEqual([400, 'invalid_request']);
+      }
+      expect((await s.admin.delete('/admin/boxes/?id=..')).status).toBe(204);
+      expect((await s.admin.get('/admin/boxes/%2E%2E')).status).toBe(404);
+      expect(await name('/admin/boxes/?id=.')).toBe('one dot');
+    });
+
     it('lists boxes in id order with stable pages, filtered by state', async () => {
       const states = ['ready', 'error', 'ready', 'archived', 'ready', 'running', 'ready'];
       for (const [i, state] of states.entries()) {

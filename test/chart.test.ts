@@ -231,7 +231,7 @@ const MATRIX: Record<string, Obj> = {
     secrets: {
       signing: { secrets: ['whsec_new', 'whsec_old 2026-12-01T00:00:00Z'] },
       hooks: { hooks: [{ name: 'alerts', url: 'https://hooks.example/box', events: ['box.error'] }] },
-      adminToken: { value: 'admin' },
+      adminToken: { value: 'c0ffee'.repeat(11) },
       nats: { auth: 'creds', creds: '-----BEGIN NATS USER JWT-----' },
       upstreamApiKey: { value: 'key' },
       secretsEncryptionKey: { value: 'passphrase' },
@@ -344,8 +344,37 @@ describe('chart: rendered by helm', () => {
     expect(loaded.natsMaxAge).toBe(2 * 86_400_000);
     expect(loaded.outboxLeaseMs).toBe(90000);
     expect(loaded.shutdownTimeoutMs).toBe(20000);
-    // Without config.shutdownTimeoutMs, it follows the grace period (40 - 5 preStop - 10 seconds).
+    // Without config.shutdownTimeoutMs, it follows the grace period (40 - 5 s shutdown delay - 10 seconds).
     expect(containerEnv(render({})).get('BOXRELAY_SHUTDOWN_TIMEOUT_MS')).toBe('25000');
+  });
+
+  /** The pod's grace period in ms, and what the relay may take of it after SIGTERM (preStop, delay, budget). */
+  const shutdownFits = (objects: K8sObject[]) => {
+    const workload = objects.find((o) => o.kind === 'StatefulSet' || o.kind === 'Deployment') as Obj;
+    const pod = valueAt(workload, 'spec.template.spec').value as { terminationGracePeriodSeconds: number; containers: Obj[] };
+    const preStop = valueAt(pod.containers[0], 'lifecycle.preStop.exec.command').value as string[] | undefined;
+    const loaded = loadConfig({ env: Object.fromEntries(containerEnv(objects)) });
+    const needed = Number(preStop?.[1] ?? 0) * 1000 + loaded.shutdownDelay + loaded.shutdownTimeoutMs;
+    return { graceMs: pod.terminationGracePeriodSeconds * 1000, needed };
+  };
+
+  it.each<[string, Obj]>([
+    ['defaults', {}],
+    ['a longer delay', { config: { shutdownDelay: '30s' }, terminationGracePeriodSeconds: 60 }],
+    ['a delay in ms and a preStop sleep', { config: { shutdownDelay: '1500ms' }, preStopSleepSeconds: 5 }],
+    ['a budget set by hand', { config: { shutdownDelay: '1m', shutdownTimeoutMs: 20000 }, terminationGracePeriodSeconds: 90 }],
+    ['no delay', { config: { shutdownDelay: '0' } }],
+  ])("the pod's grace period holds the shutdown delay and the shutdown budget, with 10 s to spare: %s", (_name, values) => {
+    const { graceMs, needed } = shutdownFits(render(values));
+    expect(graceMs - needed).toBeGreaterThanOrEqual(10_000);
+  });
+
+  it('refuses a grace period that cannot hold the shutdown delay and budget, and a short admin token', () => {
+    expect(refused(['--set', 'config.shutdownDelay=1m'])).toContain('terminationGracePeriodSeconds (40) must cover');
+    expect(refused(['--set', 'config.shutdownTimeoutMs=30000'])).toContain('terminationGracePeriodSeconds (40) must cover');
+    expect(refused(['--set', 'config.shutdownDelay=soon'])).toMatch(/config\/shutdownDelay/);
+    expect(refused(['--set', 'secrets.adminToken.value=change-me'])).toMatch(/secrets\/adminToken\/value/);
+    expect(containerEnv(render({ config: { shutdownDelay: '0' } })).get('BOXRELAY_SHUTDOWN_DELAY')).toBe('0');
   });
 
   it('sets the OTEL_* variables from tracing.* only when an endpoint is given, and the relay accepts them', () => {

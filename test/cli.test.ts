@@ -61,6 +61,15 @@ describe('boxrelay CLI', () => {
     expect(lines[1]).toMatch(/^boxrelay: invalid configuration: BOXRELAY_NATS_MODE: /);
   });
 
+  it('refuses an admin token shorter than 32 characters: exit 2 naming BOXRELAY_ADMIN_TOKEN, before listening or opening the database', async () => {
+    const database = sqliteFile();
+    const result = await runCli(['serve'], { BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_ADMIN_TOKEN: 'x', PORT: '0', BOXRELAY_INTERNAL_PORT: '0' });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^boxrelay: invalid configuration: BOXRELAY_ADMIN_TOKEN: must be at least 32 characters \(make one with `openssl rand -hex 32`\)/);
+    expect(result.stdout).not.toContain('boxrelay listening');
+    expect(existsSync(database)).toBe(false);
+  });
+
   it('refuses to serve without any signing secret: exit 2, naming the variables with an example', async () => {
     const result = await runCli(['serve'], { BOXRELAY_DATABASE: sqliteFile(), PORT: '0', BOXRELAY_INTERNAL_PORT: '0' });
     expect(result.code).toBe(2);

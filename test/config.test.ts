@@ -46,6 +46,29 @@ describe('configuration', () => {
     expect(config.outboxLeaseMs).toBeUndefined();
   });
 
+  it('reads BOXRELAY_SHUTDOWN_DELAY as a duration: 5s by default, 0 stops at once', () => {
+    expect(loadConfig({ env: {} }).shutdownDelay).toBe(5000);
+    expect(loadConfig({ env: { BOXRELAY_SHUTDOWN_DELAY: '0' } }).shutdownDelay).toBe(0);
+    expect(loadConfig({ env: { BOXRELAY_SHUTDOWN_DELAY: '1500ms' } }).shutdownDelay).toBe(1500);
+    expect(loadConfig({ env: { BOXRELAY_SHUTDOWN_DELAY: '1m' } }).shutdownDelay).toBe(60_000);
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_SHUTDOWN_DELAY: '5' } }))).toEqual([
+      'BOXRELAY_SHUTDOWN_DELAY: expected 0 or a duration such as 30s, 10m or 1h; e.g. BOXRELAY_SHUTDOWN_DELAY=5s',
+    ]);
+  });
+
+  it('refuses an admin token shorter than 32 characters, naming BOXRELAY_ADMIN_TOKEN and how to make one, never echoing it', () => {
+    const token = 'x'.repeat(31);
+    const problems = problemsOf(() => loadConfig({ env: { BOXRELAY_ADMIN_TOKEN: token } }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^BOXRELAY_ADMIN_TOKEN: must be at least 32 characters/);
+    expect(problems[0]).toContain('openssl rand -hex 32');
+    expect(problems[0]).not.toContain(token);
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/c.yaml' }, readFile: files({ '/c.yaml': 'adminToken: short\n' }) }))[0]).toMatch(
+      /^BOXRELAY_CONFIG \(\/c.yaml\) adminToken: must be at least 32 characters/,
+    );
+    expect(loadConfig({ env: { BOXRELAY_ADMIN_TOKEN: 'x'.repeat(32) } }).adminToken).toBe('x'.repeat(32));
+  });
+
   it('names env vars as the contract does', () => {
     expect(envNameOf('port')).toBe('PORT');
     expect(envNameOf('host')).toBe('HOST');
@@ -158,5 +181,14 @@ describe('configuration', () => {
       'hooks.0.headers: hook alerts, header "X-Other:": not a valid HTTP header name',
     ]);
     expect(withHeaders({ Authorization: token, 'X-Tab': 'a\tb' })().hooks[0]?.headers).toEqual({ Authorization: token, 'X-Tab': 'a\tb' });
+  });
+});
+
+describe('hook URLs', () => {
+  it('refuses a hook URL with credentials in it, without repeating them (fetch would refuse them and echo them in its error)', () => {
+    const problems = problemsOf(() =>
+      loadConfig({ env: { BOXRELAY_HOOKS_FILE: '/h.yaml' }, readFile: () => '- {name: a, url: "https://user:hunter2@hooks.internal/x"}\n' }),
+    );
+    expect(problems).toEqual(['hooks file: hooks.0.url: put credentials in headers (Authorization), not in the URL']);
   });
 });

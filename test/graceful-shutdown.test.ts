@@ -6,6 +6,9 @@ import { allDelivered, fanoutFixture, hook, metricValue, storedRows } from './su
 import { sqliteFile } from './support/databases.js';
 import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery, type Delivery } from './support/sign.js';
+import { connect } from 'node:net';
+import express from 'express';
+import { listen } from '../src/http/listen.js';
 
 beforeAll(requireBuild);
 
@@ -18,11 +21,17 @@ afterEach(async () => {
 interface Sent {
   delivery: Delivery;
   req: ClientRequest;
-  answer: Promise<{ status: number; body: string }>;
+  answer: Promise<Answer>;
 }
 
-/** One delivery on a keep-alive agent; its answer or the connection error it gets instead. */
-function send(port: number, agent: Agent, extraHeaders: Record<string, string> = {}): Sent {
+interface Answer {
+  status: number;
+  body: string;
+  connection: string | undefined;
+}
+
+/** One delivery on `agent` (false: a connection of its own); its answer or the connection error it gets instead. */
+function send(port: number, agent: Agent | false, extraHeaders: Record<string, string> = {}): Sent {
   const d = delivery({ timestamp: Math.floor(Date.now() / 1000) });
   const req = httpRequest({
     host: '127.0.0.1',
@@ -32,75 +41,149 @@ function send(port: number, agent: Agent, extraHeaders: Record<string, string> =
     agent,
     headers: { ...d.headers, 'Content-Length': d.body.length, ...extraHeaders },
   });
-  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+  const answer = new Promise<Answer>((resolve, reject) => {
     req.once('error', reject);
     req.once('response', (res: IncomingMessage) => {
       let body = '';
       res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      res.once('end', () => resolve({ status: res.statusCode!, body }));
+      res.once('end', () => resolve({ status: res.statusCode!, body, connection: res.headers.connection }));
     });
   });
   answer.catch(() => {});
   return { delivery: d, req, answer };
 }
 
-describe('graceful shutdown', () => {
-  it('answers every request sent on an open connection when SIGTERM arrives under load, stores every 200 and exits 0', async () => {
+/** What became of a request: its status, `refused` (the connection never reached the relay), or the error that ended a connection that had. */
+const outcome = (s: Sent): Promise<number | string> =>
+  s.answer.then(
+    (a) => a.status,
+    (error: NodeJS.ErrnoException) => (error.code === 'ECONNREFUSED' ? 'refused' : `${error.code ?? error.message}`),
+  );
+
+/**
+ * Steady load: `senders` loops, each on a keep-alive agent, sending one delivery after another until
+ * stopped. Counts by events (each request sent, each answer), so a test waits for load, not for time.
+ */
+function load(port: number, senders: number) {
+  const agents = Array.from({ length: senders }, () => new Agent({ keepAlive: true, maxSockets: 1 }));
+  const sent: Sent[] = [];
+  let answered = 0;
+  let running = true;
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const loops = agents.map(async (agent) => {
+    while (running) {
+      const s = send(port, agent);
+      sent.push(s);
+      s.req.end(s.delivery.body);
+      if ((await outcome(s)) !== 200) return;
+      answered++;
+      for (const w of waiters.filter((w) => answered >= w.n)) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
+    }
+  });
+  return {
+    sent,
+    answered: () => answered,
+    /** Resolves once `n` requests in all have been answered 200. */
+    answeredAtLeast: (n: number) => (answered >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ n, resolve }))),
+    /** Ends each loop after its request in flight. */
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      for (const agent of agents) agent.destroy();
+    },
+  };
+}
+
+async function readyz(port: number): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+  return { status: res.status, body: await res.json() };
+}
+
+/** Counts the rows stored for these deliveries. */
+function storedCount(database: string, sent: Sent[]): number {
+  const db = new BetterSqlite3(database, { readonly: true });
+  try {
+    const count = db.prepare(`SELECT count(*) AS n FROM deliveries WHERE id IN (SELECT value FROM json_each(?))`);
+    return (count.get(JSON.stringify(sent.map((s) => s.delivery.id))) as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+describe('graceful shutdown (contract section 6)', () => {
+  it('on SIGTERM under load: /readyz answers 503 on both ports while the relay serves through the delay; 50 connections opened with the signal are all answered; then it answers what it accepted and exits 0', async () => {
     const database = sqliteFile();
-    relay = await spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_SHUTDOWN_TIMEOUT_MS: '10000' });
-    const port = relay.port;
-    const agents = Array.from({ length: 10 }, () => new Agent({ keepAlive: true, maxSockets: 5 }));
-    const sent: Sent[] = [];
-    // Ten requests in flight with half a body ("100 Continue" proves the server is handling them).
-    const slow = agents.map((agent) => send(port, agent, { Expect: '100-continue' }));
+    // A long delay, ended by a second signal: the test decides when the delay is over, not a clock.
+    relay = await spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_SHUTDOWN_DELAY: '1h', BOXRELAY_SHUTDOWN_TIMEOUT_MS: '10000' });
+    const { port, internalPort } = relay;
+    const traffic = load(port, 20);
+    await traffic.answeredAtLeast(100);
+
+    relay.child.kill('SIGTERM');
+    const withSignal = Array.from({ length: 50 }, () => send(port, false));
+    for (const s of withSignal) s.req.end(s.delivery.body);
+    await relay.waitForLog((e) => e.msg === 'shutting down');
+
+    expect(await readyz(port)).toEqual({ status: 503, body: { ok: false } });
+    expect(await readyz(internalPort)).toEqual({ status: 503, body: { ok: false, checks: { storage: 'ok' }, shuttingDown: true } });
+    expect(await Promise.all(withSignal.map(outcome))).toEqual(Array(50).fill(200));
+    // The delay serves new connections and the load alike; each answer closes its connection, so
+    // clients move on to replicas that are not stopping.
+    const during = send(port, false);
+    during.req.end(during.delivery.body);
+    expect(await during.answer).toMatchObject({ status: 200, connection: 'close' });
+    const answeredAtSignal = traffic.answered();
+    await traffic.answeredAtLeast(answeredAtSignal + 100);
+
+    // Requests still arriving when the delay ends: ten with half a body ("100 Continue" proves the
+    // relay is handling them).
+    const slow = Array.from({ length: 10 }, () => send(port, false, { Expect: '100-continue' }));
     for (const s of slow) s.req.flushHeaders();
     await Promise.all(slow.map((s) => once(s.req, 'continue')));
     for (const s of slow) s.req.write(s.delivery.body.subarray(0, 10));
-    // Forty senders on keep-alive connections, until the relay says it is shutting down.
-    let shuttingDown = false;
-    const senders = agents.flatMap((agent) =>
-      Array.from({ length: 4 }, async () => {
-        while (!shuttingDown) {
-          const s = send(port, agent);
-          sent.push(s);
-          s.req.end(s.delivery.body);
-          await s.answer.catch(() => {});
-        }
-      }),
-    );
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    relay.child.kill('SIGTERM');
-    await relay.waitForLog((e) => e.msg === 'shutting down');
-    shuttingDown = true;
-    for (const s of slow) s.req.end(s.delivery.body.subarray(10));
-    await Promise.all(senders);
+    // A load balancer has stopped sending by now.
+    await traffic.stop();
 
-    const outcomes = await Promise.all(
-      [...slow, ...sent].map((s) =>
-        s.answer.then(
-          (a) => a.status,
-          // A new connection may be refused or reset as the server stops listening (the kernel
-          // resets those it queued but the server never accepted); a request sent on an open
-          // connection is answered, never reset.
-          (error: NodeJS.ErrnoException) => (s.req.reusedSocket ? `${error.code} on an open connection` : 'new connection refused'),
-        ),
-      ),
-    );
-    expect(outcomes.filter((o) => o !== 200 && o !== 'new connection refused')).toEqual([]);
-    expect(outcomes.slice(0, slow.length)).toEqual(Array(slow.length).fill(200));
+    relay.child.kill('SIGTERM');
+    await relay.waitForLog((e) => e.msg === 'shutdown delay over; no longer listening once what was accepted is answered');
+    for (const s of slow) s.req.end(s.delivery.body.subarray(10));
+    const slowAnswers = await Promise.all(slow.map((s) => s.answer));
+    expect(slowAnswers.map((a) => [a.status, a.connection])).toEqual(Array(10).fill([200, 'close']));
     expect(await relay.exited).toBe(0);
+    const late = send(port, false);
+    late.req.end(late.delivery.body);
+    expect(await outcome(late)).toBe('refused');
+
+    // Every request of the load was answered 200: none reset, none left without an answer.
+    const all = [...traffic.sent, ...withSignal, during, ...slow];
+    expect((await Promise.all(traffic.sent.map(outcome))).filter((o) => o !== 200)).toEqual([]);
+    expect(traffic.sent.length).toBe(traffic.answered());
+    expect(storedCount(database, all)).toBe(all.length);
     const stopped = relay.lines.findIndex((l) => l.includes('"boxrelay stopped"'));
     expect(stopped).toBeGreaterThan(relay.lines.findIndex((l) => l.includes('"shutting down"')));
+  });
 
-    const db = new BetterSqlite3(database, { readonly: true });
-    try {
-      const acknowledged = [...slow, ...sent].filter((_, i) => outcomes[i] === 200).map((s) => s.delivery.id);
-      const count = db.prepare(`SELECT count(*) AS n FROM deliveries WHERE id IN (SELECT value FROM json_each(?))`);
-      expect((count.get(JSON.stringify(acknowledged)) as { n: number }).n).toBe(acknowledged.length);
-    } finally {
-      db.close();
-      for (const agent of agents) agent.destroy();
-    }
+  it('with BOXRELAY_SHUTDOWN_DELAY=0 it stops at once: of 50 connections opened with the signal each is answered or refused, none reset, and it exits 0', async () => {
+    const database = sqliteFile();
+    relay = await spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_SHUTDOWN_DELAY: '0' });
+    const { port } = relay;
+    // An idle keep-alive connection from before the signal is closed by the relay, without a second signal.
+    const idle = new Agent({ keepAlive: true, maxSockets: 1 });
+    const first = send(port, idle);
+    first.req.end(first.delivery.body);
+    expect((await first.answer).status).toBe(200);
+
+    relay.child.kill('SIGTERM');
+    const withSignal = Array.from({ length: 50 }, () => send(port, false));
+    for (const s of withSignal) s.req.end(s.delivery.body);
+    expect(await relay.exited).toBe(0);
+    const outcomes = await Promise.all(withSignal.map(outcome));
+    expect(outcomes.filter((o) => o !== 200 && o !== 'refused')).toEqual([]);
+    expect(await relay.waitForLog((e) => e.msg === 'shutting down')).toMatchObject({ signal: 'SIGTERM', delayMs: 0 });
+    expect(relay.lines.some((l) => l.includes('second signal'))).toBe(false);
+    const answered = withSignal.filter((_, i) => outcomes[i] === 200);
+    expect(storedCount(database, [first, ...answered])).toBe(answered.length + 1);
+    idle.destroy();
   });
 });
 
@@ -126,5 +209,39 @@ describe('a fan-out attempt cut by shutdown', () => {
     await allDelivered(second, 'held');
     expect(await metricValue(second.registry, 'boxrelay_sink_deliveries_total', { sink: 'held', outcome: 'delivered' })).toBe(1);
     expect(await metricValue(second.registry, 'boxrelay_sink_deliveries_total', { sink: 'held', outcome: 'retried' })).toBe(0);
+  });
+});
+
+describe('closing a listener', () => {
+  it('answers a request pipelined behind one in flight when the close starts, with Connection: close, then closes the connection', async () => {
+    let releaseSlow!: () => void;
+    let slowStarted!: () => void;
+    const started = new Promise<void>((resolve) => (slowStarted = resolve));
+    const app = express();
+    // Its headers go out before shutdown starts, so its connection stays open for the next request.
+    app.get('/slow', async (_req, res) => {
+      res.write('sl');
+      slowStarted();
+      await new Promise<void>((resolve) => (releaseSlow = resolve));
+      res.end('ow');
+    });
+    app.get('/fast', (_req, res) => void res.send('fast'));
+    const listening = await listen(app, 0, '127.0.0.1');
+    const socket = connect(listening.port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+    socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
+    await started;
+    const closed = listening.close(5000);
+    socket.write('GET /fast HTTP/1.1\r\nHost: x\r\n\r\n');
+    const socketClosed = once(socket, 'close');
+    releaseSlow();
+    await closed;
+    await socketClosed;
+    expect(received).toContain('sl');
+    expect(received).toContain('fast');
+    expect(received.toLowerCase()).toContain('connection: close');
+    socket.destroy();
   });
 });

@@ -36,4 +36,15 @@ describe('health', () => {
     t.clock.advance(1000);
     expect((await request(t.relay.internalApp).get('/readyz')).status).toBe(200);
   });
+
+  it('is not ready once a shutdown starts (drain), on both ports, while it still accepts deliveries', async () => {
+    t = await testRelay();
+    t.relay.drain();
+    const internal = await request(t.relay.internalApp).get('/readyz');
+    expect([internal.status, internal.body]).toEqual([503, { ok: false, checks: { storage: 'ok' }, shuttingDown: true }]);
+    const pub = await request(t.relay.publicApp).get('/readyz');
+    expect([pub.status, pub.body]).toEqual([503, { ok: false }]);
+    expect(await t.registry.getSingleMetricAsString('boxrelay_ready')).toContain('boxrelay_ready 0');
+    expect((await t.post()).status).toBe(200);
+  });
 });

@@ -10,6 +10,8 @@ import { sqliteFile } from './support/databases.js';
 import { parseExposition, seriesOf, valueOf, type Exposition } from './support/prometheus.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 import { delivery, sendRaw, type Delivery, type DeliveryOptions } from './support/sign.js';
+import { Registry } from 'prom-client';
+import { createMetrics } from '../src/metrics/metrics.js';
 
 const FILE_SECRET = 'whsec_ZmlsZS1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZg==';
 const FILE_SECRET_EXPIRY = '2026-11-22T10:00:00Z';
@@ -240,5 +242,30 @@ describe('/metrics on the internal port', () => {
     // prom-client's default nodejs_* / process_* metrics are not ours to rename.
     const ours = findings.split('\n').filter((line) => line.trim() !== '' && !/^\s*(nodejs_|process_)/.test(line));
     expect(ours).toEqual([]);
+  });
+});
+
+describe('metrics that follow changes', () => {
+  it('drops a by-sink gauge series when its sink leaves the counts, and keeps configured sinks at 0', async () => {
+    const registry = new Registry();
+    let dead: Record<string, number> = { gone: 3 };
+    createMetrics(registry, { sinks: ['nats'], sources: { deadLettersBySink: async () => dead } });
+    expect(await registry.getSingleMetricAsString('boxrelay_dead_letters')).toContain('boxrelay_dead_letters{sink="gone"} 3');
+    dead = {};
+    const after = await registry.getSingleMetricAsString('boxrelay_dead_letters');
+    expect(after).not.toContain('sink="gone"');
+    expect(after).toContain('boxrelay_dead_letters{sink="nats"} 0');
+  });
+
+  it('starts boxrelay_signature_secret_matches_total at 0 for a secret slot that appears later', async () => {
+    const registry = new Registry();
+    let accepted = [{ slot: 0 }];
+    createMetrics(registry, { sinks: [], sources: { secrets: () => accepted } });
+    await registry.metrics();
+    accepted = [{ slot: 0 }, { slot: 1 }];
+    await registry.metrics();
+    expect(await registry.getSingleMetricAsString('boxrelay_signature_secret_matches_total')).toContain(
+      'boxrelay_signature_secret_matches_total{slot="1"} 0',
+    );
   });
 });

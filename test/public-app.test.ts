@@ -1,7 +1,14 @@
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { testRelay, type TestRelay } from './support/relay.js';
-import { delivery, sendRaw } from './support/sign.js';
+import { SECRET, delivery, sendRaw } from './support/sign.js';
+import { Registry } from 'prom-client';
+import { createPublicApp } from '../src/http/public-app.js';
+import { createMetrics } from '../src/metrics/metrics.js';
+import { tracingOff } from '../src/tracing/tracing.js';
+import { SecretRing } from '../src/verify/secrets.js';
+import { ManualClock } from './support/clock.js';
+import { captureLogs } from './support/log-capture.js';
 
 /**
  * The receiver writes its answers with plain node:http calls, the rest of the app with Express's:
@@ -57,5 +64,32 @@ describe('the receiver and the rest of the public app', () => {
     const response = await request(t.relay.publicApp).delete('/webhooks');
     expect(response.status).toBe(405);
     expect(response.body).toMatchObject({ ok: false, code: 'method_not_allowed' });
+  });
+});
+
+describe('a fault inside the relay', () => {
+  it('answers a delivery whose storing throws with 500 internal_error and no detail, counts it as outcome internal_error and logs it', async () => {
+    const clock = new ManualClock();
+    const registry = new Registry();
+    const logs = captureLogs();
+    const metrics = createMetrics(registry, { sinks: [] });
+    const app = createPublicApp({
+      toleranceSeconds: 300,
+      maxBodyBytes: 1024 * 64,
+      clock,
+      secrets: new SecretRing({ env: [SECRET], clock }),
+      accept: () => Promise.reject(new Error('boom')),
+      tracing: tracingOff,
+      metrics,
+      readiness: async () => ({ ok: true, checks: {} }),
+      logger: logs.logger,
+    });
+    const d = delivery({ timestamp: clock.seconds });
+    const response = await sendRaw(request(app).post('/webhooks').set(d.headers), d.body);
+    expect(response.status).toBe(500);
+    expect(response.body).toEqual({ ok: false, code: 'internal_error', message: 'internal error', requestId: expect.stringMatching(/^req_/) });
+    expect(await registry.getSingleMetricAsString('boxrelay_webhook_requests_total')).toContain('{outcome="internal_error"} 1');
+    expect(logs.entries().some((e) => e.msg === 'delivery failed inside the relay')).toBe(true);
+    expect(logs.entries().some((e) => e.msg === 'delivery' && e.outcome === 'internal_error')).toBe(true);
   });
 });

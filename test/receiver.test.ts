@@ -384,3 +384,20 @@ async function blockWrites(t: TestRelay): Promise<() => Promise<void>> {
     await other.end();
   };
 }
+
+describe('box events with an unusual box name', () => {
+  it('accepts a box event whose data.box.name is null or a number, and stores the name as null: only data.box.id is required', async () => {
+    const t = await testRelay();
+    try {
+      for (const name of [null, 42]) {
+        const id = eventId();
+        const body = JSON.stringify({ id, type: 'box.ready', createdAt: '2026-11-21T10:00:00.000Z', data: { box: { id: `bx_${String(name)}`, name }, state: 'ready' } });
+        expect((await t.post({ id, body })).body).toEqual({ ok: true, id, duplicate: false });
+      }
+      const names = await t.relay.store.database.kysely.selectFrom('boxes').select('name').execute();
+      expect(names).toEqual([{ name: null }, { name: null }]);
+    } finally {
+      await t.close();
+    }
+  });
+});

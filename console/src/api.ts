@@ -43,6 +43,14 @@ export function withQuery(path: string, query: Record<string, string | null | un
   return text === '' ? path : `${path}?${text}`;
 }
 
+/**
+ * The admin path of one box or event. An id `.` or `..` cannot be a path segment (the browser
+ * resolves it, `%2E%2E` too), so those two go in the query (`/admin/boxes/?id=..`).
+ */
+export function itemPath(collection: 'boxes' | 'events', id: string): string {
+  return id === '.' || id === '..' ? withQuery(`/admin/${collection}/`, { id }) : `/admin/${collection}/${encodeURIComponent(id)}`;
+}
+
 export interface Page {
   nextCursor: string | null;
 }

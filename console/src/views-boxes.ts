@@ -1,4 +1,4 @@
-import { api, ApiError, withQuery, type Box, type CloudEvent, type Delivery, type Page } from './api.js';
+import { api, ApiError, itemPath, withQuery, type Box, type CloudEvent, type Delivery, type Page } from './api.js';
 import { field, h, link, message, route, time } from './dom.js';
 import { deliveryList, filterForm, listOrEmpty, pager, type View, type ViewContext } from './view.js';
 
@@ -45,7 +45,7 @@ export async function withDeliveries(events: CloudEvent[]): Promise<(Delivery[] 
   return Promise.all(
     events.map(async (event) => {
       try {
-        return (await api<{ deliveries: Delivery[] }>('GET', `/admin/events/${encodeURIComponent(event.id)}`)).deliveries;
+        return (await api<{ deliveries: Delivery[] }>('GET', itemPath('events', event.id))).deliveries;
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) return null;
         throw error;
@@ -62,7 +62,7 @@ export function boxView(context: ViewContext, id: string): View {
     async load() {
       let box: Box;
       try {
-        box = (await api<{ box: Box }>('GET', `/admin/boxes/${encodeURIComponent(id)}`)).box;
+        box = (await api<{ box: Box }>('GET', itemPath('boxes', id))).box;
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) {
           return message('empty', 'The relay knows no such box (it may have been forgotten). ', link('#/boxes', 'Back to Boxes'));

@@ -1,4 +1,4 @@
-import { api, ApiError, withQuery, type CloudEvent, type Delivery, type Page } from './api.js';
+import { api, ApiError, itemPath, withQuery, type CloudEvent, type Delivery, type Page } from './api.js';
 import { field, h, link, message, route, table, time } from './dom.js';
 import { withDeliveries } from './views-boxes.js';
 import { deliveryList, deliveryStatus, filterForm, isoToLocal, listOrEmpty, localToIso, pager, type View, type ViewContext } from './view.js';
@@ -48,7 +48,7 @@ export function eventView(_context: ViewContext, id: string): View {
     async load() {
       let found: { event: CloudEvent; deliveries: Delivery[] };
       try {
-        found = await api('GET', `/admin/events/${encodeURIComponent(id)}`);
+        found = await api('GET', itemPath('events', id));
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) {
           return message('empty', 'No such event is stored (it may be older than the retention window). ', link('#/events', 'Back to Events'));

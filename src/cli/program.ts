@@ -70,21 +70,39 @@ async function serve(): Promise<void> {
     throw error;
   });
   await relay.start();
-  let stopping = false;
+  // A second signal during the delay ends it (an operator's second Ctrl-C, or a deliberate stop now).
+  let endDelay: (() => void) | undefined;
   const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    relay.stop().then(
-      () => {
-        lock?.release();
-        process.exit(0);
-      },
-      (error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    if (endDelay) {
+      logger.info({ signal }, 'second signal: the shutdown delay, if still running, ends now');
+      endDelay();
+      return;
+    }
+    const delayMs = config.shutdownDelay;
+    let timer: NodeJS.Timeout | undefined;
+    const delayed = new Promise<void>((resolve) => {
+      endDelay = resolve;
+      timer = setTimeout(resolve, delayMs);
+    });
+    // Readiness turns 503 at once; the relay still serves what load balancers send while they notice.
+    relay.drain();
+    logger.info({ signal, delayMs }, 'shutting down');
+    delayed
+      .then(() => {
+        clearTimeout(timer);
+        logger.info('shutdown delay over; no longer listening once what was accepted is answered');
+        return relay.stop();
+      })
+      .then(
+        () => {
+          lock?.release();
+          process.exit(0);
+        },
+        (error: unknown) => {
+          logger.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

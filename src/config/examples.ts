@@ -39,7 +39,7 @@ export const configExamples: Record<ConfigKey, string> = {
   hooksFile: '/etc/boxrelay/hooks/hooks.yaml',
   hooks: '[{name: alerts, url: "https://hooks.example/box"}]',
   source: 'sandbox',
-  adminToken: 'a long random string',
+  adminToken: '$(openssl rand -hex 32)',
   upstreamBaseUrl: 'https://sandbox.example.com',
   upstreamApiKey: 'box_0123456789abcdef',
   secretsEncryptionKey: 'base64:<32 bytes, from openssl rand -base64 32>',
@@ -48,6 +48,7 @@ export const configExamples: Record<ConfigKey, string> = {
   reconcileMaxPages: '10000',
   reconcileMaxDuration: '30m',
   databaseSecretsRefreshMs: '30000',
+  shutdownDelay: '5s',
   shutdownTimeoutMs: '25000',
   logLevel: 'info',
 };

@@ -15,6 +15,8 @@ export const duration = z
   });
 
 const zeroDuration = z.literal(['0', 0]).transform(() => 0);
+/** A duration, or 0 for "none". */
+const durationOrZero = z.union([zeroDuration, duration], { error: 'expected 0 or a duration such as 30s, 10m or 1h' });
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
@@ -47,7 +49,7 @@ export const hookSchema = z.strictObject({
   concurrency: positiveInt.max(64).default(4),
   ordering: z.enum(['none', 'per-box']).default('none'),
   /** Failing every attempt this long pauses the hook; 0 never pauses. */
-  pauseAfter: z.union([zeroDuration, duration]).default(600_000),
+  pauseAfter: durationOrZero.default(600_000),
 }).superRefine(checkHookHeaders);
 
 /**
@@ -108,7 +110,7 @@ export const configSchema = z.strictObject({
   natsDuplicateWindow: duration.default(3_600_000),
   natsOrdering: z.enum(['none', 'per-box']).default('none'),
   /** Max age of a stream the relay creates; unset = the retention window, 0 = kept forever. */
-  natsMaxAge: z.union([zeroDuration, duration]).optional(),
+  natsMaxAge: durationOrZero.optional(),
   natsCredsFile: optionalText,
   natsToken: optionalText,
   natsUser: optionalText,
@@ -130,7 +132,8 @@ export const configSchema = z.strictObject({
   hooksFile: optionalText,
   hooks: hooksSchema.default([]),
   source: z.string().min(1).default('sandbox'),
-  adminToken: optionalText,
+  // Guessable tokens are refused: the admin API may listen on 0.0.0.0.
+  adminToken: z.string().min(32, 'must be at least 32 characters (make one with `openssl rand -hex 32`)').optional(),
   upstreamBaseUrl: z.url({ protocol: /^https?$/ }).optional(),
   upstreamApiKey: optionalText,
   secretsEncryptionKey: optionalText,
@@ -142,6 +145,8 @@ export const configSchema = z.strictObject({
   reconcileMaxDuration: duration.default(1_800_000),
   /** How often database secrets are re-read without traffic (a miss re-reads at once anyway). */
   databaseSecretsRefreshMs: positiveInt.default(30_000),
+  /** On SIGTERM, how long /readyz answers 503 while the relay still serves, before it stops listening; 0 stops at once. */
+  shutdownDelay: durationOrZero.default(5_000),
   shutdownTimeoutMs: positiveInt.default(25_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

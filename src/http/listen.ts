@@ -7,12 +7,18 @@ import { Server as NetServer, type AddressInfo } from 'node:net';
  */
 const IDLE_GRACE_MS = 1000;
 
+/** While connections keep arriving at shutdown, how long to wait before looking again for a quiet moment to stop listening. */
+const QUIET_RETRY_MS = 20;
+
 export interface Listening {
   server: Server;
   port: number;
+  /** Shutdown has begun: keep serving, but every answer from now on closes its connection (`Connection: close`). */
+  drain(): void;
   /**
-   * Stops accepting, answers what is in flight or arrives within a short grace on open connections
-   * (each with `Connection: close`), closes idle ones, and cuts what is left after `graceMs`.
+   * Stops accepting (at a moment when no connection waits to be accepted), answers what is in
+   * flight or arrives within a short grace on open connections (each with `Connection: close`),
+   * closes idle ones, and cuts what is left after `graceMs`.
    */
   close(graceMs: number): Promise<void>;
 }
@@ -27,15 +33,17 @@ export async function listen(handler: RequestListener, port: number, host: strin
     { maxHeaderSize: 16 * 1024, headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 65_000 },
     handler,
   );
-  // Responses still being worked on when shutdown starts close their connection once sent, so the
-  // server does not wait out keep-alive timeouts of clients it has already answered.
+  // Responses still being worked on when shutdown starts close their connection once sent, so
+  // clients move to other replicas and the server does not wait out keep-alive timeouts.
   const inFlight = new Set<ServerResponse>();
-  let closing = false;
+  let draining = false;
+  let accepted = 0;
+  server.on('connection', () => accepted++);
   // Prepended: it must run before the app, which may answer at once.
   server.prependListener('request', (_req, res: ServerResponse) => {
     inFlight.add(res);
     res.once('close', () => inFlight.delete(res));
-    if (closing) res.setHeader('Connection', 'close');
+    if (draining) res.setHeader('Connection', 'close');
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -44,22 +52,41 @@ export async function listen(handler: RequestListener, port: number, host: strin
       resolve();
     });
   });
+  const drain = () => {
+    draining = true;
+    for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+  };
   return {
     server,
     port: (server.address() as AddressInfo).port,
+    drain,
     close: (graceMs) =>
       new Promise<void>((resolve) => {
-        closing = true;
-        for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
-        const idleTimer = setTimeout(() => server.closeIdleConnections(), Math.min(IDLE_GRACE_MS, graceMs));
+        drain();
+        let idleTimer: NodeJS.Timeout | undefined;
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-        // Node's http close() would destroy idle keep-alive connections at once, resetting a request
-        // already sent on one but not read yet: only the listening socket is closed here.
-        NetServer.prototype.close.call(server, () => {
-          clearTimeout(idleTimer);
-          clearTimeout(timer);
-          resolve();
-        });
+        const stopListening = () => {
+          idleTimer = setTimeout(() => server.closeIdleConnections(), Math.min(IDLE_GRACE_MS, graceMs));
+          // Node's http close() would destroy idle keep-alive connections at once, resetting a request
+          // already sent on one but not read yet: only the listening socket is closed here.
+          NetServer.prototype.close.call(server, () => {
+            clearTimeout(idleTimer);
+            clearTimeout(timer);
+            resolve();
+          });
+        };
+        // Closing the listening socket resets the connections the kernel has queued but the server
+        // not yet accepted. Each poll of the event loop accepts all that wait, so the socket is
+        // closed right after a poll (setImmediate) that brought no new connection.
+        const deadline = Date.now() + graceMs;
+        const closeAfterQuietPoll = () => {
+          const before = accepted;
+          setImmediate(() => {
+            if (accepted === before || Date.now() >= deadline) stopListening();
+            else setTimeout(closeAfterQuietPoll, QUIET_RETRY_MS);
+          });
+        };
+        closeAfterQuietPoll();
       }),
   };
 }

@@ -8,6 +8,8 @@ export interface ReadinessReport {
   checks: Record<string, CheckState>;
   /** The reason of each failing check that has one, by dependency. */
   errors?: Record<string, string>;
+  /** Set once SIGTERM arrived: the relay still serves, but a load balancer should stop sending. */
+  shuttingDown?: true;
 }
 
 export interface ReadinessOptions {
@@ -18,6 +20,8 @@ export interface ReadinessOptions {
   clock: Clock;
   /** Probes within this many ms reuse the last storage answer, so a public /readyz flood writes nothing. */
   cacheMs?: number;
+  /** True from the start of a shutdown: not ready, whatever the checks say (contract section 6). */
+  shuttingDown?(): boolean;
 }
 
 export function createReadiness(options: ReadinessOptions): () => Promise<ReadinessReport> {
@@ -38,7 +42,9 @@ export function createReadiness(options: ReadinessOptions): () => Promise<Readin
 
   return async () => {
     const storage = await storageCheck();
-    const report: ReadinessReport = { ok: storage.state === 'ok', checks: { storage: storage.state } };
+    const shuttingDown = options.shuttingDown?.() ?? false;
+    const report: ReadinessReport = { ok: storage.state === 'ok' && !shuttingDown, checks: { storage: storage.state } };
+    if (shuttingDown) report.shuttingDown = true;
     if (storage.error !== undefined) report.errors = { storage: storage.error };
     for (const [name, { state, error }] of Object.entries(options.dependencies?.() ?? {})) {
       report.checks[name] = state;

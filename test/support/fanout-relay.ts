@@ -10,7 +10,7 @@ import { hookServer, type HookServer } from './hook-server.js';
 import { spawnRelay, type RelayProcess } from './process.js';
 import { testRelay, type TestRelay, type TestRelayOptions } from './relay.js';
 
-export const ADMIN_TOKEN = 'admin-token-for-tests';
+export const ADMIN_TOKEN = 'admin-token-for-tests-0123456789abcdef';
 export const adminAuth = { Authorization: `Bearer ${ADMIN_TOKEN}` };
 
 /** Fan-out timing for tests: millisecond in-process waits, scheduled retries due at once. */

@@ -40,10 +40,13 @@ export interface RelayProcess {
   waitForLog(match: (entry: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
 }
 
-/** Runs `boxrelay serve` as users do (the built CLI, configured by env) and waits until it listens. */
+/**
+ * Runs `boxrelay serve` as users do (the built CLI, configured by env) and waits until it listens.
+ * SIGTERM stops it at once unless the test sets BOXRELAY_SHUTDOWN_DELAY (test/graceful-shutdown.test.ts).
+ */
 export async function spawnRelay(env: Record<string, string>): Promise<RelayProcess> {
   const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { PATH: process.env.PATH, PORT: '0', BOXRELAY_INTERNAL_PORT: '0', HOST: '127.0.0.1', BOXRELAY_INTERNAL_HOST: '127.0.0.1', ...env },
+    env: { PATH: process.env.PATH, PORT: '0', BOXRELAY_INTERNAL_PORT: '0', HOST: '127.0.0.1', BOXRELAY_INTERNAL_HOST: '127.0.0.1', BOXRELAY_SHUTDOWN_DELAY: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];

@@ -100,6 +100,13 @@ Stops the render with one clear message per misconfiguration that Kubernetes wou
 {{- end }}
 {{- end }}
 
+{{/* A duration setting ("0", "500ms", "5s", "1m", "1h", "1d") in whole seconds, rounded up. */}}
+{{- define "boxrelay.durationSeconds" -}}
+{{- $text := toString . }}
+{{- $ms := mul (regexFind "^[0-9]+" $text | default "0" | int) (get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000) (regexFind "[a-z]+$" $text) | default 0) }}
+{{- div (add $ms 999) 1000 }}
+{{- end }}
+
 {{/*
 One plain environment variable, or nothing when the value is empty.
 Numbers are rendered as integers (YAML numbers arrive as float64 and would print 1e+06).
@@ -124,10 +131,17 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 
 {{/* The relay's environment: config.* (contract section 1 names) and the secret settings. */}}
 {{- define "boxrelay.env" -}}
-{{- /* The relay's own shutdown budget fits the pod's grace period: what preStop sleeps, and ~10 s
-     for the outbox hand-back and the NATS drain that follow the HTTP close, are taken off. */}}
-{{- $shutdownSeconds := max 1 (sub (sub (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds)) 10) }}
-{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SHUTDOWN_TIMEOUT_MS" "value" (.Values.config.shutdownTimeoutMs | default (mul $shutdownSeconds 1000))) }}
+{{- /* The relay's own shutdown budget fits the pod's grace period: what preStop sleeps, the relay's
+     shutdown delay, and ~10 s for the outbox hand-back and the NATS drain that follow the HTTP close,
+     are taken off. A budget set by hand that does not fit is refused rather than cut by SIGKILL. */}}
+{{- $grace := int .Values.terminationGracePeriodSeconds }}
+{{- $before := add (int .Values.preStopSleepSeconds) (include "boxrelay.durationSeconds" .Values.config.shutdownDelay | int) }}
+{{- $timeoutMs := .Values.config.shutdownTimeoutMs | default (mul (sub (sub $grace $before) 10) 1000) | int }}
+{{- if or (lt $timeoutMs 1000) (gt (add (mul (add $before 10) 1000) $timeoutMs) (mul $grace 1000)) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must cover preStopSleepSeconds + config.shutdownDelay (%d s together), config.shutdownTimeoutMs (at least 1000) and 10 s for the fan-out hand-back" $grace $before) }}
+{{- end }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SHUTDOWN_TIMEOUT_MS" "value" $timeoutMs) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SHUTDOWN_DELAY" "value" .Values.config.shutdownDelay) }}
 {{- include "boxrelay.envVar" (dict "name" "PORT" "value" .Values.config.port) }}
 {{- include "boxrelay.envVar" (dict "name" "HOST" "value" .Values.config.host) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_INTERNAL_PORT" "value" .Values.config.internalPort) }}

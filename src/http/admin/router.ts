@@ -1,4 +1,5 @@
-import express, { type Router } from 'express';
+import express, { type RequestHandler, type Router } from 'express';
+import { InvalidRequestError } from '../../errors.js';
 import { requireBearer } from './auth.js';
 
 export interface AdminRoutes {
@@ -11,6 +12,23 @@ export function createAdminRouter(token: string, routes: AdminRoutes[]): Router 
   const router = express.Router();
   router.use(requireBearer(token));
   router.use(express.json({ limit: '16kb' }));
+  router.use(itemByQuery);
   for (const r of routes) r.mount(router);
   return router;
 }
+
+const ITEM_BY_QUERY = /^\/(boxes|events)\/(?:\?|$)/;
+
+/**
+ * `/admin/boxes/?id=<id>` and `/admin/events/?id=<id>` (an empty last segment, which no id is, and
+ * the id in the query) are `/admin/boxes/<id>` and `/admin/events/<id>`: a browser cannot send an id
+ * `.` or `..` as a path segment, not even as `%2E%2E`, which URL parsers also resolve as a dot segment.
+ */
+const itemByQuery: RequestHandler = (req, _res, next) => {
+  const collection = ITEM_BY_QUERY.exec(req.url)?.[1];
+  if (collection === undefined || req.query.id === undefined) return next();
+  const id = req.query.id;
+  if (typeof id !== 'string' || id === '') throw new InvalidRequestError('id: give one non-empty id');
+  req.url = `/${collection}/${encodeURIComponent(id)}`;
+  next();
+};

@@ -21,7 +21,7 @@ export function createAuditTrail({ clock, logger }: { clock: Clock; logger: Logg
       const note: AuditNote = { ...change, at: clock.now() };
       const result = await run(note);
       // The target comes from a request path: cut short like any untrusted value.
-      log.info({ action: note.action, target: untrusted(note.target), by: note.by, detail: note.detail }, `operator action: ${note.action}`);
+      log.info({ action: note.action, target: note.target && untrusted(note.target), by: note.by, detail: note.detail }, `operator action: ${note.action}`);
       return result;
     },
   };

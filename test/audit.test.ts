@@ -6,7 +6,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DAY_MS, pruneExpired } from '../src/store/prune.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
-import { adminAuth, fanoutFixture, hook, outboxRows, type TestRelay } from './support/fanout-relay.js';
+import { adminAuth, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
+import type { TestRelay } from './support/relay.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
 import { requireBuild, runCli } from './support/process.js';
 

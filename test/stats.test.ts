@@ -2,7 +2,8 @@ import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
-import { adminAuth, fanoutFixture, hook, metricValue, type TestRelay } from './support/fanout-relay.js';
+import { adminAuth, fanoutFixture, hook, metricValue } from './support/fanout-relay.js';
+import type { TestRelay } from './support/relay.js';
 
 const { server, relay } = fanoutFixture();
 

@@ -16,10 +16,13 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('target', 'text')
     .addColumn('by', 'text', (c) => c.notNull())
     .addColumn('detail', 'text', (c) => c.notNull())
+    // The event a retry or discard of one dead letter touched, so an event's view can list them.
+    .addColumn('event_id', 'text')
     .execute();
   await db.schema.createIndex('audit_at').on('audit').column('at').execute();
   await db.schema.createIndex('audit_action').on('audit').columns(['action', 'id']).execute();
   await db.schema.createIndex('audit_target').on('audit').columns(['target', 'id']).execute();
+  await db.schema.createIndex('audit_event_id').on('audit').columns(['event_id', 'id']).execute();
 
   await db.schema
     .createTable('sink_minutes')

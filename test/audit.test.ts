@@ -43,13 +43,13 @@ async function withDeadLetters(url: string, count: number, overrides: Record<str
     const rows = await outboxRows(t, 'picky');
     return rows.length === count && rows.every((r) => r.status === 'dead');
   }, `${count} dead letters`);
-  const deadLetters = (await get(t, '/admin/dead-letters')).body.deadLetters as { id: number }[];
-  return { t, ids: deadLetters.map((d) => d.id) };
+  const deadLetters = (await get(t, '/admin/dead-letters')).body.deadLetters as { id: number; eventId: string }[];
+  return { t, ids: deadLetters.map((d) => d.id), eventIds: deadLetters.map((d) => d.eventId) };
 }
 
 describe.each(engines)('audit trail on $name', ({ url }) => {
   it('records each change the admin API makes, newest first, with who asked and what they asked', async () => {
-    const { t, ids } = await withDeadLetters(await url(), 3);
+    const { t, ids, eventIds } = await withDeadLetters(await url(), 3);
     const [first, second] = ids as [number, number];
     const at = (offsetMs: number) => new Date(t.clock.now() + offsetMs).toISOString();
 
@@ -77,6 +77,10 @@ describe.each(engines)('audit trail on $name', ({ url }) => {
       { at: at(-2000), action: 'discard', target: String(second), by: '127.0.0.1', detail: { id: second } },
       { at: at(-3000), action: 'retry', target: String(first), by: '127.0.0.1', detail: { id: first } },
     ]);
+    // Our additions: by target, and the retries and discards of one event's dead letters.
+    expect((await audit(t, '?target=bx_2')).map((e) => e.action)).toEqual(['forget']);
+    expect((await audit(t, `?eventId=${eventIds[0]}`)).map((e) => [e.action, e.target])).toEqual([['retry', String(first)]]);
+    expect((await audit(t, `?eventId=${eventIds[1]}`)).map((e) => [e.action, e.target])).toEqual([['discard', String(second)]]);
     const entryIds = entries.map((e) => e.id);
     expect([...entryIds].sort((a, b) => b - a)).toEqual(entryIds);
     // One log line per action.

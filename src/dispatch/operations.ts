@@ -55,7 +55,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
     async retry(id: number, by: string): Promise<void> {
       const deadLetter = await requireDeadLetter(id);
       configuredSink(deadLetter.sink);
-      await trail.record({ action: 'retry', target: String(id), by, detail: { id } }, (audit) =>
+      await trail.record({ action: 'retry', target: String(id), by, detail: { id }, eventId: deadLetter.eventId }, (audit) =>
         outbox.retryDeadLetters({ id, configured: sinks, now: audit.at }, audit),
       );
       wake();
@@ -71,8 +71,9 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
     },
 
     async discard(id: number, by: string): Promise<void> {
-      await trail.record({ action: 'discard', target: String(id), by, detail: { id } }, async (audit) => {
-        if ((await outbox.discardDeadLetters({ id: wholeId(id) }, audit)) === 0) throw new NotFoundError(`no dead letter ${id}`);
+      const deadLetter = await requireDeadLetter(id);
+      await trail.record({ action: 'discard', target: String(id), by, detail: { id }, eventId: deadLetter.eventId }, async (audit) => {
+        if ((await outbox.discardDeadLetters({ id }, audit)) === 0) throw new NotFoundError(`no dead letter ${id}`);
       });
     },
 

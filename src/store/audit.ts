@@ -15,10 +15,12 @@ export interface AuditNote {
   by: string;
   /** The request's parameters (never a secret). */
   detail: Record<string, unknown>;
+  /** The event a retry or discard of one dead letter touched: found by `?eventId=`, not shown. */
+  eventId?: string | undefined;
 }
 
 /** An entry as `GET /admin/audit` answers it. */
-export interface AuditEntry extends Omit<AuditNote, 'at'> {
+export interface AuditEntry extends Omit<AuditNote, 'at' | 'eventId'> {
   id: number;
   at: string;
 }
@@ -28,7 +30,7 @@ export const AUDIT_ACTIONS: readonly AuditAction[] = ['retry', 'discard', 'retry
 export function insertAudit(db: Kysely<Schema>, note: AuditNote): CompiledQuery {
   return db
     .insertInto('audit')
-    .values({ at: note.at, action: note.action, target: note.target, by: note.by, detail: JSON.stringify(note.detail) })
+    .values({ at: note.at, action: note.action, target: note.target, by: note.by, detail: JSON.stringify(note.detail), event_id: note.eventId ?? null })
     .compile();
 }
 
@@ -62,6 +64,7 @@ export async function recordAudit(db: Kysely<Schema>, note: AuditNote): Promise<
 export interface AuditQuery {
   action?: AuditAction | undefined;
   target?: string | undefined;
+  eventId?: string | undefined;
   /** Entries older (smaller id) than this one: keyset paging, newest first. */
   beforeId?: number | undefined;
   limit: number;
@@ -73,6 +76,7 @@ export async function listAudit(db: Kysely<Schema>, query: AuditQuery): Promise<
     .select(['id', 'at', 'action', 'target', 'by', 'detail'])
     .$if(query.action !== undefined, (q) => q.where('action', '=', query.action as AuditAction))
     .$if(query.target !== undefined, (q) => q.where('target', '=', query.target as string))
+    .$if(query.eventId !== undefined, (q) => q.where('event_id', '=', query.eventId as string))
     .$if(query.beforeId !== undefined, (q) => q.where('id', '<', query.beforeId as number))
     .orderBy('id', 'desc')
     .limit(query.limit)

@@ -120,6 +120,8 @@ export interface AuditTable {
   by: string;
   /** The request's parameters, as JSON. */
   detail: string;
+  /** The event whose dead letter a retry or discard of one id touched (not part of an entry: a filter). */
+  event_id: string | null;
 }
 
 export type AuditAction = 'retry' | 'discard' | 'retry_all' | 'replay' | 'pause' | 'resume' | 'forget' | 'reconcile';

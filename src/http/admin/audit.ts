@@ -6,7 +6,11 @@ import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';
 import type { AdminRoutes } from './router.js';
 
-/** `GET /admin/audit?action=&target=&limit=&cursor=`: operator changes, newest first (contract section 15; `target` is ours). */
+/**
+ * `GET /admin/audit?action=&limit=&cursor=`: operator changes, newest first (contract section 15).
+ * Our additions: `target=` (a dead-letter id, sink or box id) and `eventId=` (retries and discards
+ * of that event's dead letters), which the console's box and event views link to.
+ */
 export function auditRoutes(kysely: Kysely<Schema>): AdminRoutes {
   return {
     mount(router) {
@@ -20,6 +24,7 @@ export function auditRoutes(kysely: Kysely<Schema>): AdminRoutes {
         const rows = await listAudit(kysely, {
           action: action as AuditAction | undefined,
           target: queryText(req, 'target'),
+          eventId: queryText(req, 'eventId'),
           beforeId: page.after,
           limit: page.limit + 1,
         });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { AuditEntry } from '../src/store/audit.js';
 import { DAY_MS, pruneExpired } from '../src/store/prune.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
@@ -13,14 +14,7 @@ import { requireBuild, runCli } from './support/process.js';
 
 const { server, relay, defer } = fanoutFixture();
 
-interface Entry {
-  id: number;
-  at: string;
-  action: string;
-  target: string | null;
-  by: string;
-  detail: Record<string, unknown>;
-}
+type Entry = AuditEntry;
 
 const get = (t: TestRelay, path: string) => request(t.relay.internalApp).get(path).set(adminAuth);
 const send = (t: TestRelay, method: 'post' | 'delete', path: string, body?: unknown) => {

@@ -20,6 +20,8 @@ export type Period = keyof typeof PERIODS;
 /** Line colours that read on the light and the dark background alike. */
 const PALETTE = ['#3b82f6', '#e5484d', '#30a46c', '#d4a017', '#8e4ec6', '#f76b15', '#12a594', '#d6409f'];
 
+const WHOLE_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000];
+
 /** A chart element keeps its uPlot instance, so tests can read the very data it draws. */
 export type ChartCanvas = HTMLCanvasElement & { uplot?: uPlot };
 
@@ -52,7 +54,8 @@ export function countChart(title: string, buckets: StatsBucket[], key: keyof Omi
       width,
       height: 200,
       series: [{}, ...names.map((name, i) => ({ label: name, stroke: PALETTE[i % PALETTE.length], width: 2, points: { show: false } }))],
-      axes: [axis, { ...axis, size: 48 }],
+      // Counts: whole-number steps on the y axis, never 0.25 of an event.
+      axes: [axis, { ...axis, size: 48, incrs: WHOLE_STEPS }],
       scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
       legend: { live: false },
     },

@@ -30,24 +30,33 @@ export function statsWindow(since: number, now: number, bucketMs: number): Stats
 
 type Counts = { name: string; n: number; count: number }[];
 
-// CAST: better-sqlite3 binds a JS number as REAL, which would make the division a fraction.
+// CAST: better-sqlite3 binds a JS number as REAL (a division would give a fraction), and PostgreSQL
+// would take an untyped epoch-ms parameter beside an integer for a 32-bit one.
 
 /**
  * Received events per type and bucket: a walk over the few distinct types of the (type, received_at)
- * index, each counted over the window's range of that index (covering), so the history outside
- * the window is never read. Operator events (`boxrelay.*`) are the relay's own, not received.
+ * index, then for each type and bucket a count over that bucket's range of the index (covering).
+ * Only the window's index entries are read, and nothing is sorted (a GROUP BY over the window
+ * would sort every one of its rows: 350,000 a day at 4 events/s). Empty buckets answer 0 (left out
+ * by the caller: a filter on the count here would count twice). Operator events (`boxrelay.*`) are
+ * the relay's own, not received.
  */
 export async function acceptedCounts(db: Kysely<Schema>, { from, bucketMs, count }: StatsWindow) {
-  const to = from + count * bucketMs;
+  const start = sql`CAST(${from} AS BIGINT)`;
+  const size = sql`CAST(${bucketMs} AS BIGINT)`;
   const { rows } = await sql<{ name: string; n: number; count: number }>`
     WITH RECURSIVE t(type) AS (
       SELECT min(type) FROM deliveries
       UNION ALL SELECT (SELECT min(type) FROM deliveries WHERE type > t.type) FROM t WHERE t.type IS NOT NULL
+    ), b(n) AS (
+      SELECT 0 UNION ALL SELECT n + 1 FROM b WHERE n + 1 < ${count}
     )
-    SELECT d.type AS name, CAST((d.received_at - ${from}) / ${bucketMs} AS INTEGER) AS n, count(*) AS count
-    FROM t JOIN deliveries AS d ON d.type = t.type
-    WHERE t.type IS NOT NULL AND t.type NOT LIKE ${`${OPERATOR_EVENT_PREFIX}%`} AND d.received_at >= ${from} AND d.received_at < ${to}
-    GROUP BY d.type, n`.execute(db);
+    SELECT t.type AS name, b.n AS n, (
+      SELECT count(*) FROM deliveries AS d
+      WHERE d.type = t.type AND d.received_at >= ${start} + b.n * ${size} AND d.received_at < ${start} + (b.n + 1) * ${size}
+    ) AS count
+    FROM t CROSS JOIN b
+    WHERE t.type IS NOT NULL AND t.type NOT LIKE ${`${OPERATOR_EVENT_PREFIX}%`}`.execute(db);
   return rows;
 }
 
@@ -55,8 +64,8 @@ export async function acceptedCounts(db: Kysely<Schema>, { from, bucketMs, count
 export async function sinkCounts(db: Kysely<Schema>, { from, bucketMs, count }: StatsWindow) {
   const to = from + count * bucketMs;
   const { rows } = await sql<{ name: string; n: number; delivered: number; failed: number }>`
-    SELECT sink AS name, CAST((minute - ${from}) / ${bucketMs} AS INTEGER) AS n, sum(delivered) AS delivered, sum(failed) AS failed
-    FROM sink_minutes WHERE minute >= ${from} AND minute < ${to}
+    SELECT sink AS name, (minute - CAST(${from} AS BIGINT)) / CAST(${bucketMs} AS BIGINT) AS n, sum(delivered) AS delivered, sum(failed) AS failed
+    FROM sink_minutes WHERE minute >= CAST(${from} AS BIGINT) AND minute < CAST(${to} AS BIGINT)
     GROUP BY sink, n`.execute(db);
   return rows;
 }

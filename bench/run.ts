@@ -16,6 +16,7 @@ import { runLoad, type LoadResult } from './load.js';
 import { DAY_MS } from '../src/store/prune.js';
 import { prefill } from './prefill.js';
 import { runPruneUnderLoad } from './prune-under-load.js';
+import { runStatsQuery } from './stats-query.js';
 import { machineBusySeconds, runNode } from './processes.js';
 import { renderReport, type FanoutResult, type Measurement } from './report.js';
 import { readSettings } from './settings.js';
@@ -146,7 +147,11 @@ try {
       await measureAndKeep(target, round);
     }
   }
-  if (growth.length > 0) {
+  // The pre-filled file, made once for the growth runs and the stats query.
+  let grown = false;
+  const grow = async () => {
+    if (grown) return;
+    grown = true;
     const began = Date.now();
     if (settings.prefillCache && existsSync(settings.prefillCache)) {
       log(`bench: pre-filled deliveries copied from ${settings.prefillCache}`);
@@ -161,9 +166,17 @@ try {
     }
     prefillSeconds = (Date.now() - began) / 1000;
     log(`bench: pre-filled in ${prefillSeconds.toFixed(1)} s (${Math.round(statSync(grownDatabase).size / 1e6)} MB)`);
+  };
+  if (growth.length > 0) {
+    await grow();
     for (let round = 0; round < settings.rounds; round++) {
       for (const target of growth) await measureAndKeep(target, round);
     }
+  }
+  if (settings.prefill > 0 && wanted('stats')) {
+    log('bench: the stats query of a day at 1-minute buckets');
+    await grow();
+    extraLines.push(...(await runStatsQuery(grownDatabase, stored)).lines);
   }
   if (settings.pruneLoad.rows > 0 && wanted('prune-load')) {
     extraLines.push(...(await runPruneUnderLoad(ctx, settings.pruneLoad, log)).lines);

@@ -8,6 +8,7 @@ import * as traceContext from './006_trace_context.js';
 import * as dropDoneRows from './007_drop_done_rows.js';
 import * as deliveriesTypeIndex from './008_deliveries_type_index.js';
 import * as operatorOrigin from './010_operator_origin.js';
+import * as auditAndSinkMinutes from './011_audit_and_sink_minutes.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '007_drop_done_rows': dropDoneRows,
   '008_deliveries_type_index': deliveriesTypeIndex,
   '010_operator_origin': operatorOrigin,
+  '011_audit_and_sink_minutes': auditAndSinkMinutes,
 };

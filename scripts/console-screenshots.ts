@@ -26,7 +26,7 @@ it('takes the console screenshots', async () => {
   const archive = await server();
   const t = await relay(
     { hooks: [hook('alerts', alerts.url, { events: ['box.error', 'box.archived'] }), hook('archive', archive.url)] },
-    { start: false, clock: new ManualClock(Date.now() - 20 * 60_000) },
+    { start: false, clock: new ManualClock(Date.now() - 3 * 60 * 60_000) },
   );
   const { internalPort } = await t.relay.start();
   const base = `http://127.0.0.1:${internalPort}`;
@@ -38,10 +38,11 @@ it('takes the console screenshots', async () => {
     ['bx_a4f210', 'ci-release-77', 'box.error'],
   ] as const;
   for (const [boxId, boxName, type] of boxes) {
+    // Spread over two hours, so the Overview's charts have a shape.
     await t.post({ boxId, boxName, type: 'box.ready', previousState: 'cloning' });
-    t.clock.advance(90_000);
+    t.clock.advance(15 * 60_000);
     if (type !== 'box.ready') await t.post({ boxId, boxName, type, previousState: 'running' });
-    t.clock.advance(60_000);
+    t.clock.advance(10 * 60_000);
   }
   await waitFor(async () => (await outboxRows(t, 'alerts')).filter((r) => r.status === 'dead').length === 2, 'the dead letters');
   await allDelivered(t, 'archive');
@@ -52,7 +53,8 @@ it('takes the console screenshots', async () => {
   await page.goto(`${base}/console`);
   await shot(page, 'sign-in', () => page.getByLabel('Admin token').waitFor());
   await signIn(page, base, ADMIN_TOKEN);
-  await shot(page, 'overview', () => page.getByRole('table', { name: 'Sinks' }).waitFor());
+  const charts = (p: Page) => waitFor(async () => (await p.locator('figure.chart canvas').count()) === 2, 'the charts');
+  await shot(page, 'overview', () => charts(page));
   await page.goto(`${base}/console#/boxes?state=error`);
   await shot(page, 'boxes', () => page.getByRole('table', { name: 'Boxes' }).waitFor());
   await page.goto(`${base}/console#/boxes/bx_7c1b02`);
@@ -76,6 +78,13 @@ it('takes the console screenshots', async () => {
   await page.getByLabel('Sink').selectOption('archive');
   await page.getByRole('button', { name: 'Replay' }).click();
   await shot(page, 'replay', () => page.getByText('queued again').waitFor());
+  await page.goto(`${base}/console#/sinks`);
+  await page.getByRole('row', { name: /^archive/ }).getByRole('button', { name: 'Pause' }).click();
+  await page.getByText('archive paused.').waitFor();
+  await page.getByRole('row', { name: /^archive/ }).getByRole('button', { name: 'Resume' }).click();
+  await page.getByText('archive resumed.').waitFor();
+  await page.goto(`${base}/console#/audit`);
+  await shot(page, 'audit', () => page.getByRole('table', { name: 'Audit entries' }).locator('tbody tr').nth(2).waitFor());
 
   const phone = await browser().newContext({ viewport: { width: 390, height: 844 }, timezoneId: ZONE, locale: 'en-GB' });
   defer(() => phone.close());
@@ -83,4 +92,10 @@ it('takes the console screenshots', async () => {
   await signIn(small, base, ADMIN_TOKEN);
   await small.goto(`${base}/console#/dead-letters`);
   await shot(small, 'phone-dead-letters', () => small.getByRole('table', { name: 'Dead letters' }).waitFor());
+
+  const dark = await browser().newContext({ viewport: { width: 375, height: 812 }, timezoneId: ZONE, locale: 'en-GB', colorScheme: 'dark' });
+  defer(() => dark.close());
+  const night = await dark.newPage();
+  await signIn(night, base, ADMIN_TOKEN);
+  await shot(night, 'phone-overview-dark', () => charts(night));
 });

@@ -1,12 +1,15 @@
 import { Registry } from 'prom-client';
+import { createAuditTrail } from './audit-trail.js';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
+import { createDeliveryTally } from './dispatch/delivery-tally.js';
 import { createFanoutThread } from './dispatch/fanout-thread.js';
 import { createInlineFanout, createSinks, type Fanout } from './dispatch/fanout.js';
 import { createOperations } from './dispatch/operations.js';
 import { createOperatorEvents } from './dispatch/operator-events.js';
 import { createPauses } from './dispatch/pauses.js';
 import type { DispatchTuning } from './dispatch/tuning.js';
+import { auditRoutes } from './http/admin/audit.js';
 import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
@@ -14,6 +17,7 @@ import { eventDeliveryRoutes } from './http/admin/event-deliveries.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { sinkRoutes } from './http/admin/sinks.js';
+import { statsRoutes } from './http/admin/stats.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createConsoleRouter } from './http/console/console-app.js';
 import { createInternalApp } from './http/internal-app.js';
@@ -38,6 +42,7 @@ import { lastSuccessAt } from './store/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/prune-schedule.js';
 import { createSecretsStore } from './store/secrets-store.js';
 import { databaseOptionsOf } from './store/database.js';
+import { addSinkMinutes } from './store/stats.js';
 import { openStore, type Store } from './store/store.js';
 import { createStorageFailureLog } from './store/storage-failures.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
@@ -133,7 +138,7 @@ export async function createRelay({
   const sinkNames = configuredSinks(config);
   const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
   const outbox = createOutbox(store.database);
-  const sinkStates = createSinkStates(kysely);
+  const sinkStates = createSinkStates(store.database);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
   const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
 
@@ -166,16 +171,27 @@ export async function createRelay({
     },
   });
 
+  // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
+  const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
+  const dispatchMetrics = tally.metrics(metrics);
   const exclusive = store.database.dialect === 'sqlite';
   const fanout: Fanout =
     config.fanoutThread === 'worker'
-      ? createFanoutThread({ config, exclusive, tracing: tracing.enabled, parts: { outbox, sinkStates, pauses, operatorEvents }, metrics, sinkNames, logger })
+      ? createFanoutThread({
+          config,
+          exclusive,
+          tracing: tracing.enabled,
+          parts: { outbox, sinkStates, pauses, operatorEvents },
+          metrics: dispatchMetrics,
+          sinkNames,
+          logger,
+        })
       : createInlineFanout({
           ...createSinks({ config, clock, logger, nats: natsOptions }),
           outbox,
           clock,
           logger,
-          metrics,
+          metrics: dispatchMetrics,
           source: config.source,
           exclusive,
           sinkStates,
@@ -185,7 +201,8 @@ export async function createRelay({
           tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
         });
   wakeDispatcher = fanout.wake;
-  const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: fanout.wake });
+  const trail = createAuditTrail({ clock, logger });
+  const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, trail, wake: fanout.wake });
 
   const accept = acceptEvent({ writer: store.writer, sinksFor, metrics });
   const publicApp = createPublicApp({
@@ -219,12 +236,14 @@ export async function createRelay({
   const admin = config.adminToken
     ? createAdminRouter(config.adminToken, [
         eventRoutes(kysely, config.source),
-        boxRoutes(kysely),
+        boxRoutes(store.database, trail),
         deadLetterRoutes(operations),
         replayRoutes(operations),
-        reconcileRoutes(reconciler),
+        reconcileRoutes(reconciler, { kysely, trail }),
         eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor }),
-        sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink }),
+        sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink, trail }),
+        auditRoutes(kysely),
+        statsRoutes({ kysely, clock, flush: tally.flush }),
       ])
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, console: admin && createConsoleRouter(), logger });
@@ -298,6 +317,7 @@ export async function createRelay({
       listening = [];
       // One shutdown budget for both: what the HTTP close used is not given to the sinks again.
       await fanout.stop(Math.max(1000, config.shutdownTimeoutMs - (Date.now() - started)));
+      await tally.flush();
       await store.close();
       await tracing.shutdown();
       logger.info('boxrelay stopped');

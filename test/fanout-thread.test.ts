@@ -85,6 +85,9 @@ async function metrics(relay: RelayProcess): Promise<string> {
 const admin = (relay: RelayProcess, path: string) =>
   fetch(`http://127.0.0.1:${relay.internalPort}/admin${path}`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
 
+const adminGet = async (relay: RelayProcess, path: string): Promise<unknown> =>
+  (await fetch(`http://127.0.0.1:${relay.internalPort}/admin${path}`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+
 /** `GET /admin/sinks`: each sink's pending rows. */
 async function pendingBySink(relay: RelayProcess): Promise<Record<string, number>> {
   const res = await fetch(`http://127.0.0.1:${relay.internalPort}/admin/sinks`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -139,6 +142,14 @@ describe('fan-out in a worker thread', () => {
     expect((await admin(relay, '/sinks/beta/resume')).status).toBe(200);
     await beta.received(21);
     expect(new Set(beta.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
+    // The worker's counts reach the stats (contract section 15) through its reports; the audit trail has who paused and resumed.
+    await waitFor(async () => {
+      const { buckets } = (await adminGet(relay, '/stats?bucket=1h')) as { buckets: { delivered: Record<string, number> }[] };
+      const delivered = (sink: string) => buckets.reduce((sum, b) => sum + (b.delivered[sink] ?? 0), 0);
+      return delivered('alpha') === 21 && delivered('beta') === 21;
+    }, 'the stats to count 21 deliveries to alpha and to beta');
+    const { audit } = (await adminGet(relay, '/audit')) as { audit: { action: string; target: string; by: string }[] };
+    expect(audit.map(({ action, target, by }) => [action, target, by])).toEqual([['resume', 'beta', '127.0.0.1'], ['pause', 'beta', '127.0.0.1']]);
 
     relay.child.kill('SIGTERM');
     expect(await relay.exited).toBe(0);

@@ -1,10 +1,13 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect, type CompiledQuery } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Database } from '../src/store/database.js';
 import { listEvents, type EventQuery } from '../src/store/events.js';
 import { queueReplay } from '../src/store/replay.js';
 import { openMigrated } from '../src/store/migrate.js';
 import type { Schema } from '../src/store/schema.js';
+import { acceptedCounts, sinkCounts, statsWindow } from '../src/store/stats.js';
+import { statementCache } from '../src/store/statement-cache.js';
 import { sqliteFile } from './support/databases.js';
 
 /**
@@ -54,7 +57,8 @@ describe('the events listing on a migrated SQLite database', () => {
   });
 
   it('a replay finds the types it must queue by seeks, never reading the history', async () => {
-    await queueReplay(kysely, { since: 1, now: 2, sinksFor: () => ['alerts'] });
+    const database: Database = { dialect: 'sqlite', kysely, sqlite, prepare: statementCache(sqlite), synchronous: 'FULL', close: () => kysely.destroy() };
+    await queueReplay(database, { since: 1, now: 2, sinksFor: () => ['alerts'] });
     const plan = planOfLast();
     expect(plan).toMatch(/USING COVERING INDEX deliveries_type \(type=\? AND received_at>\?\)/);
     expect(plan).not.toMatch(/SCAN deliveries/);
@@ -63,5 +67,15 @@ describe('the events listing on a migrated SQLite database', () => {
   it('unfiltered and since a time use the receipt time index', async () => {
     expect(await planOf({})).toMatch(/SCAN deliveries USING INDEX deliveries_received_at/);
     expect(await planOf({ since: 1, before })).toMatch(/USING INDEX deliveries_received_at \(received_at>\? AND received_at<\?\)/);
+  });
+
+  it('the stats of a day count received events per type over the type index only (covering), never the whole history', async () => {
+    const day = statsWindow(1_700_000_000_000 - 86_400_000, 1_700_000_000_000, 60_000);
+    await acceptedCounts(kysely, day);
+    const plan = planOfLast();
+    expect(plan).toMatch(/USING COVERING INDEX deliveries_type \(type=\? AND received_at>\? AND received_at<\?\)/);
+    expect(plan).not.toMatch(/SCAN (deliveries|d)\b/);
+    await sinkCounts(kysely, day);
+    expect(planOfLast()).toMatch(/SEARCH sink_minutes USING (COVERING )?INDEX sqlite_autoindex_sink_minutes_1 \(minute>\? AND minute<\?\)/);
   });
 });

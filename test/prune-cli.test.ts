@@ -30,7 +30,7 @@ describe('boxrelay prune', () => {
     const first = await runCli(['prune'], { BOXRELAY_DATABASE: database, BOXRELAY_RETENTION_DAYS: '30' });
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
-    expect(first.stdout).toMatch(/^removed deliveries: 2, boxes: 2 \(older than \d{4}-\d\d-\d\dT[\d:.]+Z\), expired secrets: 0\n$/);
+    expect(first.stdout).toMatch(/^removed deliveries: 2, boxes: 2 \(older than \d{4}-\d\d-\d\dT[\d:.]+Z\), expired secrets: 0, audit entries: 0\n$/);
 
     const second = await runCli(['prune', '--days', '10'], { BOXRELAY_DATABASE: database, BOXRELAY_RETENTION_DAYS: '30' });
     expect(second.stdout).toMatch(/^removed deliveries: 1, boxes: 1 /);

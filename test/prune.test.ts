@@ -52,7 +52,7 @@ for (const engine of engines) {
 
       const result = await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
-      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, boxes: 1, expiredSecrets: 0 });
+      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, boxes: 1, expiredSecrets: 0, audit: 0 });
       expect(await deliveryIds()).toEqual([pending, dead, half, recent].sort());
       expect(await outboxRows()).toEqual(
         [`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${half}/audit/pending`].sort(),

@@ -7,7 +7,7 @@ describe.each(engines)('sink pause state ($name)', ({ url }) => {
   it('an operator pause replaces a pause by failures: no more probes, and a probe never resumes it', async () => {
     const store = await openStore({ url: await url() });
     try {
-      const states = createSinkStates(store.database.kysely);
+      const states = createSinkStates(store.database);
       const t0 = 1_000_000;
       expect(await states.pause('h', 'failures', t0)).toBe(true);
       expect(await states.pause('h', 'failures', t0 + 1)).toBe(false);

@@ -1,5 +1,6 @@
 import { api, ApiError, session } from './api.js';
 import { field, h, link, message } from './dom.js';
+import { auditView } from './views-audit.js';
 import { boxesView, boxView } from './views-boxes.js';
 import { eventsView, eventView } from './views-events.js';
 import { deadLettersView, overviewView, replayView, sinksView } from './views-operations.js';
@@ -16,6 +17,7 @@ const NAV: [string, string][] = [
   ['#/dead-letters', 'Dead letters'],
   ['#/replay', 'Replay'],
   ['#/sinks', 'Sinks'],
+  ['#/audit', 'Audit'],
 ];
 
 let leaveView = (): void => {};
@@ -43,12 +45,13 @@ function viewAt(context: ViewContext): { view: View; section: string } | null {
     return null;
   }
   const views: Record<string, () => View> = {
-    '': () => overviewView(),
+    '': () => overviewView(at.query),
     boxes: () => boxesView(context, at.query),
     events: () => eventsView(context, at.query),
     'dead-letters': () => deadLettersView(context, at.query),
     replay: () => replayView(context),
     sinks: () => sinksView(context),
+    audit: () => auditView(context, at.query),
   };
   const make = views[first];
   return make ? { view: make(), section: `#/${first}` } : null;

@@ -57,6 +57,7 @@ export async function withDeliveries(events: CloudEvent[]): Promise<(Delivery[] 
 /** One box: its record, then its events newest first with each sink's delivery status. */
 export function boxView(context: ViewContext, id: string): View {
   const paging = pager(context);
+  const auditLink = () => link(withQuery('#/audit', { target: id }), 'operator changes to this box');
   return {
     title: `Box ${id}`,
     async load() {
@@ -65,7 +66,7 @@ export function boxView(context: ViewContext, id: string): View {
         box = (await api<{ box: Box }>('GET', itemPath('boxes', id))).box;
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) {
-          return message('empty', 'The relay knows no such box (it may have been forgotten). ', link('#/boxes', 'Back to Boxes'));
+          return message('empty', 'The relay knows no such box (it may have been forgotten: ', auditLink(), '). ', link('#/boxes', 'Back to Boxes'));
         }
         throw error;
       }
@@ -85,6 +86,7 @@ export function boxView(context: ViewContext, id: string): View {
         'div',
         null,
         h('dl', { class: 'facts' }, facts.map(([term, value]) => [h('dt', null, term), h('dd', null, value)])),
+        h('p', null, 'See the ', auditLink(), '.'),
         h('h2', null, 'Events, newest first'),
         listOrEmpty(
           'Events of this box',

@@ -69,6 +69,7 @@ export function eventView(_context: ViewContext, id: string): View {
               deliveries.map((d) => [d.sink, deliveryStatus(d.status), d.attempts ?? '—', d.lastError ?? '—', time(d.updatedAt)]),
             ),
         h('p', null, deliveries.some((d) => d.status === 'dead_lettered') ? link('#/dead-letters', 'Retry it under Dead letters') : null),
+        h('p', null, 'See the ', link(withQuery('#/audit', { eventId: id }), 'operator changes to its dead letters'), '.'),
         h('h2', null, 'CloudEvent'),
         h('pre', { class: 'json', tabindex: 0 }, JSON.stringify(event, null, 2)),
       );

@@ -1,4 +1,5 @@
 import { api, ApiError, withQuery, type DeadLetter, type Page, type SinkRow } from './api.js';
+import { chartWidth, countChart, PERIODS, type Period, type StatsBucket } from './charts.js';
 import { field, h, link, message, route, table, time } from './dom.js';
 import { action, fetchSinks, listOrEmpty, localToIso, pager, sinkSelect, type View, type ViewContext } from './view.js';
 
@@ -141,13 +142,22 @@ interface ReconcileStatus {
   last: { startedAt: string; finishedAt: string | null; outcome: string | null; boxesRepaired: number; error: string | null } | null;
 }
 
-/** Readiness, sinks, the last hour's events and the last reconcile run, at a glance. */
-export function overviewView(): View {
+/** Readiness, sinks, charts of traffic and failures, the last hour's events and the last reconcile run, at a glance. */
+export function overviewView(query: URLSearchParams): View {
+  const asked = query.get('period');
+  const period: Period = asked !== null && asked in PERIODS ? (asked as Period) : '24h';
+  const select = h('select', null, Object.entries(PERIODS).map(([value, { label }]) => h('option', { value, selected: value === period }, label)));
+  select.addEventListener('change', () => (location.hash = withQuery('#/', { period: select.value })));
+  /** The charts on show, destroyed when the next refresh draws new ones. */
+  let charts: { destroy(): void }[] = [];
   return {
     title: 'Overview',
+    controls: h('div', { class: 'filters' }, field('Charts period', select)),
     async load() {
       const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
-      const [readiness, sinks, lastHour, reconcile] = await Promise.all([
+      const { ms, bucket, label } = PERIODS[period];
+      const statsQuery = { since: new Date(Date.now() - ms).toISOString(), bucket };
+      const [readiness, sinks, lastHour, reconcile, stats] = await Promise.all([
         fetch('/readyz', { cache: 'no-store', credentials: 'omit' }).then((r) => r.json() as Promise<Readiness>),
         fetchSinks(),
         api<{ events: unknown[] } & Page>('GET', withQuery('/admin/events', { since: hourAgo, limit: '200' })),
@@ -155,7 +165,13 @@ export function overviewView(): View {
           if (error instanceof ApiError && error.code === 'reconcile_not_configured') return null;
           throw error;
         }),
+        api<{ buckets: StatsBucket[] }>('GET', withQuery('/admin/stats', statsQuery)),
       ]);
+      const width = chartWidth();
+      const accepted = countChart(`Accepted events per type, ${label.toLowerCase()}`, stats.buckets, 'accepted', width);
+      const failed = countChart(`Failed attempts per sink, ${label.toLowerCase()}`, stats.buckets, 'failed', width);
+      for (const chart of charts) chart.destroy();
+      charts = [accepted.chart, failed.chart].filter((chart) => chart !== undefined);
       const checks = Object.entries(readiness.checks ?? {});
       const last = reconcile?.last;
       return h(
@@ -165,6 +181,8 @@ export function overviewView(): View {
         table('Readiness checks', ['Check', 'Status'], checks.map(([name, status]) => [name, h('span', { class: `badge ${status === 'ok' ? 'ok' : 'bad'}` }, status)])),
         h('h2', null, 'Sinks'),
         sinkTable(sinks),
+        h('h2', null, 'Traffic and failures'),
+        h('div', { class: 'charts' }, accepted.node, failed.node),
         h('h2', null, 'Last hour'),
         h('p', null, `${lastHour.events.length}${lastHour.nextCursor ? ' or more' : ''} events received in the last hour. `, link('#/events', 'See events')),
         h('h2', null, 'Reconciliation'),

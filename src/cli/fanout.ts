@@ -1,9 +1,11 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { CLI_ACTOR, createAuditTrail } from '../audit-trail.js';
 import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { createOperations, type Operations } from '../dispatch/operations.js';
 import { configuredSinks, createSinkRouter } from '../sinks/route.js';
 import { createOutbox, type DeadLetter } from '../store/outbox.js';
+import { createLogger } from '../log.js';
 import { withDatabase } from './database.js';
 import { exitMisconfigured } from './misconfigured.js';
 
@@ -19,6 +21,8 @@ function withOperations<T>(config: Config, fn: (operations: Operations) => Promi
         sinks: configuredSinks(config),
         sinksFor: createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks }),
         clock: systemClock,
+        // The one log line of each change goes to stderr, beside the command's own output on stdout.
+        trail: createAuditTrail({ clock: systemClock, logger: createLogger(config.logLevel, process.stderr) }),
       }),
     ),
   );
@@ -102,7 +106,7 @@ export function fanoutCommands(loadConfig: () => Config): Command[] {
       .action((id: string | undefined, options: TargetOptions) =>
         withOperations(verb === 'retry' ? withSinks(loadConfig(), 'dead-letters retry') : loadConfig(), async (operations) => {
           const one = target(id === undefined ? undefined : wholeNumber(id), options);
-          const count = one === undefined ? await operations[`${verb}All`](options.sink) : (await operations[verb](one), 1);
+          const count = one === undefined ? await operations[`${verb}All`](options.sink, CLI_ACTOR) : (await operations[verb](one, CLI_ACTOR), 1);
           console.log(`${done} ${plural(count, 'dead letter')}`);
         }),
       );
@@ -115,7 +119,7 @@ export function fanoutCommands(loadConfig: () => Config): Command[] {
     .option('--sink <name>', 'only this sink (still within its event filter)')
     .action((options: { since: string; sink?: string }) =>
       withOperations(withSinks(loadConfig(), 'replay'), async (operations) => {
-        console.log(`queued ${plural(await operations.replay(options), 'sink delivery', 'sink deliveries')}`);
+        console.log(`queued ${plural(await operations.replay(options, CLI_ACTOR), 'sink delivery', 'sink deliveries')}`);
       }),
     );
   return [deadLetters, replay];

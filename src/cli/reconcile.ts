@@ -1,4 +1,6 @@
 import { Registry } from 'prom-client';
+import { CLI_ACTOR, createAuditTrail } from '../audit-trail.js';
+import { startAudited } from '../reconcile/start-audited.js';
 import { createOperatorEvents } from '../dispatch/operator-events.js';
 import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
@@ -40,7 +42,9 @@ export async function reconcileOnce(config: Config, logger: Logger, tracing: Tra
       operatorEvents: createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger }),
       tracing,
     });
-    return await (await reconciler.start(options)).finished;
+    const trail = createAuditTrail({ clock: systemClock, logger });
+    const detail = options.dryRun ? { dryRun: true } : {};
+    return await (await startAudited({ reconciler, kysely, trail }, { dryRun: options.dryRun, by: CLI_ACTOR, detail })).finished;
   } finally {
     await store.close();
   }

@@ -1,3 +1,4 @@
+import type { AuditTrail } from '../audit-trail.js';
 import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
 import { requireSince } from '../iso-time.js';
@@ -10,25 +11,33 @@ export interface OperationsDeps {
   /** The configured sinks an event type fans out to. */
   sinksFor(type: string): string[];
   clock: Clock;
+  /** Each change is recorded with who asked for it (contract section 15). */
+  trail: AuditTrail;
   /** Tells a dispatcher in this process that work is due (the CLI has none: servers poll). */
   wake?(): void;
 }
 
-/** Dead letters and replay, checked the same way for the admin API and the CLI. */
+/**
+ * Dead letters and replay, checked the same way for the admin API and the CLI. `by` is who asks
+ * (the admin client's address, or `cli`): each change is recorded in the audit trail with it.
+ */
 export interface Operations {
   list(options: { sink?: string | undefined; after?: number | undefined; limit: number }): Promise<DeadLetter[]>;
   /** Back to pending with a fresh attempt budget; refused for a sink that is no longer configured. */
-  retry(id: number): Promise<void>;
+  retry(id: number, by: string): Promise<void>;
   /** Every dead letter (of one sink) whose sink is configured. */
-  retryAll(sink?: string): Promise<number>;
-  discard(id: number): Promise<void>;
+  retryAll(sink: string | undefined, by: string): Promise<number>;
+  discard(id: number, by: string): Promise<void>;
   /** Discards dead letters of any sink, configured or not (set-aside work included). */
-  discardAll(sink?: string): Promise<number>;
+  discardAll(sink: string | undefined, by: string): Promise<number>;
   /** Queues the deliveries received since `since` (ISO 8601 with zone) again; returns how many rows. */
-  replay(options: { since: string; sink?: string | undefined }): Promise<number>;
+  replay(options: { since: string; sink?: string | undefined }, by: string): Promise<number>;
 }
 
-export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => {} }: OperationsDeps): Operations {
+/** Only the parameters given: `{"sink": undefined}` would read as a parameter that was sent. */
+const given = (detail: Record<string, unknown>) => Object.fromEntries(Object.entries(detail).filter(([, value]) => value !== undefined));
+
+export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake = () => {} }: OperationsDeps): Operations {
   const configuredSink = (sink: string | undefined): string | undefined => {
     if (sink !== undefined && !sinks.includes(sink)) throw new InvalidRequestError(`sink ${JSON.stringify(sink)} is not configured`);
     return sink;
@@ -43,32 +52,40 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
     list: (options: { sink?: string | undefined; after?: number | undefined; limit: number }) => outbox.listDeadLetters(options),
 
     /** Back to pending with a fresh attempt budget; refused for a sink that is no longer configured. */
-    async retry(id: number): Promise<void> {
+    async retry(id: number, by: string): Promise<void> {
       const deadLetter = await requireDeadLetter(id);
       configuredSink(deadLetter.sink);
-      await outbox.retryDeadLetters({ id, configured: sinks, now: clock.now() });
+      await trail.record({ action: 'retry', target: String(id), by, detail: { id }, eventId: deadLetter.eventId }, (audit) =>
+        outbox.retryDeadLetters({ id, configured: sinks, now: audit.at }, audit),
+      );
       wake();
     },
 
-    /** Every dead letter (of one sink) whose sink is configured. */
-    async retryAll(sink?: string): Promise<number> {
-      const retried = await outbox.retryDeadLetters({ sink: configuredSink(sink), configured: sinks, now: clock.now() });
+    async retryAll(sink: string | undefined, by: string): Promise<number> {
+      configuredSink(sink);
+      const retried = await trail.record({ action: 'retry_all', target: sink ?? null, by, detail: given({ sink }) }, (audit) =>
+        outbox.retryDeadLetters({ sink, configured: sinks, now: audit.at }, audit),
+      );
       if (retried > 0) wake();
       return retried;
     },
 
-    async discard(id: number): Promise<void> {
-      const discarded = await outbox.discardDeadLetters({ id: wholeId(id) });
-      if (discarded === 0) throw new NotFoundError(`no dead letter ${id}`);
+    async discard(id: number, by: string): Promise<void> {
+      const deadLetter = await requireDeadLetter(id);
+      await trail.record({ action: 'discard', target: String(id), by, detail: { id }, eventId: deadLetter.eventId }, async (audit) => {
+        if ((await outbox.discardDeadLetters({ id }, audit)) === 0) throw new NotFoundError(`no dead letter ${id}`);
+      });
     },
 
-    /** Discards dead letters of any sink, configured or not (set-aside work included). */
-    discardAll: (sink?: string) => outbox.discardDeadLetters({ sink }),
+    discardAll: (sink: string | undefined, by: string) =>
+      trail.record({ action: 'discard', target: sink ?? null, by, detail: given({ all: true, sink }) }, (audit) => outbox.discardDeadLetters({ sink }, audit)),
 
-    /** Queues the deliveries received since `since` (ISO 8601 with zone) again; returns how many rows. */
-    async replay({ since, sink }: { since: string; sink?: string | undefined }): Promise<number> {
+    async replay({ since, sink }: { since: string; sink?: string | undefined }, by: string): Promise<number> {
       const sinceMs = requireSince(since);
-      const queued = await outbox.replay({ since: sinceMs, now: clock.now(), sinksFor, sink: configuredSink(sink) });
+      configuredSink(sink);
+      const queued = await trail.record({ action: 'replay', target: sink ?? null, by, detail: given({ since, sink }) }, (audit) =>
+        outbox.replay({ since: sinceMs, now: audit.at, sinksFor, sink }, audit),
+      );
       if (queued > 0) wake();
       return queued;
     },

@@ -1,15 +1,16 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
+import type { AuditNote } from '../store/audit.js';
 import type { SinkStates } from '../store/sink-state.js';
 import type { OperatorEvents } from './operator-events.js';
 
 export interface Pauses {
   /** The sink failed every attempt for its `pauseAfter`: paused, probed once a minute. True when this call paused it. */
   pauseForFailures(sink: string, detail: { failingSince: number; lastError: string }): Promise<boolean>;
-  /** `POST /admin/sinks/:name/pause`: paused until resumed by hand (no probes). */
-  pauseByOperator(sink: string): Promise<boolean>;
+  /** `POST /admin/sinks/:name/pause`: paused until resumed by hand (no probes). `audit` is written with the change. */
+  pauseByOperator(sink: string, audit?: AuditNote): Promise<boolean>;
   /** A probe succeeded, or `POST /admin/sinks/:name/resume`: its pending work is due at once. True when it was paused. */
-  resume(sink: string, by: 'probe' | 'operator'): Promise<boolean>;
+  resume(sink: string, by: 'probe' | 'operator', audit?: AuditNote): Promise<boolean>;
 }
 
 export interface PausesDeps {
@@ -36,16 +37,16 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
       return true;
     },
 
-    async pauseByOperator(sink) {
-      if (!(await sinkStates.pause(sink, 'operator', clock.now()))) return false;
+    async pauseByOperator(sink, audit) {
+      if (!(await sinkStates.pause(sink, 'operator', clock.now(), audit))) return false;
       changed(sink);
       log.warn({ sink }, 'sink paused by an operator; its work waits until resumed');
       await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'operator' } });
       return true;
     },
 
-    async resume(sink, by) {
-      if (!(await sinkStates.resume(sink, by))) return false;
+    async resume(sink, by, audit) {
+      if (!(await sinkStates.resume(sink, by, audit))) return false;
       await makeDue(sink, clock.now());
       changed(sink);
       log.info({ sink, by }, 'sink resumed');

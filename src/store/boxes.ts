@@ -1,4 +1,6 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
+import { writeAudited, type AuditNote } from './audit.js';
+import type { Database } from './database.js';
 import type { BoxesTable, Schema } from './schema.js';
 
 /** A box as the admin API shows it (contract section 6). */
@@ -52,10 +54,17 @@ export async function getBox(kysely: Kysely<Schema>, id: string): Promise<Box | 
   return row && toBox(row);
 }
 
+const forget = (kysely: Kysely<Schema>, id: string) => kysely.deleteFrom('boxes').where('id', '=', id);
+
 /** Forgets a box; true when it was known. A later event about it starts a fresh record. */
 export async function forgetBox(kysely: Kysely<Schema>, id: string): Promise<boolean> {
-  const result = await kysely.deleteFrom('boxes').where('id', '=', id).executeTakeFirst();
+  const result = await forget(kysely, id).executeTakeFirst();
   return result.numDeletedRows > 0n;
+}
+
+/** An operator's forget, recorded in the same transaction; a box that was not known records nothing (refused). */
+export async function forgetBoxAudited(database: Database, id: string, audit: AuditNote): Promise<boolean> {
+  return (await writeAudited(database, forget(database.kysely, id), audit, ({ changed }) => changed > 0)) > 0;
 }
 
 /** Box counts by stored state (null: no state known yet, e.g. only `box.hydrated` seen). */

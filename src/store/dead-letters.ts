@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
+import { writeAudited, type AuditNote } from './audit.js';
 import type { Database } from './database.js';
 import type { DeadLetter } from './outbox.js';
 import type { OutboxTable, Schema } from './schema.js';
@@ -7,8 +8,10 @@ import type { OutboxTable, Schema } from './schema.js';
 export interface DeadLetterStore {
   listDeadLetters(query: { sink?: string | undefined; after?: number | undefined; limit: number }): Promise<DeadLetter[]>;
   findDeadLetter(id: number): Promise<DeadLetter | undefined>;
-  retryDeadLetters(selection: { id?: number; sink?: string | undefined; configured: string[]; now: number }): Promise<number>;
-  discardDeadLetters(selection: { id?: number; sink?: string | undefined }): Promise<number>;
+  /** With `audit`, the operator's change is recorded in the same transaction. */
+  retryDeadLetters(selection: { id?: number; sink?: string | undefined; configured: string[]; now: number }, audit?: AuditNote): Promise<number>;
+  /** With `audit`, recorded in the same transaction; a discard of one id that finds none records nothing (refused). */
+  discardDeadLetters(selection: { id?: number; sink?: string | undefined }, audit?: AuditNote): Promise<number>;
 }
 
 const deadLetterColumns = ['id', 'delivery_id', 'sink', 'attempts', 'last_error', 'updated_at'] as const;
@@ -44,27 +47,27 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
     },
 
     /** Dead letters back to pending with a fresh attempt budget, for configured sinks only. */
-    async retryDeadLetters({ id, sink, configured, now }: { id?: number; sink?: string | undefined; configured: string[]; now: number }): Promise<number> {
-      if (configured.length === 0) return 0;
-      const result = await db
+    async retryDeadLetters(
+      { id, sink, configured, now }: { id?: number; sink?: string | undefined; configured: string[]; now: number },
+      audit?: AuditNote,
+    ): Promise<number> {
+      const retry = db
         .updateTable('outbox')
         .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...leaseCleared })
         .where('status', '=', 'dead')
         .where('sink', 'in', configured)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
-        .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string))
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows);
+        .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
+      return writeAudited(database, configured.length === 0 ? undefined : retry, audit);
     },
 
-    async discardDeadLetters({ id, sink }: { id?: number; sink?: string | undefined }): Promise<number> {
-      const result = await db
+    async discardDeadLetters({ id, sink }: { id?: number; sink?: string | undefined }, audit?: AuditNote): Promise<number> {
+      const discard = db
         .deleteFrom('outbox')
         .where('status', '=', 'dead')
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
-        .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string))
-        .executeTakeFirst();
-      return Number(result.numDeletedRows);
+        .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
+      return writeAudited(database, discard, audit, ({ changed }) => id === undefined || changed > 0);
     },
   };
 }

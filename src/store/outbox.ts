@@ -1,3 +1,4 @@
+import type { AuditNote } from './audit.js';
 import type { Database } from './database.js';
 import { createDeadLetterStore, type DeadLetterStore } from './dead-letters.js';
 import { createOutboxWork, type OutboxWork } from './outbox-work.js';
@@ -71,8 +72,8 @@ export const SINK_NOT_CONFIGURED = 'sink not configured';
 
 /** The fan-out work queue: claims and leases, dead letters, and replay. */
 export interface Outbox extends OutboxWork, DeadLetterStore {
-  /** New pending rows for the deliveries received since `since`; returns how many. */
-  replay(replay: Replay): Promise<number>;
+  /** New pending rows for the deliveries received since `since`; returns how many. With `audit`, recorded in the same transaction. */
+  replay(replay: Replay, audit?: AuditNote): Promise<number>;
   rowsOfEvent(eventId: string): Promise<EventRow[]>;
 }
 
@@ -80,7 +81,7 @@ export function createOutbox(database: Database): Outbox {
   return {
     ...createOutboxWork(database),
     ...createDeadLetterStore(database),
-    replay: (replay) => queueReplay(database.kysely, replay),
+    replay: (replay, audit) => queueReplay(database, replay, audit),
     rowsOfEvent: (eventId) => rowsOfEvent(database.kysely, eventId),
   };
 }

@@ -27,6 +27,8 @@ export interface PruneResult {
    * redacts that path, and a count is no secret.
    */
   expiredSecrets: number;
+  /** Audit entries (contract section 15). */
+  audit: number;
 }
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -59,8 +61,8 @@ async function deleteInBatches(
 }
 
 /**
- * Retention: removes deliveries older than `retentionDays`, boxes not heard of for as long, and
- * signing secrets past their expiry. Delivered fan-out rows are deleted when delivered. A
+ * Retention: removes deliveries older than `retentionDays`, boxes not heard of for as long, audit
+ * entries and delivery counts as old, and signing secrets past their expiry. Delivered fan-out rows are deleted when delivered. A
  * delivery stays while any of its outbox rows is left, pending or dead (work not yet handled), so
  * retention never loses undelivered events. Removing a delivery ends its dedup protection: the
  * dedup window is the retention period. Every statement stands alone (no transaction), as the
@@ -108,17 +110,23 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
     options.signal,
   );
 
+  // Audit entries and the per-minute delivery counts are kept for the same window; a few rows a day each.
+  const audit = options.signal?.aborted
+    ? 0
+    : (await executeUnsynced(database, kysely.deleteFrom('audit').where('at', '<', cutoff).returning('id'))).length;
+  if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('sink_minutes').where('minute', '<', cutoff));
+
   // An expired secret verifies nothing any more; kept, it would only be a secret at rest.
   const expiredSecrets = options.signal?.aborted
     ? 0
     : Number((await kysely.deleteFrom('secrets').where('expires_at', '<', options.now).executeTakeFirstOrThrow()).numDeletedRows);
 
-  return { cutoff, deliveries, boxes, expiredSecrets };
+  return { cutoff, deliveries, boxes, expiredSecrets, audit };
 }
 
 export function describePrune(result: PruneResult): string {
   return (
     `removed deliveries: ${result.deliveries}, boxes: ${result.boxes} (older than ${new Date(result.cutoff).toISOString()}), ` +
-    `expired secrets: ${result.expiredSecrets}`
+    `expired secrets: ${result.expiredSecrets}, audit entries: ${result.audit}`
   );
 }

@@ -1,13 +1,17 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from 'kysely';
+import { atomically } from './atomically.js';
+import { insertAudit, type AuditNote } from './audit.js';
+import type { Database } from './database.js';
 import type { Replay } from './outbox.js';
-import type { Schema } from './schema.js';
 
 /**
  * New pending rows for the stored deliveries received since `since`, for every sink whose event
  * filter takes the event's type (or just `sink`). They keep the event id, so receivers (and
- * JetStream's duplicate window) can tell a replay from a new event. One statement per sink.
+ * JetStream's duplicate window) can tell a replay from a new event. One statement per sink, all in
+ * one transaction with the operator's audit row when one is given.
  */
-export async function queueReplay(db: Kysely<Schema>, { since, now, sinksFor, sink }: Replay): Promise<number> {
+export async function queueReplay(database: Database, { since, now, sinksFor, sink }: Replay, audit?: AuditNote): Promise<number> {
+  const db = database.kysely;
   // A walk over the few distinct types of the (type, received_at) index, each checked for a delivery
   // since then: a few index seeks, where DISTINCT reads every entry of the window (or the whole index).
   const { rows: types } = await sql<{ type: string }>`
@@ -23,9 +27,8 @@ export async function queueReplay(db: Kysely<Schema>, { since, now, sinksFor, si
       if (sink === undefined || target === sink) typesBySink.set(target, [...(typesBySink.get(target) ?? []), type]);
     }
   }
-  let queued = 0;
-  for (const [target, sinkTypes] of typesBySink) {
-    const result = await db
+  const inserts = [...typesBySink].map(([target, sinkTypes]) =>
+    db
       .insertInto('outbox')
       .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
       .expression(
@@ -45,9 +48,12 @@ export async function queueReplay(db: Kysely<Schema>, { since, now, sinksFor, si
           .where('type', 'in', sinkTypes)
           .orderBy('received_at')
           .orderBy('id'),
-      )
-      .executeTakeFirst();
-    queued += Number(result.numInsertedOrUpdatedRows ?? 0);
-  }
-  return queued;
+      ),
+  );
+  return atomically(database, function* () {
+    let queued = 0;
+    for (const insert of inserts) queued += (yield insert.compile()).changed;
+    if (audit) yield insertAudit(db, audit);
+    return queued;
+  });
 }

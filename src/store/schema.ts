@@ -113,6 +113,33 @@ export interface SinkStateTable {
   next_probe_at: number | null;
 }
 
+/** Operator changes through the admin API or the CLI (contract section 15). */
+export interface AuditTable {
+  id: Generated<number>;
+  /** Epoch ms. */
+  at: number;
+  action: AuditAction;
+  /** The dead-letter id, sink name or box id acted on; null for a replay of every sink or a reconcile. */
+  target: string | null;
+  /** The admin client's address, or `cli`. */
+  by: string;
+  /** The request's parameters, as JSON. */
+  detail: string;
+  /** The event whose dead letter a retry or discard of one id touched (not part of an entry: a filter). */
+  event_id: string | null;
+}
+
+export type AuditAction = 'retry' | 'discard' | 'retry_all' | 'replay' | 'pause' | 'resume' | 'forget' | 'reconcile';
+
+/** Per sink and UTC minute: acknowledged deliveries and failed attempts (the outbox forgets them). */
+export interface SinkMinutesTable {
+  sink: string;
+  /** Epoch ms of the minute's start. */
+  minute: number;
+  delivered: number;
+  failed: number;
+}
+
 export interface Schema {
   deliveries: DeliveriesTable;
   outbox: OutboxTable;
@@ -123,4 +150,6 @@ export interface Schema {
   leases: LeasesTable;
   reconcile_runs: ReconcileRunsTable;
   sink_state: SinkStateTable;
+  audit: AuditTable;
+  sink_minutes: SinkMinutesTable;
 }

@@ -1,4 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
+import { writeAudited, type AuditNote } from './audit.js';
+import type { Database } from './database.js';
 import type { Schema, SinkStateTable } from './schema.js';
 
 export type SinkState = Selectable<SinkStateTable>;
@@ -13,8 +15,9 @@ export interface SinkStates {
   readAll(): Promise<Map<string, SinkState>>;
   failed(sink: string, now: number): Promise<SinkState>;
   succeeded(sink: string): Promise<void>;
-  pause(sink: string, by: 'failures' | 'operator', now: number): Promise<boolean>;
-  resume(sink: string, by: 'probe' | 'operator'): Promise<boolean>;
+  /** With `audit` (an operator's request), recorded in the same transaction, whether or not it changed anything. */
+  pause(sink: string, by: 'failures' | 'operator', now: number, audit?: AuditNote): Promise<boolean>;
+  resume(sink: string, by: 'probe' | 'operator', audit?: AuditNote): Promise<boolean>;
   takeProbe(sink: string, now: number): Promise<boolean>;
 }
 
@@ -22,7 +25,8 @@ export interface SinkStates {
  * Pause state shared by the replicas, one row per sink. Each change is one statement whose
  * RETURNING says whether this process made it, so a pause or a resume is announced once.
  */
-export function createSinkStates(db: Kysely<Schema>): SinkStates {
+export function createSinkStates(database: Database): SinkStates {
+  const db: Kysely<Schema> = database.kysely;
   return {
     async read(sink: string): Promise<SinkState> {
       return (await db.selectFrom('sink_state').selectAll().where('sink', '=', sink).executeTakeFirst()) ?? { sink, ...NONE };
@@ -52,9 +56,9 @@ export function createSinkStates(db: Kysely<Schema>): SinkStates {
      * True when this call paused it: it was not paused, or (by an operator) it was paused by its
      * failures, which the operator's pause replaces: no more probes, so nothing resumes it but a hand.
      */
-    async pause(sink: string, by: 'failures' | 'operator', now: number): Promise<boolean> {
+    async pause(sink: string, by: 'failures' | 'operator', now: number, audit?: AuditNote): Promise<boolean> {
       const nextProbeAt = by === 'failures' ? now + PROBE_INTERVAL_MS : null;
-      const row = await db
+      const pause = db
         .insertInto('sink_state')
         .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: nextProbeAt })
         .onConflict((oc) =>
@@ -67,21 +71,20 @@ export function createSinkStates(db: Kysely<Schema>): SinkStates {
                 : eb('sink_state.paused_at', 'is', null),
             ),
         )
-        .returning('sink')
-        .executeTakeFirst();
-      return row !== undefined;
+        .returning('sink');
+      // RETURNING answers the row only when the insert or the update was made.
+      return (await writeAudited(database, pause, audit)) > 0;
     },
 
     /** True when this call resumed it (it was paused; a probe resumes only a pause by failures). */
-    async resume(sink: string, by: 'probe' | 'operator'): Promise<boolean> {
-      const result = await db
+    async resume(sink: string, by: 'probe' | 'operator', audit?: AuditNote): Promise<boolean> {
+      const resume = db
         .updateTable('sink_state')
         .set(NONE)
         .where('sink', '=', sink)
         .where('paused_at', 'is not', null)
-        .$if(by === 'probe', (q) => q.where('paused_by', '=', 'failures'))
-        .executeTakeFirst();
-      return result.numUpdatedRows > 0n;
+        .$if(by === 'probe', (q) => q.where('paused_by', '=', 'failures'));
+      return (await writeAudited(database, resume, audit)) > 0;
     },
 
     /** While paused by failures: true when this process may make the probe attempt now (one a minute, across replicas). */

@@ -1,15 +1,17 @@
-import type { Kysely } from 'kysely';
+import type { AuditTrail } from '../../audit-trail.js';
 import { InvalidRequestError, NotFoundError } from '../../errors.js';
-import { forgetBox, getBox, listBoxes } from '../../store/boxes.js';
-import type { Schema } from '../../store/schema.js';
+import { forgetBoxAudited, getBox, listBoxes } from '../../store/boxes.js';
+import type { Database } from '../../store/database.js';
 import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';
+import { requester } from './requester.js';
 import type { AdminRoutes } from './router.js';
 
 const unknownBox = () => new NotFoundError('no such box');
 
 /** `/admin/boxes?state=&q=`: the last known state of each box (contract section 7), and forgetting one. */
-export function boxRoutes(kysely: Kysely<Schema>): AdminRoutes {
+export function boxRoutes(database: Database, trail: AuditTrail): AdminRoutes {
+  const { kysely } = database;
   return {
     mount(router) {
       router.get('/boxes', async (req, res) => {
@@ -27,7 +29,10 @@ export function boxRoutes(kysely: Kysely<Schema>): AdminRoutes {
         res.json({ ok: true, box });
       });
       router.delete('/boxes/:boxId', async (req, res) => {
-        if (!(await forgetBox(kysely, req.params.boxId as string))) throw unknownBox();
+        const id = req.params.boxId as string;
+        await trail.record({ action: 'forget', target: id, by: requester(req), detail: { boxId: id } }, async (audit) => {
+          if (!(await forgetBoxAudited(database, id, audit))) throw unknownBox();
+        });
         res.status(204).end();
       });
       router.all('/boxes', methodNotAllowed('GET'));

@@ -5,6 +5,7 @@ import { InvalidRequestError } from '../../errors.js';
 import type { DeadLetter } from '../../store/outbox.js';
 import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';
+import { requester } from './requester.js';
 import type { AdminRoutes } from './router.js';
 
 /** An id from the path; anything that is not one becomes NaN, which operations refuse (400). */
@@ -32,15 +33,15 @@ export function deadLetterRoutes(operations: Operations): AdminRoutes {
       router.post('/dead-letters/retry', async (req, res) => {
         const body = retryAllBody.safeParse(req.body ?? {});
         if (!body.success) throw new InvalidRequestError('expected a JSON body {"sink"?: name}');
-        const retried = await operations.retryAll(body.data.sink);
+        const retried = await operations.retryAll(body.data.sink, requester(req));
         res.status(202).json({ ok: true, retried });
       });
       router.post('/dead-letters/:id/retry', async (req, res) => {
-        await operations.retry(idOf(req));
+        await operations.retry(idOf(req), requester(req));
         res.status(202).json({ ok: true });
       });
       router.delete('/dead-letters/:id', async (req, res) => {
-        await operations.discard(idOf(req));
+        await operations.discard(idOf(req), requester(req));
         res.status(204).end();
       });
       router.all('/dead-letters', methodNotAllowed('GET'));

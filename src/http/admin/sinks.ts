@@ -4,6 +4,8 @@ import { NATS_SINK } from '../../sinks/route.js';
 import type { Sink } from '../../sinks/sink.js';
 import type { SinkStates } from '../../store/sink-state.js';
 import { methodNotAllowed } from '../send-error.js';
+import type { AuditTrail } from '../../audit-trail.js';
+import { requester } from './requester.js';
 import type { AdminRoutes } from './router.js';
 
 export interface SinkRoutesDeps {
@@ -11,10 +13,11 @@ export interface SinkRoutesDeps {
   sinkStates: SinkStates;
   pauses: Pauses;
   countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>>;
+  trail: AuditTrail;
 }
 
 /** `GET /admin/sinks`; `POST /admin/sinks/:name/pause` and `/resume` answer with that sink's row (contract section 6). */
-export function sinkRoutes({ sinks, sinkStates, pauses, countBySink }: SinkRoutesDeps): AdminRoutes {
+export function sinkRoutes({ sinks, sinkStates, pauses, countBySink, trail }: SinkRoutesDeps): AdminRoutes {
   const rows = async (only?: Pick<Sink, 'name' | 'up'>) => {
     const [states, pending, dead] = await Promise.all([sinkStates.readAll(), countBySink('pending'), countBySink('dead')]);
     return (only ? [only] : sinks).map((sink) => ({
@@ -38,12 +41,16 @@ export function sinkRoutes({ sinks, sinkStates, pauses, countBySink }: SinkRoute
       });
       router.post('/sinks/:name/pause', async (req, res) => {
         const sink = configured(req.params.name);
-        await pauses.pauseByOperator(sink.name);
+        await trail.record({ action: 'pause', target: sink.name, by: requester(req), detail: { sink: sink.name } }, (audit) =>
+          pauses.pauseByOperator(sink.name, audit),
+        );
         res.json({ ok: true, sink: (await rows(sink))[0] });
       });
       router.post('/sinks/:name/resume', async (req, res) => {
         const sink = configured(req.params.name);
-        await pauses.resume(sink.name, 'operator');
+        await trail.record({ action: 'resume', target: sink.name, by: requester(req), detail: { sink: sink.name } }, (audit) =>
+          pauses.resume(sink.name, 'operator', audit),
+        );
         res.json({ ok: true, sink: (await rows(sink))[0] });
       });
       router.all('/sinks', methodNotAllowed('GET'));

@@ -1,0 +1,45 @@
+import { api, withQuery, type Page } from './api.js';
+import { field, h, link, route, time, type Child } from './dom.js';
+import { filterForm, listOrEmpty, pager, type View, type ViewContext } from './view.js';
+
+export interface AuditEntry {
+  id: number;
+  at: string;
+  action: string;
+  target: string | null;
+  by: string;
+  detail: Record<string, unknown>;
+}
+
+const ACTIONS = ['retry', 'discard', 'retry_all', 'replay', 'pause', 'resume', 'forget', 'reconcile'];
+
+/** Where a target lives in the console: a box, a sink; a dead letter's id has no view of its own. */
+function targetCell(entry: AuditEntry): Child {
+  if (entry.target === null) return 'every sink';
+  if (entry.action === 'forget') return link(route('boxes', entry.target), entry.target);
+  if (['pause', 'resume', 'replay', 'retry_all'].includes(entry.action)) return link('#/sinks', entry.target);
+  return `dead letter ${entry.target}`;
+}
+
+/** Audit: every change operators made (admin API or CLI), newest first; filter by action, target or event. */
+export function auditView(context: ViewContext, query: URLSearchParams): View {
+  const paging = pager(context);
+  const action = h('select', null, h('option', { value: '' }, 'Any action'), ACTIONS.map((a) => h('option', { value: a, selected: a === query.get('action') }, a)));
+  const target = h('input', { type: 'search', value: query.get('target') ?? '', placeholder: 'box id, sink or dead letter id', spellcheck: 'false' });
+  const eventId = query.get('eventId');
+  const filters = { action: query.get('action'), target: query.get('target'), eventId };
+  return {
+    title: 'Audit',
+    controls: h(
+      'div',
+      null,
+      filterForm('#/audit', [field('Action', action), field('Target', target)], () => ({ action: action.value, target: target.value.trim() })),
+      eventId ? h('p', { class: 'hint' }, 'Retries and discards of the dead letters of event ', link(route('events', eventId), eventId), '.') : null,
+    ),
+    async load() {
+      const page = await api<{ audit: AuditEntry[] } & Page>('GET', withQuery('/admin/audit', { ...filters, limit: '50', cursor: paging.cursor() }));
+      const rows = page.audit.map((entry) => [time(entry.at), entry.action, targetCell(entry), entry.by, h('code', null, JSON.stringify(entry.detail))]);
+      return listOrEmpty('Audit entries', ['When', 'Action', 'Target', 'By', 'Parameters'], rows, page, paging, 'No operator change recorded (for these filters).');
+    },
+  };
+}

@@ -1,0 +1,92 @@
+import type { CompiledQuery, Kysely } from 'kysely';
+import { atomically, type Compilable, type StatementResult, type Steps } from './atomically.js';
+import type { Database } from './database.js';
+import type { AuditAction, Schema } from './schema.js';
+
+export type { AuditAction };
+
+/** An operator change to record (contract section 15). */
+export interface AuditNote {
+  /** Epoch ms. */
+  at: number;
+  action: AuditAction;
+  target: string | null;
+  /** The admin client's address, or `cli`. */
+  by: string;
+  /** The request's parameters (never a secret). */
+  detail: Record<string, unknown>;
+  /** The event a retry or discard of one dead letter touched: found by `?eventId=`, not shown. */
+  eventId?: string | undefined;
+}
+
+/** An entry as `GET /admin/audit` answers it. */
+export interface AuditEntry extends Omit<AuditNote, 'at' | 'eventId'> {
+  id: number;
+  at: string;
+}
+
+export const AUDIT_ACTIONS: readonly AuditAction[] = ['retry', 'discard', 'retry_all', 'replay', 'pause', 'resume', 'forget', 'reconcile'];
+
+export function insertAudit(db: Kysely<Schema>, note: AuditNote): CompiledQuery {
+  return db
+    .insertInto('audit')
+    .values({ at: note.at, action: note.action, target: note.target, by: note.by, detail: JSON.stringify(note.detail), event_id: note.eventId ?? null })
+    .compile();
+}
+
+/** One change with its audit row, in one transaction; the row only when `made` says the change was made. */
+export function* changeWithAudit(
+  db: Kysely<Schema>,
+  change: Compilable | undefined,
+  audit: AuditNote | undefined,
+  made: (result: StatementResult) => boolean = () => true,
+): Steps<StatementResult> {
+  const result = change ? yield change.compile() : { rows: [], changed: 0 };
+  if (audit && made(result)) yield insertAudit(db, audit);
+  return result;
+}
+
+/** A change of one statement with its audit row (atomic); without a note, just the change. Returns the rows changed. */
+export async function writeAudited(
+  database: Database,
+  change: Compilable | undefined,
+  audit: AuditNote | undefined,
+  made?: (result: StatementResult) => boolean,
+): Promise<number> {
+  return (await atomically(database, () => changeWithAudit(database.kysely, change, audit, made))).changed;
+}
+
+/** A change recorded outside a transaction of its own (a reconcile run, which is not one write). */
+export async function recordAudit(db: Kysely<Schema>, note: AuditNote): Promise<void> {
+  await db.executeQuery(insertAudit(db, note));
+}
+
+export interface AuditQuery {
+  action?: AuditAction | undefined;
+  target?: string | undefined;
+  eventId?: string | undefined;
+  /** Entries older (smaller id) than this one: keyset paging, newest first. */
+  beforeId?: number | undefined;
+  limit: number;
+}
+
+export async function listAudit(db: Kysely<Schema>, query: AuditQuery): Promise<AuditEntry[]> {
+  const rows = await db
+    .selectFrom('audit')
+    .select(['id', 'at', 'action', 'target', 'by', 'detail'])
+    .$if(query.action !== undefined, (q) => q.where('action', '=', query.action as AuditAction))
+    .$if(query.target !== undefined, (q) => q.where('target', '=', query.target as string))
+    .$if(query.eventId !== undefined, (q) => q.where('event_id', '=', query.eventId as string))
+    .$if(query.beforeId !== undefined, (q) => q.where('id', '<', query.beforeId as number))
+    .orderBy('id', 'desc')
+    .limit(query.limit)
+    .execute();
+  return rows.map((row) => ({
+    id: Number(row.id),
+    at: new Date(Number(row.at)).toISOString(),
+    action: row.action,
+    target: row.target,
+    by: row.by,
+    detail: JSON.parse(row.detail) as Record<string, unknown>,
+  }));
+}

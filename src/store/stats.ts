@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { OPERATOR_EVENT_PREFIX } from '../events/cloudevent.js';
+import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
 import type { Database } from './database.js';
 import type { Schema } from './schema.js';
 import { executeUnsynced } from './unsynced.js';

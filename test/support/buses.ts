@@ -8,6 +8,10 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { connectAsync, type IClientOptions, type IPublishPacket } from 'mqtt';
 import { Connection, type AsyncMessage } from 'rabbitmq-client';
+import request from 'supertest';
+import { expect } from 'vitest';
+import { adminAuth, metricValue, outboxRows } from './fanout-relay.js';
+import type { TestRelay } from './relay.js';
 import { freePort } from './nats.js';
 import { waitFor } from './fanout.js';
 
@@ -36,14 +40,17 @@ function collector<T>(): Collected<T> & { push(message: T): void } {
   };
 }
 
-/** A queue of its own bound with `#` to a durable topic exchange (declared here too), keeping every message. */
+/**
+ * A queue of its own bound with `#` to a durable topic exchange (declared here too), keeping every
+ * message; not exclusive, so it keeps what arrives while its connection is closed.
+ */
 export async function amqpCollector(exchange: string, url = SHARED_AMQP): Promise<Collected<AsyncMessage> & { close(): Promise<void> }> {
   const rabbit = new Connection(url);
   rabbit.on('error', () => {});
   const collected = collector<AsyncMessage>();
   const queue = `${exchange}-test-${randomBytes(3).toString('hex')}`;
   const consumer = rabbit.createConsumer(
-    { queue, queueOptions: { exclusive: true, autoDelete: true }, exchanges: [{ exchange, type: 'topic', durable: true }], queueBindings: [{ queue, exchange, routingKey: '#' }] },
+    { queue, queueOptions: { durable: false }, exchanges: [{ exchange, type: 'topic', durable: true }], queueBindings: [{ queue, exchange, routingKey: '#' }] },
     (message) => collected.push(message),
   );
   await new Promise((resolve) => consumer.once('ready', resolve));
@@ -51,6 +58,7 @@ export async function amqpCollector(exchange: string, url = SHARED_AMQP): Promis
     ...collected,
     async close() {
       await consumer.close();
+      await rabbit.queueDelete({ queue }).catch(() => {});
       await rabbit.exchangeDelete({ exchange }).catch(() => {});
       await rabbit.close();
     },
@@ -72,6 +80,8 @@ export async function amqpVhost(): Promise<{ vhost: string; user: string; passwo
   await rabbitmqctl('add_vhost', vhost);
   await rabbitmqctl('add_user', user, password);
   await rabbitmqctl('set_permissions', '-p', vhost, user, '.*', '.*', '.*');
+  // The tests' consumers connect as guest.
+  await rabbitmqctl('set_permissions', '-p', vhost, 'guest', '.*', '.*', '.*');
   return {
     vhost,
     user,
@@ -150,11 +160,53 @@ export function ownRedis(): Promise<OwnBroker> {
   ]);
 }
 
-/** mosquitto with persistence, so a persistent subscriber's session and queued messages survive a clean restart. */
+/** mosquitto with persistence (as root: its own user could not write the temporary directory), so a persistent subscriber's session and queued messages survive a clean restart. */
 export function ownMosquitto(): Promise<OwnBroker> {
   return ownBroker('mqtt', (port, dir) => {
     const config = join(dir, 'mosquitto.conf');
-    writeFileSync(config, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${dir}/\n`);
+    writeFileSync(config, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${dir}/\nuser root\n`);
     return ['mosquitto', ['-c', config]];
   });
+}
+
+/** The internal `/readyz` body. */
+export async function readyz(t: TestRelay): Promise<{ ok: boolean; checks: Record<string, string>; errors?: Record<string, string> }> {
+  return (await request(t.relay.internalApp).get('/readyz')).body;
+}
+
+/** Resolves once the bus's `/readyz` check is ok. */
+export const busUp = (t: TestRelay, bus: string) => waitFor(async () => (await readyz(t)).checks[bus] === 'ok', `${bus} to be up`);
+
+/** The bus alone, up and idle, on `/readyz`, `/admin/sinks` and the metrics, after `delivered` deliveries. */
+export async function expectListed(t: TestRelay, bus: string, delivered: number): Promise<void> {
+  expect((await readyz(t)).checks).toEqual({ storage: 'ok', [bus]: 'ok' });
+  const sinks = await request(t.relay.internalApp).get('/admin/sinks').set(adminAuth);
+  expect(sinks.body.sinks).toEqual([{ name: bus, kind: bus, up: true, paused: false, pending: 0, deadLetters: 0 }]);
+  expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: bus, outcome: 'delivered' })).toBe(delivered);
+  expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: bus })).toBe(1);
+}
+
+/** Posts box.ready deliveries (box `bx_<i mod 5>`), each answered 200, keeping their event ids. */
+export function poster(t: TestRelay) {
+  const posted = new Set<string>();
+  return {
+    posted,
+    async post(from: number, to: number) {
+      for (let i = from; i < to; i++) {
+        const answer = await t.post({ boxId: `bx_${i % 5}` });
+        expect(answer.status).toBe(200);
+        posted.add(answer.deliveryId);
+      }
+    },
+  };
+}
+
+/** While the bus is down: `/readyz` still 200 naming it down, the gauge at 0, and at least `pending` rows pending. */
+export async function expectHeld(t: TestRelay, bus: string, pending: number): Promise<void> {
+  const ready = await request(t.relay.internalApp).get('/readyz');
+  expect([ready.status, ready.body.checks]).toEqual([200, { storage: 'ok', [bus]: 'down' }]);
+  expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: bus })).toBe(0);
+  const rows = await outboxRows(t, bus);
+  expect(rows.length).toBeGreaterThanOrEqual(pending);
+  expect(rows.every((row) => row.status === 'pending')).toBe(true);
 }

@@ -16,6 +16,20 @@ import { SECRET, delivery } from './support/sign.js';
 
 const { defer, relay, serve } = fanoutFixture();
 
+/** A consumer on each bus for names of the test's own (exchange, stream, topic prefix), removed at the end. */
+async function consumers(name: string) {
+  const redis = redisClient();
+  defer(async () => {
+    await redis.del(name, ...(await redis.keys(`${name}:seen:*`)));
+    redis.disconnect();
+  });
+  const amqp = await amqpCollector(name);
+  defer(() => amqp.close());
+  const mqtt = await mqttCollector(`${name}/#`);
+  defer(() => mqtt.close());
+  return { redis, amqp, mqtt };
+}
+
 describe('the bus seam', () => {
   it('builds one sink per configured bus, in BUSES order before the hooks, each with its ordering', () => {
     const config = configSchema.parse({
@@ -50,15 +64,7 @@ describe('operator events, pause and resume on the buses', () => {
     const nats = await natsClient();
     defer(() => nats.close());
     nats.streams.push(stream);
-    const redis = redisClient();
-    defer(async () => {
-      await redis.del(name, ...(await redis.keys(`${name}:seen:*`)));
-      redis.disconnect();
-    });
-    const amqp = await amqpCollector(name);
-    defer(() => amqp.close());
-    const mqtt = await mqttCollector(`${name}/#`);
-    defer(() => mqtt.close());
+    const { redis, amqp, mqtt } = await consumers(name);
     const natsMessages = collect(nats.nc, `${prefix}.boxrelay.>`);
     const t = await relay({
       natsUrl: SHARED_NATS, natsSubjectPrefix: prefix, natsStream: stream,
@@ -92,15 +98,7 @@ describe('operator events, pause and resume on the buses', () => {
 describe('`boxrelay serve` (fan-out in its worker thread)', () => {
   it('names each bus on /readyz from the worker and publishes to each', async () => {
     const name = uniqueName();
-    const redis = redisClient();
-    defer(async () => {
-      await redis.del(name, ...(await redis.keys(`${name}:seen:*`)));
-      redis.disconnect();
-    });
-    const amqp = await amqpCollector(name);
-    defer(() => amqp.close());
-    const mqtt = await mqttCollector(`${name}/#`);
-    defer(() => mqtt.close());
+    const { redis, amqp, mqtt } = await consumers(name);
     const dir = mkdtempSync(join(tmpdir(), 'boxrelay-buses-'));
     const relayProcess = await serve({
       BOXRELAY_SECRETS: SECRET,

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config/load.js';
 import { configSchema } from '../src/config/schema.js';
 import { createSinks } from '../src/dispatch/fanout.js';
 import { createLogger } from '../src/log.js';
@@ -48,6 +49,49 @@ describe('the bus seam', () => {
     // Buses retry on the hooks' schedule and pause after 10 minutes (contract section 12); NATS keeps its own rule.
     expect(buses.map((b) => [b.maxAttempts, b.pauseAfterMs])).toEqual([[Infinity, undefined], [8, 600_000], [8, 600_000], [8, 600_000]]);
     expect(buses.every((b) => b.check().state === 'down' && !b.up())).toBe(true);
+  });
+
+  it('reads every section 12 variable from the env and the config file (env winning), with the contract defaults', () => {
+    const defaults = loadConfig({ env: {} });
+    expect([defaults.amqpUrl, defaults.amqpExchange, defaults.amqpQueue, defaults.redisUrl, defaults.redisStream, defaults.redisMaxlen]).toEqual([
+      undefined, 'sandbox', undefined, undefined, 'sandbox:events', 1_000_000,
+    ]);
+    expect([defaults.redisDuplicateWindow, defaults.mqttUrl, defaults.mqttTopicPrefix, defaults.amqpOrdering, defaults.redisOrdering, defaults.mqttOrdering]).toEqual([
+      3_600_000, undefined, 'sandbox', 'none', 'none', 'none',
+    ]);
+    const file = JSON.stringify({ amqpUrl: 'amqp://file:5672', amqpExchange: 'from-file', redisMaxlen: 5, mqttTopicPrefix: 'file/level' });
+    const config = loadConfig({
+      env: {
+        BOXRELAY_CONFIG: '/config.json',
+        BOXRELAY_AMQP_URL: 'amqps://relay:pw@rabbit:5671/vhost',
+        BOXRELAY_AMQP_QUEUE: 'all-events',
+        BOXRELAY_AMQP_ORDERING: 'per-box',
+        BOXRELAY_REDIS_URL: 'rediss://redis:6380',
+        BOXRELAY_REDIS_STREAM: 'box:events',
+        BOXRELAY_REDIS_DUPLICATE_WINDOW: '10m',
+        BOXRELAY_REDIS_ORDERING: 'per-box',
+        BOXRELAY_MQTT_URL: 'mqtts://mqtt:8883',
+        BOXRELAY_MQTT_ORDERING: 'per-box',
+      },
+      readFile: () => file,
+    });
+    expect(config).toMatchObject({
+      amqpUrl: 'amqps://relay:pw@rabbit:5671/vhost', amqpExchange: 'from-file', amqpQueue: 'all-events', amqpOrdering: 'per-box',
+      redisUrl: 'rediss://redis:6380', redisStream: 'box:events', redisMaxlen: 5, redisDuplicateWindow: 600_000, redisOrdering: 'per-box',
+      mqttUrl: 'mqtts://mqtt:8883', mqttTopicPrefix: 'file/level', mqttOrdering: 'per-box',
+    });
+  });
+
+  it('refuses bad bus settings with one line each, naming the variable', () => {
+    let problems: string[] = [];
+    try {
+      loadConfig({ env: { BOXRELAY_AMQP_URL: 'http://rabbit', BOXRELAY_REDIS_MAXLEN: '-1', BOXRELAY_REDIS_DUPLICATE_WINDOW: '0s', BOXRELAY_MQTT_TOPIC_PREFIX: 'a/+', BOXRELAY_MQTT_ORDERING: 'fifo' } });
+    } catch (error) {
+      problems = (error as ConfigError).problems;
+    }
+    expect(problems.map((line) => line.split(':')[0])).toEqual([
+      'BOXRELAY_AMQP_URL', 'BOXRELAY_REDIS_MAXLEN', 'BOXRELAY_REDIS_DUPLICATE_WINDOW', 'BOXRELAY_MQTT_TOPIC_PREFIX', 'BOXRELAY_MQTT_ORDERING',
+    ]);
   });
 
   it('refuses a hook named like a bus', () => {

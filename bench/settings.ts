@@ -1,4 +1,5 @@
 import type { BacklogSettings } from './backlog.js';
+import type { BusBenchSettings } from './buses.js';
 
 /** Bench settings: env vars (BENCH_SECONDS=3) or flags (--seconds=3), flags winning. */
 export interface Settings {
@@ -26,12 +27,14 @@ export interface Settings {
   compare: string[];
   /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
   pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, postgres). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, postgres, bus-drain, bus-beside-nats). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;
   /** The backlog drains (bench/backlog.ts); `only` names them `backlog`. */
   backlog: BacklogSettings;
+  /** The buses (bench/buses.ts); `only` names them `bus-drain` (each bus alone drains a backlog) and `bus-beside-nats`. */
+  buses: BusBenchSettings;
 }
 
 const DEFAULTS = {
@@ -49,6 +52,10 @@ const DEFAULTS = {
   'hook-backlog': '50000',
   'hook-concurrency': '1,4,16,64',
   'backlog-timeout': '900',
+  'bus-backlog': '100000',
+  'amqp-url': 'amqp://guest:guest@127.0.0.1:5672',
+  'redis-url': 'redis://127.0.0.1:6379',
+  'mqtt-url': 'mqtt://127.0.0.1:1883',
   'prune-rows': '300000',
   'prune-recent': '1000000',
   'prune-rate': '300',
@@ -95,6 +102,15 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
       rate: num('backlog-rate'),
       hookEvents: Math.floor(num('hook-backlog')),
       hookConcurrency: get('hook-concurrency')?.split(',').filter(Boolean).map(Number) ?? [],
+      timeoutMs: num('backlog-timeout') * 1000,
+    },
+    buses: {
+      events: Math.floor(num('bus-backlog')),
+      amqpUrl: get('amqp-url') as string,
+      redisUrl: get('redis-url') as string,
+      mqttUrl: get('mqtt-url') as string,
+      seconds: Math.max(1, num('seconds')),
+      connections: Math.max(1, num('connections')),
       timeoutMs: num('backlog-timeout') * 1000,
     },
   };

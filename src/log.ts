@@ -16,6 +16,10 @@ export const redactedPaths = [
   'adminToken',
   'natsToken',
   'natsPassword',
+  // Bus URLs may hold a password.
+  'amqpUrl',
+  'redisUrl',
+  'mqttUrl',
   'upstreamApiKey',
   'secretsEncryptionKey',
   'authorization',

@@ -27,11 +27,11 @@ import type { DependencyStatus } from './dependency-status.js';
 import { createReadiness } from './http/readiness.js';
 import type { Logger } from './log.js';
 import { boxStateCounts, createMetrics } from './metrics/metrics.js';
-import type { NatsSinkOptions } from './sinks/nats.js';
+import type { BusTuning } from './sinks/bus.js';
 import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
 import type { Schedule } from './schedule.js';
-import { configuredSinks, createSinkRouter } from './sinks/route.js';
+import { configuredSinks, sinkRouterOf } from './sinks/route.js';
 import { acceptEvent } from './store/accept-event.js';
 import { countBoxesByState } from './store/boxes.js';
 import { createSinkStates } from './store/sink-state.js';
@@ -64,7 +64,7 @@ export class NoSecretError extends Error {
 export class InlineFanoutRequiredError extends Error {
   readonly code = 'inline_fanout_required';
   constructor() {
-    super('a clock, dispatch tuning or NATS options given to createRelay need fanoutThread: inline');
+    super('a clock, dispatch tuning or bus options given to createRelay need fanoutThread: inline');
   }
 }
 
@@ -75,9 +75,10 @@ export interface RelayDeps {
   registry?: Registry;
   /** Timers of the daily retention run (tests fire them by hand). */
   timers?: Timers;
-  /** Fan-out timing (tests shorten it); the poll interval comes from the config. Inline fan-out only, like `clock` and `nats`. */
+  /** Fan-out timing (tests shorten it); the poll interval comes from the config. Inline fan-out only, like `clock` and `buses`. */
   dispatch?: Partial<DispatchTuning>;
-  nats?: Pick<NatsSinkOptions, 'ackTimeoutMs' | 'backoff'>;
+  /** Every bus's ack timeout and reconnect delays. */
+  buses?: BusTuning;
   /** OpenTelemetry (contract section 11); off unless given (`serve` builds it from the OTEL_* variables). */
   tracing?: Tracing;
   /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
@@ -98,7 +99,7 @@ export async function createRelay({
   registry = new Registry(),
   timers,
   dispatch,
-  nats: natsOptions,
+  buses: busOptions,
   reconcile: reconcileOptions,
   tracing = tracingOff,
 }: RelayDeps) {
@@ -109,7 +110,7 @@ export async function createRelay({
 
   // Refused before the database is opened: a wrong key must not look like missing secrets.
   const cipher = createSecretCipher(config.secretsEncryptionKey);
-  if (config.fanoutThread === 'worker' && (clock !== systemClock || dispatch || natsOptions)) throw new InlineFanoutRequiredError();
+  if (config.fanoutThread === 'worker' && (clock !== systemClock || dispatch || busOptions)) throw new InlineFanoutRequiredError();
   // The fan-out exists only once the store is open; commits before that have nothing to wake.
   let wakeDispatcher = () => {};
   const store: Store = await openStore({
@@ -136,7 +137,7 @@ export async function createRelay({
 
   const kysely = store.database.kysely;
   const sinkNames = configuredSinks(config);
-  const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
+  const sinksFor = sinkRouterOf(config);
   const outbox = createOutbox(store.database);
   const sinkStates = createSinkStates(store.database);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
@@ -147,10 +148,7 @@ export async function createRelay({
   const readiness = createReadiness({
     shuttingDown: () => shuttingDown,
     storageWritable: () => store.checkWritable(clock.now()),
-    dependencies: (): Record<string, DependencyStatus> => {
-      const nats = fanout.natsStatus();
-      return nats ? { nats } : {};
-    },
+    dependencies: (): Record<string, DependencyStatus> => fanout.dependencies(),
     clock,
   });
   const metrics = createMetrics(registry, {
@@ -187,7 +185,7 @@ export async function createRelay({
           logger,
         })
       : createInlineFanout({
-          ...createSinks({ config, clock, logger, nats: natsOptions }),
+          ...createSinks({ config, clock, logger, buses: busOptions }),
           outbox,
           clock,
           logger,
@@ -298,7 +296,7 @@ export async function createRelay({
     },
     /**
      * Graceful: stop accepting and finish in-flight requests; then the dispatcher finishes or
-     * releases its deliveries, NATS drains, and the database closes (after the worker thread, whose
+     * releases its deliveries, the buses drain, and the database closes (after the worker thread, whose
      * storage calls it serves, has ended).
      */
     async stop() {

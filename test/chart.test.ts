@@ -90,6 +90,10 @@ const SECRET_VARS: Record<string, string | null> = {
   BOXRELAY_NATS_USER: 'secrets.nats',
   BOXRELAY_NATS_PASSWORD: 'secrets.nats',
   BOXRELAY_UPSTREAM_API_KEY: 'secrets.upstreamApiKey',
+  // The buses' URLs may hold a password (contract section 12).
+  BOXRELAY_AMQP_URL: 'secrets.amqpUrl',
+  BOXRELAY_REDIS_URL: 'secrets.redisUrl',
+  BOXRELAY_MQTT_URL: 'secrets.mqttUrl',
   // boxrelay's own setting (README, "Settings boxrelay adds to the contract").
   BOXRELAY_SECRETS_ENCRYPTION_KEY: 'secrets.secretsEncryptionKey',
 };
@@ -218,6 +222,7 @@ const ALL_CONFIG = {
   natsUrl: 'nats://nats.nats.svc:4222',
   natsMaxAge: '2d',
   natsTlsCaFile: '/etc/boxrelay/ca/ca.pem',
+  amqpQueue: 'sandbox-events',
   upstreamBaseUrl: 'https://sandbox.example.com',
   outboxLeaseMs: 90000,
   shutdownTimeoutMs: 20000,
@@ -235,6 +240,9 @@ const MATRIX: Record<string, Obj> = {
       nats: { auth: 'creds', creds: '-----BEGIN NATS USER JWT-----' },
       upstreamApiKey: { value: 'key' },
       secretsEncryptionKey: { value: 'passphrase' },
+      amqpUrl: { value: 'amqp://relay:pw@rabbitmq.bus.svc:5672/%2F' },
+      redisUrl: { existingSecret: 'redis-credentials', key: 'url' },
+      mqttUrl: { value: 'mqtt://mosquitto.bus.svc:1883' },
     },
     persistence: { storageClass: 'fast', annotations: { a: 'b' } },
     ingress: { enabled: true, className: 'nginx' },
@@ -330,6 +338,8 @@ describe('chart: rendered by helm', () => {
     expect(refused(['--set', 'config.port=eighty'])).toMatch(/config\/port.*want integer/);
     expect(refused(['--set', 'replicas=2'])).toMatch(/additional properties 'replicas' not allowed/);
     expect(refused(['--set', 'config.natsMode=fast'])).toMatch(/config\/natsMode/);
+    expect(refused(['--set', 'config.mqttTopicPrefix=a/+'])).toMatch(/config\/mqttTopicPrefix/);
+    expect(refused(['--set', 'secrets.redisUrl.value=http://x'])).toMatch(/secrets\/redisUrl\/value/);
     expect(refused(['--set', 'serviceMonitor.enabeld=true'])).toMatch(/'enabeld' not allowed/);
   });
 
@@ -405,6 +415,10 @@ describe('chart: rendered by helm', () => {
     }
     expect(env.get('BOXRELAY_DATABASE')).toBe('/data/boxrelay.db');
     expect(env.get('BOXRELAY_NATS_CREDS_FILE')).toBe('/etc/boxrelay/nats/nats.creds');
+    expect([env.get('BOXRELAY_AMQP_URL'), env.get('BOXRELAY_REDIS_URL'), env.get('BOXRELAY_MQTT_URL')]).toEqual([
+      'secret:relay-boxrelay/amqp-url', 'secret:redis-credentials/url', 'secret:relay-boxrelay/mqtt-url',
+    ]);
+    expect([...containerEnv(render({})).keys()].filter((k) => /^BOXRELAY_(AMQP|REDIS|MQTT)_URL$/.test(k))).toEqual([]);
     expect(containerEnv(render(MATRIX['PostgreSQL with replicas']!)).get('BOXRELAY_DATABASE')).toBe('secret:relay-boxrelay/database-url');
     const token = containerEnv(render({ secrets: { nats: { auth: 'token', token: 't' } } }));
     expect(token.get('BOXRELAY_NATS_TOKEN')).toBe('secret:relay-boxrelay/nats-token');

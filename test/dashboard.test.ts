@@ -9,7 +9,11 @@ import { fileURLToPath } from 'node:url';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
+import { BUS_NAMES } from '../src/config/schema.js';
+import { BUSES } from '../src/sinks/buses.js';
+import { SHARED_AMQP, SHARED_MQTT, SHARED_REDIS, uniqueName } from './support/buses.js';
 import { fanoutFixture, hook } from './support/fanout-relay.js';
+import { SHARED_NATS } from './support/nats.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
 import { parseExposition } from './support/prometheus.js';
 import { SECRET } from './support/sign.js';
@@ -115,6 +119,27 @@ describe('Grafana dashboard', () => {
       const names = metricNames(asPromQL(q.expr));
       expect(names.length, `${q.panel}: ${q.expr}`).toBeGreaterThan(0);
       for (const name of names) expect(exposed.has(name), `${q.panel}: ${name} is not exposed`).toBe(true);
+    }
+  });
+
+  it('has bus panels whose queries take every bus sink name a relay with all buses exposes', async () => {
+    expect(BUSES.map((bus) => bus.name)).toEqual([...BUS_NAMES]);
+    const busPanels = panels.filter((p) => p.title.startsWith('Buses: '));
+    expect(busPanels.map((p) => p.title)).toEqual([
+      'Buses: publishes by bus and outcome',
+      'Buses: publish latency (p95)',
+      'Buses: up, paused and pending',
+      'Buses: dead letters',
+    ]);
+    const name = uniqueName();
+    const t = await relay({ natsUrl: SHARED_NATS, amqpUrl: SHARED_AMQP, amqpExchange: name, redisUrl: SHARED_REDIS, redisStream: name, mqttUrl: SHARED_MQTT });
+    const scraped = parseExposition((await request(t.relay.internalApp).get('/metrics').expect(200)).text);
+    const exposedSinks = new Set(scraped.samples.filter((s) => s.name === 'boxrelay_sink_up').map((s) => s.labels.sink));
+    expect(exposedSinks).toEqual(new Set(BUS_NAMES));
+    for (const target of busPanels.flatMap((p) => p.targets ?? [])) {
+      const matcher = /sink=~"([^"]+)"/.exec(target.expr)?.[1];
+      expect(matcher, target.expr).toBeDefined();
+      for (const bus of BUS_NAMES) expect(new RegExp(`^(?:${matcher})$`).test(bus), `${bus} in ${target.expr}`).toBe(true);
     }
   });
 });

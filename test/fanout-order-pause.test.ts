@@ -218,7 +218,7 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
     defer(() => nats.kill());
     const t = await relay(
       { natsUrl: nats.url, natsSubjectPrefix: names.prefix, natsStream: names.stream, natsOrdering: 'per-box' },
-      { nats: { ackTimeoutMs: 500, backoff: { minMs: 20, maxMs: 200 } } },
+      { buses: { ackTimeoutMs: 500, backoff: { minMs: 20, maxMs: 200 } } },
     );
     const natsUp = () => waitFor(async () => (await request(t.relay.internalApp).get('/readyz')).body.checks?.nats === 'ok', 'NATS to be up');
     await natsUp();

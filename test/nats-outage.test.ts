@@ -18,7 +18,7 @@ it('accepts deliveries while NATS is down and publishes each once when it is bac
   const nats = await ownNats();
   defer(() => nats.kill());
   const { prefix, stream } = uniqueNames();
-  const t = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream }, { nats: { backoff: { minMs: 50, maxMs: 300 } } });
+  const t = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream }, { buses: { backoff: { minMs: 50, maxMs: 300 } } });
   const natsCheck = async () => (await request(t.relay.internalApp).get('/readyz')).body.checks.nats as string;
   await waitFor(async () => (await natsCheck()) === 'ok', 'NATS to be up');
 
@@ -62,7 +62,7 @@ it('authenticates with the configured user and password, or token, and stays dow
   ];
   for (const t of good) await waitFor(async () => (await natsCheck(t)) === 'ok', 'an authenticated connection');
 
-  const wrong = await relay({ natsUrl: withUser.url, natsUser: 'relay', natsPassword: 'wrong-pass' }, { nats: { backoff: { minMs: 50, maxMs: 100 } } });
+  const wrong = await relay({ natsUrl: withUser.url, natsUser: 'relay', natsPassword: 'wrong-pass' }, { buses: { backoff: { minMs: 50, maxMs: 100 } } });
   await wrong.logs.waitFor((entry) => entry.msg === 'NATS unreachable; deliveries wait in the outbox');
   expect(await natsCheck(wrong)).toBe('down');
   expect(wrong.logs.text()).not.toContain('wrong-pass');
@@ -78,7 +78,7 @@ it('sets the JetStream stream up again when it is deleted while connected, then 
   // Scheduled retries an hour out: only the sink coming back may explain a prompt delivery.
   const t = await relay(
     { natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream },
-    { nats: { backoff: { minMs: 50, maxMs: 300 } }, dispatch: { ...fastTuning, quickRetries: 0, retryDelayMs: () => 3_600_000 } },
+    { buses: { backoff: { minMs: 50, maxMs: 300 } }, dispatch: { ...fastTuning, quickRetries: 0, retryDelayMs: () => 3_600_000 } },
   );
   const natsCheck = async () => (await request(t.relay.internalApp).get('/readyz')).body.checks.nats as string;
   await waitFor(async () => (await natsCheck()) === 'ok', 'NATS to be up');
@@ -144,7 +144,7 @@ it('publishes over TLS to a server whose certificate the configured CA file sign
   expect(message?.header.get('Nats-Msg-Id')).toBe(posted.deliveryId);
 
   // Without the CA the server's certificate is not trusted: the sink stays down, the receiver up.
-  const untrusting = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream }, { nats: { backoff: { minMs: 50, maxMs: 100 } } });
+  const untrusting = await relay({ natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream }, { buses: { backoff: { minMs: 50, maxMs: 100 } } });
   await untrusting.logs.waitFor((entry) => entry.msg === 'NATS unreachable; deliveries wait in the outbox');
   expect(await natsCheck(untrusting)).toBe('down');
   expect((await untrusting.post()).status).toBe(200);

@@ -178,7 +178,7 @@ it('sets the stream up on the new connection when the server that refused it com
   // A refused set-up is tried again only after a minute: only the reconnect may explain a prompt recovery.
   const t = await relay(
     { natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream, natsUser: 'relay', natsPassword: 'relay-pass' },
-    { nats: { backoff: { minMs: 50, maxMs: 60_000 } } },
+    { buses: { backoff: { minMs: 50, maxMs: 60_000 } } },
   );
   const refused = await waitFor(async () => {
     const body = await natsCheck(t);

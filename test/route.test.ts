@@ -47,16 +47,16 @@ describe('event globs', () => {
     expect(globMatcher('*a*a*a*a*a*a*a*b')(`${'a'.repeat(16_000)}b`)).toBe(true);
   });
 
-  it('routes an event type to NATS and to each hook with a matching glob', () => {
+  it('routes an event type to every configured bus and to each hook with a matching glob', () => {
     const route = createSinkRouter({
-      natsEnabled: true,
+      buses: ['nats', 'amqp'],
       hooks: [
         { name: 'errors', events: ['*.error'] },
         { name: 'boxes', events: ['account.*', 'box.*'] },
       ] as Parameters<typeof createSinkRouter>[0]['hooks'],
     });
-    expect(route('box.error')).toEqual(['nats', 'errors', 'boxes']);
-    expect(route('box.ready')).toEqual(['nats', 'boxes']);
-    expect(route('other')).toEqual(['nats']);
+    expect(route('box.error')).toEqual(['nats', 'amqp', 'errors', 'boxes']);
+    expect(route('box.ready')).toEqual(['nats', 'amqp', 'boxes']);
+    expect(route('other')).toEqual(['nats', 'amqp']);
   });
 });

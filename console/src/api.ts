@@ -79,7 +79,8 @@ export type DeadLetter = { id: number; eventId: string; sink: string; attempts: 
 
 export interface SinkRow {
   name: string;
-  kind: 'nats' | 'hook';
+  /** A bus's name (`nats`, `amqp`, `redis`, `mqtt`) or `hook`. */
+  kind: string;
   up: boolean;
   paused: boolean;
   pending: number;

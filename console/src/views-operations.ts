@@ -84,7 +84,7 @@ export function replayView(context: ViewContext): View {
 
 /** The sinks table, shared by Overview and Sinks. */
 export function sinkTable(sinks: SinkRow[], action?: (sink: SinkRow) => Node): Node {
-  if (sinks.length === 0) return message('empty', 'No sink is configured: set BOXRELAY_NATS_URL or add hooks to fan events out.');
+  if (sinks.length === 0) return message('empty', 'No sink is configured: set a bus URL (BOXRELAY_NATS_URL, BOXRELAY_AMQP_URL, BOXRELAY_REDIS_URL, BOXRELAY_MQTT_URL) or add hooks to fan events out.');
   const headers = ['Sink', 'Kind', 'Up', 'Paused', 'Pending', 'Dead letters', ...(action ? ['Actions'] : [])];
   return table(
     'Sinks',

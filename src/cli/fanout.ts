@@ -3,7 +3,7 @@ import { CLI_ACTOR, createAuditTrail } from '../audit-trail.js';
 import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { createOperations, type Operations } from '../dispatch/operations.js';
-import { configuredSinks, createSinkRouter } from '../sinks/route.js';
+import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { createOutbox, type DeadLetter } from '../store/outbox.js';
 import { createLogger } from '../log.js';
 import { withDatabase } from './database.js';
@@ -19,7 +19,7 @@ function withOperations<T>(config: Config, fn: (operations: Operations) => Promi
       createOperations({
         outbox: createOutbox(database),
         sinks: configuredSinks(config),
-        sinksFor: createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks }),
+        sinksFor: sinkRouterOf(config),
         clock: systemClock,
         // The one log line of each change goes to stderr, beside the command's own output on stdout.
         trail: createAuditTrail({ clock: systemClock, logger: createLogger(config.logLevel, process.stderr) }),
@@ -35,7 +35,7 @@ function withOperations<T>(config: Config, fn: (operations: Operations) => Promi
 function withSinks(config: Config, command: string): Config {
   if (configuredSinks(config).length === 0) {
     exitMisconfigured(
-      `${command} needs the server's sinks: set BOXRELAY_NATS_URL (e.g. nats://127.0.0.1:4222) or ` +
+      `${command} needs the server's sinks: set a bus URL (e.g. BOXRELAY_NATS_URL=nats://127.0.0.1:4222) or ` +
         'BOXRELAY_HOOKS_FILE (e.g. /etc/boxrelay/hooks/hooks.yaml) as the server has them',
     );
   }

@@ -7,7 +7,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { reconcileConfigured, reconcilerFromConfig } from '../reconcile/create.js';
-import { configuredSinks, createSinkRouter } from '../sinks/route.js';
+import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { acceptEvent } from '../store/accept-event.js';
 import { leaseClock } from '../store/database-clock.js';
 import { databaseOptionsOf } from '../store/database.js';
@@ -30,7 +30,7 @@ export async function reconcileOnce(config: Config, logger: Logger, tracing: Tra
       sinks: configuredSinks(config),
       sources: { reconcileLastSuccessAt: () => lastSuccessAt(kysely) },
     });
-    const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
+    const sinksFor = sinkRouterOf(config);
     const reconciler = reconcilerFromConfig({
       config,
       kysely,

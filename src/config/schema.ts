@@ -27,11 +27,16 @@ const stringList = z
   .union([z.array(z.string()), z.string()])
   .transform((value) => (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean));
 
+/** The buses' sink names (src/sinks/buses.ts has one entry each): no hook may take one. */
+export const BUS_NAMES = ['nats', 'amqp', 'redis', 'mqtt'] as const;
+
+const ordering = z.enum(['none', 'per-box']).default('none');
+
 export const hookSchema = z.strictObject({
   name: z
     .string()
     .regex(/^[a-z0-9-]+$/, 'hook names use only a-z, 0-9 and -')
-    .refine((name) => name !== 'nats', '"nats" is the NATS sink\'s name'),
+    .refine((name) => !(BUS_NAMES as readonly string[]).includes(name), `${BUS_NAMES.join(', ')} are the buses' sink names`),
   // Credentials in a URL would be refused by fetch and echoed in its error; use `headers` instead.
   url: z
     .url({ protocol: /^https?$/ })
@@ -47,7 +52,7 @@ export const hookSchema = z.strictObject({
   maxAttempts: positiveInt.max(100).default(8),
   /** Requests in flight to this hook at once (so events may arrive out of order when above 1, unless per-box). */
   concurrency: positiveInt.max(64).default(4),
-  ordering: z.enum(['none', 'per-box']).default('none'),
+  ordering,
   /** Failing every attempt this long pauses the hook; 0 never pauses. */
   pauseAfter: durationOrZero.default(600_000),
 }).superRefine(checkHookHeaders);
@@ -108,7 +113,7 @@ export const configSchema = z.strictObject({
   natsMode: z.enum(['jetstream', 'core']).default('jetstream'),
   natsStream: z.string().regex(/^[A-Za-z0-9_-]+$/, 'expected a stream name of A-Z a-z 0-9 _ -').default('SANDBOX_EVENTS'),
   natsDuplicateWindow: duration.default(3_600_000),
-  natsOrdering: z.enum(['none', 'per-box']).default('none'),
+  natsOrdering: ordering,
   /** Max age of a stream the relay creates; unset = the retention window, 0 = kept forever. */
   natsMaxAge: durationOrZero.optional(),
   natsCredsFile: optionalText,
@@ -116,6 +121,23 @@ export const configSchema = z.strictObject({
   natsUser: optionalText,
   natsPassword: optionalText,
   natsTlsCaFile: optionalText,
+  // Contract section 12: each bus is off unless its URL is set.
+  amqpUrl: z.url({ protocol: /^amqps?$/ }).optional(),
+  amqpExchange: z.string().min(1).max(255).default('sandbox'),
+  amqpQueue: z.string().min(1).max(255).optional(),
+  amqpOrdering: ordering,
+  redisUrl: z.url({ protocol: /^rediss?$/ }).optional(),
+  redisStream: z.string().min(1).default('sandbox:events'),
+  /** About this many entries are kept (MAXLEN ~); 0 never trims. */
+  redisMaxlen: z.coerce.number().int().min(0).default(1_000_000),
+  redisDuplicateWindow: duration.refine((ms) => ms > 0, 'expected a duration above 0').default(3_600_000),
+  redisOrdering: ordering,
+  mqttUrl: z.url({ protocol: /^mqtts?$/ }).optional(),
+  mqttTopicPrefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*$/, 'expected MQTT topic levels of A-Z a-z 0-9 _ -')
+    .default('sandbox'),
+  mqttOrdering: ordering,
   /** How often the dispatcher looks for work committed elsewhere (CLI, other replicas) and expired leases. */
   outboxPollMs: positiveInt.default(2000),
   /**

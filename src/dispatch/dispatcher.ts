@@ -11,7 +11,6 @@ import { attemptDelivery, type Outcome } from './attempt.js';
 import type { OperatorEvents } from './operator-events.js';
 import type { Pauses } from './pauses.js';
 import { logFieldsOf, type Tracing } from '../tracing/tracing.js';
-import { NATS_SINK } from '../sinks/route.js';
 import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 
 export interface DispatcherDeps {
@@ -169,7 +168,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     const send = async (signal: AbortSignal): Promise<void> => {
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
       if (!deps.tracing.enabled) return sink.deliver(event, signal);
-      const span = deps.tracing.child(sink.spanName?.(event) ?? sink.name, sink.name === NATS_SINK ? 'producer' : 'client', row.traceparent, {
+      const span = deps.tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', row.traceparent, {
         'boxrelay.sink': sink.name,
         'boxrelay.delivery_id': event.id,
         'boxrelay.event_type': event.type,

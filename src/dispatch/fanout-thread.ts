@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import { destinationOf, type Logger } from '../log.js';
+import { busNames } from '../sinks/buses.js';
 import { leaseOwner, type DispatchMetrics } from './dispatcher.js';
 import type { Fanout } from './fanout.js';
 import { answerCall, type FromWorker, type MetricsReport, type ServedParts, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
@@ -28,7 +29,7 @@ const RESTART_MS = { min: 1000, max: 30_000 };
 const HEALTHY_RUN_MS = 60_000;
 
 /**
- * How long past the grace a stopping worker may take to close its sinks (the NATS drain waits up to
+ * How long past the grace a stopping worker may take to close its sinks (a bus's drain waits up to
  * its 5 s ack timeout) before it is terminated: a hung worker must not hold the process past its budget.
  */
 const STOP_MARGIN_MS = 5000;
@@ -45,8 +46,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   const log = deps.logger.child({ part: 'fanout-thread' });
   /** The destination of this thread's log: the worker's lines are written there, by one writer. */
   const logLines = destinationOf(deps.logger);
-  const natsEnabled = deps.config.natsUrl !== undefined;
-  let status: SinkStatus = { up: {}, nats: undefined };
+  const buses = busNames(deps.config);
+  let status: SinkStatus = { up: {}, buses: {} };
   let worker: Worker | undefined;
   let stopping = false;
   let crashes = 0;
@@ -108,7 +109,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       });
       thread.on('exit', (code) => {
         if (worker === thread) worker = undefined;
-        status = { up: {}, nats: undefined };
+        status = { up: {}, buses: {} };
         // Messages posted before the exit have all been received: `serving` is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
         if (!started) reject(failure ?? new Error(`the fan-out worker exited (code ${code}) before it started`));
@@ -123,7 +124,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
 
   return {
     sinks: deps.sinkNames.map((name) => ({ name, up: () => status.up[name] ?? false })),
-    natsStatus: () => (natsEnabled ? (status.nats ?? NOT_RUNNING) : undefined),
+    dependencies: () => Object.fromEntries(buses.map((name) => [name, status.buses[name] ?? NOT_RUNNING])),
     start: async () => {
       try {
         await spawn();

@@ -5,7 +5,7 @@ import { systemClock } from '../clock.js';
 import { createLogger } from '../log.js';
 import { createTracing, tracingOff } from '../tracing/tracing.js';
 import type { DispatchMetrics } from './dispatcher.js';
-import { createInlineFanout, createSinks } from './fanout.js';
+import { busChecks, createInlineFanout, createSinks } from './fanout.js';
 import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
 
 /** How often recorded metrics and a changed sink status go to the main thread: one message, not one per event. */
@@ -19,7 +19,7 @@ const post = (message: FromWorker) => port.postMessage(message);
 // Lines go to the main thread's destination: one writer of stdout, so no line is ever split by another's.
 const logger = createLogger(config.logLevel, { write: (line: string) => post({ kind: 'log', line }) });
 const tracing = traced ? createTracing(process.env) : tracingOff;
-const { sinks, nats } = createSinks({ config, clock: systemClock, logger });
+const { sinks, buses } = createSinks({ config, clock: systemClock, logger });
 const caller = createCaller(port);
 const recorder = createMetricsRecorder();
 
@@ -29,7 +29,7 @@ const fanout = createInlineFanout({
   pauses: caller.remote('pauses'),
   operatorEvents: caller.remote('operatorEvents'),
   sinks,
-  nats,
+  buses,
   clock: systemClock,
   logger,
   metrics: recorder.metrics,
@@ -44,7 +44,7 @@ let lastStatus = '';
 const report = () => {
   const metrics = recorder.take();
   if (metrics) post({ kind: 'metrics', report: metrics });
-  const status: SinkStatus = { up: Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])), nats: nats?.check() };
+  const status: SinkStatus = { up: Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])), buses: busChecks(buses) };
   const text = JSON.stringify(status);
   if (text !== lastStatus) post({ kind: 'status', status });
   lastStatus = text;

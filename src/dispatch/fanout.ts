@@ -2,8 +2,9 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import type { Logger } from '../log.js';
+import type { Bus, BusTuning } from '../sinks/bus.js';
+import { configuredBuses } from '../sinks/buses.js';
 import { createHttpHookSink } from '../sinks/http-hook.js';
-import { createNatsSink, type NatsSink, type NatsSinkOptions } from '../sinks/nats.js';
 import type { Sink } from '../sinks/sink.js';
 import { createDispatcher, type DispatcherDeps } from './dispatcher.js';
 
@@ -14,14 +15,14 @@ import { createDispatcher, type DispatcherDeps } from './dispatcher.js';
 export interface Fanout {
   /** Names and up state, for the `sink_up` gauge and `GET /admin/sinks`. */
   readonly sinks: Pick<Sink, 'name' | 'up'>[];
-  /** The NATS sink's `/readyz` detail; undefined without NATS. */
-  natsStatus(): DependencyStatus | undefined;
+  /** Each configured bus's `/readyz` check, by bus name. */
+  dependencies(): Record<string, DependencyStatus>;
   start(): Promise<void>;
   /** After a commit of new work, a dead letter retry, a replay or a resume. */
   wake(): void;
   /** A sink was paused or resumed. */
   sinkStateChanged(sink: string): void;
-  /** The dispatcher finishes or releases its rows within `graceMs`; then the sinks close (NATS drains). */
+  /** The dispatcher finishes or releases its rows within `graceMs`; then the sinks close (buses drain). */
   stop(graceMs: number): Promise<void>;
 }
 
@@ -29,24 +30,29 @@ export interface SinksDeps {
   config: Config;
   clock: Clock;
   logger: Logger;
-  nats?: Pick<NatsSinkOptions, 'ackTimeoutMs' | 'backoff'> | undefined;
+  buses?: BusTuning | undefined;
 }
 
-/** The configured sinks: NATS first (when set), then the hooks. */
-export function createSinks({ config, clock, logger, nats: natsOptions }: SinksDeps): { sinks: Sink[]; nats: NatsSink | undefined } {
-  const nats = config.natsUrl ? createNatsSink({ settings: { ...config, natsUrl: config.natsUrl }, logger, ...natsOptions }) : undefined;
-  return { nats, sinks: [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))] };
+/** The configured sinks: the buses whose URL is set, then the hooks. */
+export function createSinks({ config, clock, logger, buses: tuning }: SinksDeps): { sinks: Sink[]; buses: Bus[] } {
+  const buses = configuredBuses(config).map(({ bus, url }) => bus.create({ config, url, logger, tuning }));
+  return { buses, sinks: [...buses, ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))] };
+}
+
+/** Each bus's check, by its name. */
+export function busChecks(buses: Bus[]): Record<string, DependencyStatus> {
+  return Object.fromEntries(buses.map((bus) => [bus.name, bus.check()]));
 }
 
 /** The dispatcher and its sinks in this thread. */
-export function createInlineFanout(deps: DispatcherDeps & { nats: NatsSink | undefined }): Fanout {
-  const { nats, sinks } = deps;
+export function createInlineFanout(deps: DispatcherDeps & { buses: Bus[] }): Fanout {
+  const { buses, sinks } = deps;
   const dispatcher = createDispatcher(deps);
   return {
     sinks,
-    natsStatus: () => nats?.check(),
+    dependencies: () => busChecks(buses),
     async start() {
-      nats?.start();
+      for (const bus of buses) bus.start();
       await dispatcher.start();
     },
     wake: dispatcher.wake,

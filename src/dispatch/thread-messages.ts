@@ -40,7 +40,8 @@ export interface MetricsReport {
 
 export interface SinkStatus {
   up: Record<string, boolean>;
-  nats: DependencyStatus | undefined;
+  /** Each bus's `/readyz` check, by name. */
+  buses: Record<string, DependencyStatus>;
 }
 
 export type FromWorker =

@@ -99,13 +99,37 @@ export class HookRejectedError extends PermanentFailure {
   }
 }
 
-// NATS
+// Every bus (codes start with the bus's name: `amqp_down`, `redis_timeout`, ...)
 
-export class NatsDownError extends RetryableFailure {
-  constructor() {
-    super('nats_down', 'not connected to NATS');
+/** Not connected: the lane claims nothing for a bus that is down, so this is a publish that raced a disconnect. */
+export class BusDownError extends RetryableFailure {
+  constructor(bus: string) {
+    super(`${bus}_down`, `not connected to ${bus}`);
   }
 }
+
+/** The broker did not confirm within the attempt's time; the message may still arrive (at least once). */
+export class BusNoAnswerError extends RetryableFailure {
+  constructor(bus: string, timeoutMs: number) {
+    super(`${bus}_timeout`, `no answer from ${bus} within ${timeoutMs} ms`);
+  }
+}
+
+/** The broker failed the publish in a way another attempt may not (a channel closed, out of memory, a reconnect). */
+export class BusUnavailableError extends RetryableFailure {
+  constructor(bus: string, reason: string, message: string, options?: ErrorOptions) {
+    super(`${bus}_${reason}`, message, options);
+  }
+}
+
+/** The broker refuses this message for good (access refused on its routing key, too large, no such exchange). */
+export class BusRefusedError extends PermanentFailure {
+  constructor(bus: string, reason: string, message: string, options?: ErrorOptions) {
+    super(`${bus}_${reason}`, message, options);
+  }
+}
+
+// NATS
 
 /** The JetStream stream is being set up, or its set-up was refused (the reason). */
 export class NatsStreamUnavailableError extends RetryableFailure {

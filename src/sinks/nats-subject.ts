@@ -5,9 +5,17 @@ export function subjectToken(text: string): string {
   return text.replace(/[^A-Za-z0-9_-]/gu, '_') || '_';
 }
 
+/**
+ * The type's tokens then the box id's, each by the section 4 rule (no box id: `_`): what every bus
+ * routes on, joined by its own separator (`.` for NATS and RabbitMQ, `/` for MQTT).
+ */
+export function routingTokens(event: Pick<CloudEvent, 'type' | 'subject'>): string[] {
+  return [...event.type.split('.').map(subjectToken), subjectToken(event.subject ?? '')];
+}
+
 /** `<prefix>.<type tokens>.<boxId>` (contract section 4); no box id ends in `_`. */
 export function subjectFor(prefix: string, event: Pick<CloudEvent, 'type' | 'subject'>): string {
-  return [prefix, ...event.type.split('.').map(subjectToken), subjectToken(event.subject ?? '')].join('.');
+  return [prefix, ...routingTokens(event)].join('.');
 }
 
 /** Whether stream subject `pattern` takes every subject `target` (a `prefix.>` filter) names. */

@@ -20,13 +20,13 @@ import {
 } from '@nats-io/transport-node';
 import type { Config } from '../config/schema.js';
 import type { CloudEvent } from '../events/cloudevent.js';
-import type { DependencyStatus } from '../dependency-status.js';
 import type { Logger } from '../log.js';
 import { DAY_MS } from '../store/prune.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
-import { NATS_SINK } from './route.js';
+import type { Bus, BusDefinition } from './bus.js';
+import { oncePerReason } from './once-per-reason.js';
 import {
-  NatsDownError,
+  BusDownError,
   NatsFlushTimeoutError,
   NatsInvalidMessageError,
   NatsNoAckError,
@@ -37,7 +37,6 @@ import {
   NatsSubjectTooLongError,
   eventJson,
 } from './failures.js';
-import type { Sink } from './sink.js';
 
 export type NatsSettings = Pick<
   Config,
@@ -66,15 +65,20 @@ export interface NatsSinkOptions {
   backoff?: { minMs: number; maxMs: number };
 }
 
-export interface NatsSink extends Sink {
-  /** Connects in the background; deliveries wait in the outbox until the sink is up. */
-  start(): void;
-  /**
-   * `/readyz` detail: down while disconnected or while the stream is set up (again), error (with the
-   * reason) when it is refused; ok, with the last subject the server refused to take (permissions), when up.
-   */
-  check(): DependencyStatus;
-}
+export const NATS_SINK = 'nats';
+
+/**
+ * `check()`, the `/readyz` detail: down while disconnected or while the stream is set up (again), error
+ * (with the reason) when it is refused; ok, with the last subject the server refused to take
+ * (permissions), when up.
+ */
+export type NatsSink = Bus;
+
+export const natsBus: BusDefinition = {
+  name: NATS_SINK,
+  url: (config) => config.natsUrl,
+  create: ({ config, url, logger, tuning }) => createNatsSink({ settings: { ...config, natsUrl: url }, logger, ...tuning }),
+};
 
 /**
  * The NATS sink. JetStream mode publishes with `Nats-Msg-Id` = event id and waits for the ack, after
@@ -273,6 +277,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     maxAttempts: Number.POSITIVE_INFINITY,
     attemptTimeoutMs: ackTimeoutMs,
     ordering: settings.natsOrdering,
+    spanKind: 'producer',
     start() {
       void connectLoop();
     },
@@ -281,7 +286,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       const current = state;
       if (current.name === 'streamRefused') throw new NatsStreamUnavailableError(current.error);
       if (current.name === 'settingUpStream') throw new NatsStreamUnavailableError('stream not set up yet');
-      if (current.name !== 'ready') throw new NatsDownError();
+      if (current.name !== 'ready') throw new BusDownError(NATS_SINK);
       const { connection, js } = current.session;
       const { subject, payload, headers } = natsMessage(prefix, event, connection.info?.max_payload, trace?.traceparent);
       if (!jetStreamMode) {
@@ -461,16 +466,6 @@ function steadyUntilPassed(nextDelay: () => number): () => number {
       current = { delay, until: now + delay };
     }
     return current.delay;
-  };
-}
-
-/** A failure retried in a loop is logged once per distinct reason, not at every attempt. */
-function oncePerReason<T>(log: (failure: T) => void, reasonOf: (failure: T) => string = String): (failure: T) => void {
-  let last: string | undefined;
-  return (failure) => {
-    const reason = reasonOf(failure);
-    if (reason !== last) log(failure);
-    last = reason;
   };
 }
 

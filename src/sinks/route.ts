@@ -1,7 +1,6 @@
-import type { HookConfig } from '../config/schema.js';
+import type { Config, HookConfig } from '../config/schema.js';
 import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
-
-export const NATS_SINK = 'nats';
+import { busNames } from './buses.js';
 
 /**
  * Event globs: `*` matches any run of characters, dots included; everything else is literal and
@@ -28,8 +27,11 @@ export function globMatcher(glob: string): (type: string) => boolean {
   };
 }
 
-/** Which sinks get a fan-out row for an event type; cached per type, since types are few. */
-export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookConfig[] }): (type: string) => string[] {
+/**
+ * Which sinks get a fan-out row for an event type: every configured bus (operator events too), then
+ * the hooks whose patterns match; cached per type, since types are few.
+ */
+export function createSinkRouter(options: { buses: string[]; hooks: HookConfig[] }): (type: string) => string[] {
   const matchers = options.hooks.map((hook) => ({
     name: hook.name,
     patterns: hook.events.map(globMatcher),
@@ -41,7 +43,7 @@ export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookCon
     let sinks = cache.get(type);
     if (!sinks) {
       sinks = [
-        ...(options.natsEnabled ? [NATS_SINK] : []),
+        ...options.buses,
         ...matchers
           .filter((m) => (type.startsWith(OPERATOR_EVENT_PREFIX) ? m.operatorPatterns : m.patterns).some((matches) => matches(type)))
           .map((m) => m.name),
@@ -52,7 +54,12 @@ export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookCon
   };
 }
 
-/** The configured sinks' names: `nats` when NATS is on, then each hook. */
-export function configuredSinks(config: { natsUrl?: string | undefined; hooks: Pick<HookConfig, 'name'>[] }): string[] {
-  return [...(config.natsUrl !== undefined ? [NATS_SINK] : []), ...config.hooks.map((h) => h.name)];
+/** The configured sinks' names: each bus whose URL is set, then each hook. */
+export function configuredSinks(config: Config): string[] {
+  return [...busNames(config), ...config.hooks.map((h) => h.name)];
+}
+
+/** The router of a configuration. */
+export function sinkRouterOf(config: Config): (type: string) => string[] {
+  return createSinkRouter({ buses: busNames(config), hooks: config.hooks });
 }

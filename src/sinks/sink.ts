@@ -1,8 +1,8 @@
 import type { CloudEvent } from '../events/cloudevent.js';
 
-/** Where fan-out goes: the NATS sink or one outgoing HTTP hook. */
+/** Where fan-out goes: a bus (NATS, RabbitMQ, ...; see bus.ts) or one outgoing HTTP hook. */
 export interface Sink {
-  /** `nats` or the hook's name; the outbox rows' `sink`. */
+  /** The bus's name (`nats`, `amqp`, ...) or the hook's name; the outbox rows' `sink`. */
   readonly name: string;
   /** Deliveries in flight at once. */
   readonly concurrency: number;
@@ -19,12 +19,14 @@ export interface Sink {
    * on) goes with the message or request, so consumers continue the trace.
    */
   deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<void>;
-  /** The span name of an attempt: `publish <subject>` for NATS, the method for a hook. */
+  /** The span name of an attempt: `publish <subject>` for a bus, the method for a hook. */
   spanName?(event: CloudEvent): string;
+  /** The attempt's span kind: `producer` for a bus, `client` (the default) for a request. */
+  readonly spanKind?: 'producer' | 'client';
   /** Connected or answering (the `sink_up` gauge). */
   up(): boolean;
   /**
-   * Present on sinks that know their connection state without trying (NATS): while up() is false
+   * Present on sinks that know their connection state without trying (buses): while up() is false
    * nothing is claimed for them, and the listener runs when they come back.
    */
   onUp?(listener: () => void): void;

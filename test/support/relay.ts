@@ -18,7 +18,7 @@ export interface TestRelay {
   close(): Promise<void>;
 }
 
-export interface TestRelayOptions extends Pick<RelayDeps, 'dispatch' | 'nats' | 'reconcile' | 'tracing'> {
+export interface TestRelayOptions extends Pick<RelayDeps, 'dispatch' | 'buses' | 'reconcile' | 'tracing'> {
   clock?: ManualClock;
 }
 
@@ -28,7 +28,7 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
   const clock = options.clock ?? new ManualClock();
   const registry = new Registry();
   const logs = captureLogs();
-  const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, nats: options.nats, reconcile: options.reconcile, tracing: options.tracing });
+  const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, buses: options.buses, reconcile: options.reconcile, tracing: options.tracing });
   return {
     relay,
     config,

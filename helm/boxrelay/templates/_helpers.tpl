@@ -164,6 +164,15 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_RECONCILE_MAX_DURATION" "value" .Values.config.reconcileMaxDuration) }}
 {{- include "boxrelay.envVar" (dict "name" "LOG_LEVEL" "value" .Values.config.logLevel) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_NATS_ORDERING" "value" .Values.config.natsOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_AMQP_EXCHANGE" "value" .Values.config.amqpExchange) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_AMQP_QUEUE" "value" .Values.config.amqpQueue) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_AMQP_ORDERING" "value" .Values.config.amqpOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_REDIS_STREAM" "value" .Values.config.redisStream) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_REDIS_MAXLEN" "value" .Values.config.redisMaxlen) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_REDIS_DUPLICATE_WINDOW" "value" .Values.config.redisDuplicateWindow) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_REDIS_ORDERING" "value" .Values.config.redisOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_MQTT_TOPIC_PREFIX" "value" .Values.config.mqttTopicPrefix) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_MQTT_ORDERING" "value" .Values.config.mqttOrdering) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_POLL_MS" "value" .Values.config.outboxPollMs) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_LEASE_MS" "value" .Values.config.outboxLeaseMs) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_FANOUT_THREAD" "value" .Values.config.fanoutThread) }}
@@ -208,6 +217,12 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- if or $s.secretsEncryptionKey.value $s.secretsEncryptionKey.existingSecret }}
 {{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_SECRETS_ENCRYPTION_KEY" "secret" ($s.secretsEncryptionKey.existingSecret | default $own) "key" $s.secretsEncryptionKey.key) }}
 {{- end }}
+{{- range $name, $env := dict "amqpUrl" "BOXRELAY_AMQP_URL" "redisUrl" "BOXRELAY_REDIS_URL" "mqttUrl" "BOXRELAY_MQTT_URL" }}
+{{- $url := get $s $name }}
+{{- if or $url.value $url.existingSecret }}
+{{ include "boxrelay.envFromSecret" (dict "name" $env "secret" ($url.existingSecret | default $own) "key" $url.key) }}
+{{- end }}
+{{- end }}
 {{- $natsSecret := $s.nats.existingSecret | default $own }}
 {{- if eq $s.nats.auth "creds" }}
 - name: BOXRELAY_NATS_CREDS_FILE
@@ -226,5 +241,5 @@ The signing secrets are left out on purpose: the relay re-reads that file, no re
 */}}
 {{- define "boxrelay.restartChecksum" -}}
 {{- $s := .Values.secrets }}
-{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "upstreamApiKey" $s.upstreamApiKey "secretsEncryptionKey" $s.secretsEncryptionKey | toJson | sha256sum }}
+{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "amqpUrl" $s.amqpUrl "redisUrl" $s.redisUrl "mqttUrl" $s.mqttUrl "upstreamApiKey" $s.upstreamApiKey "secretsEncryptionKey" $s.secretsEncryptionKey | toJson | sha256sum }}
 {{- end }}

@@ -1,6 +1,6 @@
 import { NotFoundError } from '../../errors.js';
 import type { Pauses } from '../../dispatch/pauses.js';
-import { NATS_SINK } from '../../sinks/route.js';
+import { BUS_NAMES } from '../../config/schema.js';
 import type { Sink } from '../../sinks/sink.js';
 import type { SinkStates } from '../../store/sink-state.js';
 import { methodNotAllowed } from '../send-error.js';
@@ -22,7 +22,8 @@ export function sinkRoutes({ sinks, sinkStates, pauses, countBySink, trail }: Si
     const [states, pending, dead] = await Promise.all([sinkStates.readAll(), countBySink('pending'), countBySink('dead')]);
     return (only ? [only] : sinks).map((sink) => ({
       name: sink.name,
-      kind: sink.name === NATS_SINK ? 'nats' : 'hook',
+      // A bus's kind is its name (contract section 12); hooks cannot take those names.
+      kind: (BUS_NAMES as readonly string[]).includes(sink.name) ? sink.name : 'hook',
       up: sink.up(),
       paused: states.get(sink.name)?.paused_at != null,
       pending: pending[sink.name] ?? 0,

@@ -7,6 +7,7 @@ import * as fanoutOrderPause from './005_fanout_order_pause.js';
 import * as traceContext from './006_trace_context.js';
 import * as dropDoneRows from './007_drop_done_rows.js';
 import * as deliveriesTypeIndex from './008_deliveries_type_index.js';
+import * as keptOutcomes from './009_kept_outcomes.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '006_trace_context': traceContext,
   '007_drop_done_rows': dropDoneRows,
   '008_deliveries_type_index': deliveriesTypeIndex,
+  '009_kept_outcomes': keptOutcomes,
 };

@@ -131,7 +131,7 @@ export async function createRelay({
   const sinkNames = configuredSinks(config);
   const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
   const outbox = createOutbox(store.database);
-  const sinkStates = createSinkStates(kysely);
+  const sinkStates = createSinkStates(store.database);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
   const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
 
@@ -154,7 +154,7 @@ export async function createRelay({
         const counts = await outbox.countBySink('pending');
         return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
       },
-      deadLettersBySink: () => outbox.countBySink('dead'),
+      deadLettersBySink: () => outbox.countBySink('deadLetters'),
       sinkUp: () => Object.fromEntries(fanout.sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
@@ -177,7 +177,7 @@ export async function createRelay({
           pauses,
           operatorEvents,
           tracing,
-          tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
+          tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace, ...dispatch },
         });
   wakeDispatcher = fanout.wake;
   const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, wake: fanout.wake });
@@ -205,7 +205,7 @@ export async function createRelay({
         deadLetterRoutes(operations),
         replayRoutes(operations),
         reconcileRoutes(reconciler),
-        eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor }),
+        eventDeliveryRoutes({ kysely, outbox, source: config.source }),
         sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink }),
       ])
     : undefined;

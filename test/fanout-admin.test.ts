@@ -147,7 +147,7 @@ describe('CLI: dead-letters and replay on the database', () => {
     expect(retryAll.stdout.trim()).toBe('retried 1 dead letter');
     const discardAll = await runCli(['dead-letters', 'discard', '--all'], env);
     expect(discardAll.stdout.trim()).toBe('discarded 1 dead letter');
-    expect(await outbox.countBySink('dead')).toEqual({});
+    expect(await outbox.countBySink('deadLetters')).toEqual({});
 
     // A server started now delivers the two retried rows; a replay queued meanwhile arrives at its next poll.
     t.clock.set(Date.now());

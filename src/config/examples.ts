@@ -35,6 +35,7 @@ export const configExamples: Record<ConfigKey, string> = {
   natsTlsCaFile: '/etc/boxrelay/ca/ca.pem',
   outboxPollMs: '2000',
   outboxLeaseMs: '60000',
+  unservedSinkGrace: '10m',
   fanoutThread: 'inline',
   hooksFile: '/etc/boxrelay/hooks/hooks.yaml',
   hooks: '[{name: alerts, url: "https://hooks.example/box"}]',

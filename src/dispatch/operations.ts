@@ -58,12 +58,12 @@ export function createOperations({ outbox, sinks, sinksFor, clock, wake = () => 
     },
 
     async discard(id: number): Promise<void> {
-      const discarded = await outbox.discardDeadLetters({ id: wholeId(id) });
+      const discarded = await outbox.discardDeadLetters({ id: wholeId(id), now: clock.now() });
       if (discarded === 0) throw new NotFoundError(`no dead letter ${id}`);
     },
 
     /** Discards dead letters of any sink, configured or not (set-aside work included). */
-    discardAll: (sink?: string) => outbox.discardDeadLetters({ sink }),
+    discardAll: (sink?: string) => outbox.discardDeadLetters({ sink, now: clock.now() }),
 
     /** Queues the deliveries received since `since` (ISO 8601 with zone) again; returns how many rows. */
     async replay({ since, sink }: { since: string; sink?: string | undefined }): Promise<number> {

@@ -1,6 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Database } from './database.js';
-import type { DeadLetter } from './outbox.js';
+import { DEAD_LETTER, type DeadLetter } from './outbox.js';
 import type { OutboxTable, Schema } from './schema.js';
 
 /** Fan-out rows a sink gave up on: listed, sent again with a fresh attempt budget, or discarded. */
@@ -8,7 +8,7 @@ export interface DeadLetterStore {
   listDeadLetters(query: { sink?: string | undefined; after?: number | undefined; limit: number }): Promise<DeadLetter[]>;
   findDeadLetter(id: number): Promise<DeadLetter | undefined>;
   retryDeadLetters(selection: { id?: number; sink?: string | undefined; configured: string[]; now: number }): Promise<number>;
-  discardDeadLetters(selection: { id?: number; sink?: string | undefined }): Promise<number>;
+  discardDeadLetters(selection: { id?: number; sink?: string | undefined; now: number }): Promise<number>;
 }
 
 const deadLetterColumns = ['id', 'delivery_id', 'sink', 'attempts', 'last_error', 'updated_at'] as const;
@@ -23,7 +23,7 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
   const deadLetters = (sink: string | undefined) =>
     db
       .selectFrom('outbox')
-      .where('status', '=', 'dead')
+      .where(DEAD_LETTER)
       .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
 
   return {
@@ -49,7 +49,7 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
       const result = await db
         .updateTable('outbox')
         .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...leaseCleared })
-        .where('status', '=', 'dead')
+        .where(DEAD_LETTER)
         .where('sink', 'in', configured)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
         .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string))
@@ -57,14 +57,16 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
       return Number(result.numUpdatedRows);
     },
 
-    async discardDeadLetters({ id, sink }: { id?: number; sink?: string | undefined }): Promise<number> {
+    /** Kept as `discarded` (its attempts and last error with it), so the event's status says so until retention. */
+    async discardDeadLetters({ id, sink, now }: { id?: number; sink?: string | undefined; now: number }): Promise<number> {
       const result = await db
-        .deleteFrom('outbox')
-        .where('status', '=', 'dead')
+        .updateTable('outbox')
+        .set({ status: 'discarded', updated_at: now })
+        .where(DEAD_LETTER)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
         .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string))
         .executeTakeFirst();
-      return Number(result.numDeletedRows);
+      return Number(result.numUpdatedRows);
     },
   };
 }

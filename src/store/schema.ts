@@ -18,11 +18,17 @@ export interface DeliveriesTable {
 
 export type EventOrigin = 'history' | 'synthesized';
 
-export type OutboxStatus = 'pending' | 'dead';
+/**
+ * `pending`: work; `delivered`: the sink acknowledged it; `dead`: a dead letter (the sink gave up);
+ * `discarded`: a dead letter an operator discarded; `set_aside`: work of a sink no replica serves any
+ * more, listed with the dead letters.
+ */
+export type OutboxStatus = 'pending' | 'delivered' | 'dead' | 'discarded' | 'set_aside';
 
 /**
- * Fan-out work: one row per (delivery, sink) committed with the delivery, deleted once delivered;
- * `dead` rows are dead letters.
+ * Fan-out: one row per (delivery, sink) the event was routed to, committed with the delivery (or by
+ * a replay). A row is kept with its outcome, attempts and last error until retention removes it
+ * with its delivery, so each event's status per sink is read, never guessed.
  */
 export interface OutboxTable {
   id: Generated<number>;
@@ -108,6 +114,13 @@ export interface SinkStateTable {
   next_probe_at: number | null;
 }
 
+/** Which sinks some replica serves, and when it last said so (a heartbeat): work of a sink none serves is set aside after a grace period. */
+export interface SinkServersTable {
+  sink: string;
+  /** Epoch ms by the lease clock (the database's on PostgreSQL). */
+  served_at: number;
+}
+
 export interface Schema {
   deliveries: DeliveriesTable;
   outbox: OutboxTable;
@@ -118,4 +131,5 @@ export interface Schema {
   leases: LeasesTable;
   reconcile_runs: ReconcileRunsTable;
   sink_state: SinkStateTable;
+  sink_servers: SinkServersTable;
 }

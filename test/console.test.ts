@@ -122,7 +122,7 @@ describe('operator console (contract section 10) in Chromium', () => {
     await page.getByRole('heading', { name: 'Box bx_broken' }).waitFor();
     const events = await rowsOnceThere(page, 'Events of this box', 2);
     expect(events[0]).toContain('box.error');
-    expect(events[0]).toContain('picky: dead-lettered');
+    expect(events[0]).toContain('picky: dead_lettered');
     expect(events[0]).toContain('good: delivered');
     expect(events[1]).toContain('box.ready');
     expect(events[1]).not.toContain('picky');
@@ -152,6 +152,8 @@ describe('operator console (contract section 10) in Chromium', () => {
     await page.getByText('discarded').waitFor();
     await rowsOnceThere(page, 'Dead letters', 2);
     expect((await outboxRows(t, 'picky')).map((r) => r.delivery_id)).toEqual([ids[2], ids[3]]);
+    // Discarded is what the event's status says from now on, never delivered.
+    expect((await deliveriesOf(t, ids[1]!))[0]?.status).toBe('discarded');
 
     await page.getByLabel('Sink').selectOption('picky');
     await page.waitForURL(/#\/dead-letters\?sink=picky$/);

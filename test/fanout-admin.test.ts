@@ -74,6 +74,8 @@ describe('admin API: dead letters and replay', () => {
     expect(new Set(good.requests.slice(3).map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
     const everything = await request(app).post('/admin/replay').set(adminAuth).send({ since });
     expect(everything.body.queued).toBe(6);
+    await good.received(9);
+    await picky.received(7);
   });
 
   it('counts pending work and sink failures in the gauges and counters', async () => {

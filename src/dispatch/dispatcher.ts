@@ -54,7 +54,7 @@ export interface Dispatcher {
 }
 
 /** A replica says which sinks it serves several times per grace period, so one late heartbeat never looks like none. */
-export const serveIntervalMs = (graceMs: number): number => Math.max(1000, Math.min(30_000, graceMs / 4));
+const serveIntervalMs = (graceMs: number): number => Math.max(1000, Math.min(30_000, graceMs / 4));
 
 /** How a claimed row is tried: normally, or as the one probe attempt of a sink paused by its failures. */
 type Trial = 'normal' | 'probe';

@@ -7,6 +7,7 @@ import * as fanoutOrderPause from './005_fanout_order_pause.js';
 import * as traceContext from './006_trace_context.js';
 import * as dropDoneRows from './007_drop_done_rows.js';
 import * as deliveriesTypeIndex from './008_deliveries_type_index.js';
+import * as keptOutcomes from './009_kept_outcomes.js';
 import * as operatorOrigin from './010_operator_origin.js';
 import * as auditAndSinkMinutes from './011_audit_and_sink_minutes.js';
 
@@ -23,6 +24,7 @@ export const migrations: Record<string, Migration> = {
   '006_trace_context': traceContext,
   '007_drop_done_rows': dropDoneRows,
   '008_deliveries_type_index': deliveriesTypeIndex,
+  '009_kept_outcomes': keptOutcomes,
   '010_operator_origin': operatorOrigin,
   '011_audit_and_sink_minutes': auditAndSinkMinutes,
 };

@@ -162,7 +162,7 @@ export async function createRelay({
         const counts = await outbox.countBySink('pending');
         return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
       },
-      deadLettersBySink: () => outbox.countBySink('dead'),
+      deadLettersBySink: () => outbox.countBySink('deadLetters'),
       sinkUp: () => Object.fromEntries(fanout.sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
@@ -196,7 +196,7 @@ export async function createRelay({
           pauses,
           operatorEvents,
           tracing,
-          tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, ...dispatch },
+          tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace, ...dispatch },
         });
   wakeDispatcher = fanout.wake;
   const trail = createAuditTrail({ clock, logger });
@@ -238,7 +238,7 @@ export async function createRelay({
         deadLetterRoutes(operations),
         replayRoutes(operations),
         reconcileRoutes(reconciler, { kysely, trail }),
-        eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor }),
+        eventDeliveryRoutes({ kysely, outbox, source: config.source }),
         sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink, trail }),
         auditRoutes(kysely),
         statsRoutes({ kysely, clock, flush: tally.flush }),

@@ -74,6 +74,8 @@ describe('admin API: dead letters and replay', () => {
     expect(new Set(good.requests.slice(3).map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
     const everything = await request(app).post('/admin/replay').set(adminAuth).send({ since });
     expect(everything.body.queued).toBe(6);
+    await good.received(9);
+    await picky.received(7);
   });
 
   it('counts pending work and sink failures in the gauges and counters', async () => {
@@ -147,7 +149,7 @@ describe('CLI: dead-letters and replay on the database', () => {
     expect(retryAll.stdout.trim()).toBe('retried 1 dead letter');
     const discardAll = await runCli(['dead-letters', 'discard', '--all'], env);
     expect(discardAll.stdout.trim()).toBe('discarded 1 dead letter');
-    expect(await outbox.countBySink('dead')).toEqual({});
+    expect(await outbox.countBySink('deadLetters')).toEqual({});
 
     // A server started now delivers the two retried rows; a replay queued meanwhile arrives at its next poll.
     t.clock.set(Date.now());

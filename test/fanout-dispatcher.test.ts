@@ -11,20 +11,19 @@ describe('dispatcher', () => {
   const ids = (s: HookServer) => s.requests.map((r) => r.headers['webhook-id']);
 
   it('delivers in order of arrival, with no more requests in flight than the hook concurrency', async () => {
-    let inFlight = 0;
-    let most = 0;
-    const target = await server(() => {
-      most = Math.max(most, ++inFlight);
-      setTimeout(() => inFlight--, 15);
-      return { status: 200, delayMs: 15 };
-    });
-    const t = await relay({ hooks: [hook('serial', target.url, { concurrency: 1 })] }, { start: false });
+    // Each answer takes 15 ms: a second request sent meanwhile would be held by the server at once with the first.
+    const target = await server(() => ({ status: 200, delayMs: 15 }));
+    // The same count sees a wider hook's concurrency: its answers take long enough for all three to be held at once.
+    const wide = await server(() => ({ status: 200, delayMs: 300 }));
+    const t = await relay({ hooks: [hook('serial', target.url, { concurrency: 1 }), hook('wide', wide.url, { concurrency: 3 })] }, { start: false });
     const posted = [];
     for (let i = 0; i < 10; i++) posted.push((await t.post({ boxId: `bx_${i}` })).deliveryId);
     await t.relay.start();
     await target.received(10);
+    await wide.received(10);
     expect(ids(target)).toEqual(posted);
-    expect(most).toBe(1);
+    expect(target.mostInFlight).toBe(1);
+    expect(wide.mostInFlight).toBe(3);
   });
 
   it('on stop lets calls in flight finish within the grace, then cuts and releases the rest', async () => {

@@ -1,5 +1,5 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -24,12 +24,14 @@ async function post(relay: RelayProcess, boxId: string, seconds: number): Promis
 
 describe('per-box order across two replicas on PostgreSQL', () => {
   it('holds when one replica is SIGKILLed mid-run: each box its events in accepted order, none lost', { timeout: 60_000 }, async () => {
-    // The hook takes its time, so deliveries are in flight on both replicas when one dies.
+    // Until the kill the hook takes its time (within the attempt timeout), so the replica that dies
+    // holds rows with requests in flight; then it answers quickly.
     const arrivals: { id: string; box: string }[] = [];
+    let slow = true;
     const hook = await server((req) => {
       const event = JSON.parse(req.body) as { id: string; subject: string };
       arrivals.push({ id: event.id, box: event.subject });
-      return { status: 200, delayMs: 15 };
+      return { status: 200, delayMs: slow ? 400 : 15 };
     });
     const dir = mkdtempSync(join(tmpdir(), 'boxrelay-order-'));
     writeFileSync(join(dir, 'hooks.yaml'), `- name: h\n  url: ${hook.url}\n  ordering: per-box\n  concurrency: 8\n  timeoutMs: 1000\n`);
@@ -43,6 +45,20 @@ describe('per-box order across two replicas on PostgreSQL', () => {
       BOXRELAY_OUTBOX_LEASE_MS: '2000',
     };
     const [a, b] = (await Promise.all([serve(env), serve(env)])) as [RelayProcess, RelayProcess];
+    const db = new pg.Client(database);
+    await db.connect();
+    defer(() => db.end());
+    /** Pending rows under a live lease of `relay` (lease owners are `host:pid:random`), by the database's clock. */
+    const heldBy = async (relay: RelayProcess): Promise<string[]> =>
+      (
+        await db.query(
+          `SELECT delivery_id FROM outbox WHERE status = 'pending' AND lease_owner LIKE $1
+             AND lease_until > (extract(epoch from clock_timestamp()) * 1000)`,
+          [`${hostname()}:${relay.child.pid}:%`],
+        )
+      ).rows.map((r: { delivery_id: string }) => r.delivery_id);
+    let heldWhenKilled: string[] = [];
+    let arrivedBeforeKill = 0;
 
     // Accepted order is the order of the answers: each post is awaited, alternating replicas.
     const accepted = new Map<string, string[]>();
@@ -56,16 +72,25 @@ describe('per-box order across two replicas on PostgreSQL', () => {
       }
       // Mid-run: A dies with work leased and requests to the hook in flight.
       if (i === PER_BOX / 2 - 1) {
-        await waitFor(() => arrivals.length > 0, 'the hook to receive work');
+        await waitFor(async () => (await heldBy(a)).length > 0, 'replica A to hold leased work');
         a.child.kill('SIGKILL');
         await a.exited;
+        // Nothing settles a dead replica's rows: they stay under its lease until it runs out.
+        heldWhenKilled = await heldBy(a);
+        arrivedBeforeKill = arrivals.length;
+        slow = false;
       }
     }
+    expect(heldWhenKilled.length).toBeGreaterThan(0);
 
-    const db = new pg.Client(database);
-    await db.connect();
-    defer(() => db.end());
-    await waitFor(async () => (await db.query('SELECT count(*)::int AS n FROM outbox')).rows[0].n === 0, 'every row to be delivered', 30_000);
+    await waitFor(
+      async () => (await db.query(`SELECT count(*)::int AS n FROM outbox WHERE status <> 'delivered'`)).rows[0].n === 0,
+      'every row to be delivered',
+      30_000,
+    );
+    // The killed replica's rows were taken over and sent by the survivor.
+    const sentAfterKill = new Set(arrivals.slice(arrivedBeforeKill).map((x) => x.id));
+    expect(heldWhenKilled.filter((id) => !sentAfterKill.has(id))).toEqual([]);
 
     // At least once: the killed replica's calls in flight may arrive twice. First arrivals keep the order.
     const firstArrivals = new Map<string, string[]>();

@@ -232,7 +232,8 @@ describe('fan-out in a worker thread', () => {
     );
     const relay = await start();
     const posted = await postAccepted(relay, 12);
-    await slow.received(1);
+    // At least once: what the crashed worker had in flight is sent again.
+    await slow.receivedAtLeast(1);
 
     await exitFanoutWorker(inspectorUrlIn(relay.lines), 70);
     const released = await relay.waitForLog((e) => e.msg === 'released the rows the fan-out worker held');

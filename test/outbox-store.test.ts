@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSinkRouter } from '../src/sinks/route.js';
 import { SINK_NOT_CONFIGURED, createOutbox, type Outbox } from '../src/store/outbox.js';
@@ -6,6 +7,7 @@ import { engines } from './support/databases.js';
 import { recordEvent } from './support/fanout.js';
 
 const T0 = Date.UTC(2026, 10, 21, 10, 0, 0);
+const DB_NOW_MS = sql<number>`(extract(epoch from clock_timestamp()) * 1000)`;
 const hooks = [
   { name: 'alerts', url: 'http://127.0.0.1:1/a', events: ['box.error'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1, ordering: 'none' as const, pauseAfter: 0 },
   { name: 'all', url: 'http://127.0.0.1:1/b', events: ['*'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1, ordering: 'none' as const, pauseAfter: 0 },
@@ -21,6 +23,9 @@ describe.each(engines)('outbox on $name', (engine) => {
     outbox = createOutbox(store.database);
   };
   afterEach(async () => store?.close());
+
+  /** Time passing for leases of `leaseMs`, on either lease clock: their ends move that far into the past. */
+  const leasesRunOut = (leaseMs: number) => store.database.kysely.updateTable('outbox').set({ lease_until: sql`lease_until - ${leaseMs}` }).execute();
 
   const status = async (id: number) =>
     store.database.kysely.selectFrom('outbox').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
@@ -39,11 +44,21 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect(second.map((r) => r.deliveryId)).toEqual(ids.slice(3));
     expect(await outbox.claim({ sink: 'nats', owner: 'b', now: T0 + 100, leaseMs: 1000, limit: 10 })).toEqual([]);
 
-    // Not yet due: nothing; a lease that ran out makes the row claimable by someone else.
+    // Not yet due: nothing.
     expect(await outbox.claim({ sink: 'all', owner: 'a', now: T0 + 9, leaseMs: 1000, limit: 10 })).toEqual([]);
-    const expired = await outbox.claim({ sink: 'nats', owner: 'c', now: T0 + 1100, leaseMs: 1000, limit: 10 });
-    expect(expired).toHaveLength(5);
-    expect((await status(expired[0]!.id)).lease_owner).toBe('c');
+    // Leases end by the lease clock: the injected one on SQLite (one process); on PostgreSQL the
+    // database's, so a replica whose own clock runs 10 minutes ahead cannot take a row another holds.
+    const skewed = await outbox.claim({ sink: 'nats', owner: 'c', now: T0 + 100 + 600_000, leaseMs: 1000, limit: 10 });
+    expect(skewed).toHaveLength(engine.name === 'sqlite' ? 5 : 0);
+    if (engine.name === 'postgres') {
+      const [held] = await store.database.kysely.selectFrom('outbox').select(sql<boolean>`lease_until > ${DB_NOW_MS}`.as('held')).where('sink', '=', 'nats').execute();
+      expect(held?.held).toBe(true);
+      // A lease that ran out makes the row claimable by someone else.
+      await leasesRunOut(1000);
+      const expired = await outbox.claim({ sink: 'nats', owner: 'c', now: T0 + 100, leaseMs: 1000, limit: 10 });
+      expect(expired).toHaveLength(5);
+    }
+    expect((await status(first[0]!.id)).lease_owner).toBe('c');
   });
 
   it('answers when a lane should look again, ignoring its own leases', async () => {
@@ -56,20 +71,35 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect(await outbox.nextDueAt('nats', 'other')).toBe(T0 + 50);
     await outbox.claim({ sink: 'nats', owner: 'me', now: T0 + 60, leaseMs: 1000, limit: 1 });
     expect(await outbox.nextDueAt('nats', 'me')).toBeNull();
-    // Another process sees our rows claimable when our leases end.
-    expect(await outbox.nextDueAt('nats', 'other')).toBe(T0 + 10 + 1000);
+    // Another process sees our rows claimable when our leases end (by the lease clock: the database's on PostgreSQL).
+    const leaseEnd = Number((await status(row!.id)).lease_until);
+    expect(leaseEnd).toBeGreaterThanOrEqual(engine.name === 'sqlite' ? T0 + 10 + 1000 : Date.now() - 60_000);
+    expect(await outbox.nextDueAt('nats', 'other')).toBe(leaseEnd);
     expect(row).toBeDefined();
     expect(await outbox.nextDueAt('alerts', 'me')).toBeNull();
   });
 
-  it('removes delivered rows, records retries and dead letters; only the lease holder settles a retry', async () => {
+  it('keeps delivered rows with their attempts and last error, records retries and dead letters; only the lease holder settles a retry', async () => {
     await open();
-    for (let i = 0; i < 4; i++) await recordEvent(store, { receivedAt: T0, sinks: ['alerts'] });
-    const [a, b, c, d] = await outbox.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
+    for (let i = 0; i < 5; i++) await recordEvent(store, { receivedAt: T0, sinks: ['alerts'] });
+    const [a, b, c, d, e] = await outbox.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
 
-    await outbox.removeDelivered([a!.id, b!.id]);
-    await expect(status(a!.id)).rejects.toThrow('no result');
-    await expect(status(b!.id)).rejects.toThrow('no result');
+    await outbox.scheduleRetry({ id: e!.id, owner: 'me', attempts: 3, lastError: 'http_503', now: T0 + 1 }, T0 + 2);
+    await outbox.markDelivered([
+      { id: a!.id, attempts: 1, lastError: null, now: T0 + 5 },
+      { id: b!.id, attempts: 2, lastError: 'timeout', now: T0 + 5 },
+      { id: e!.id, attempts: 4, lastError: null, now: T0 + 5 },
+    ]);
+    const delivered = { status: 'delivered', updated_at: T0 + 5, lease_owner: null, lease_until: null };
+    expect(await status(a!.id)).toMatchObject({ ...delivered, attempts: 1, last_error: null });
+    expect(await status(b!.id)).toMatchObject({ ...delivered, attempts: 2, last_error: 'timeout' });
+    // Delivered on its first attempt of a later claim: the error of the scheduled attempts stays.
+    expect(await status(e!.id)).toMatchObject({ ...delivered, attempts: 4, last_error: 'http_503' });
+    // A delivered row is no work: it is never claimed again.
+    await outbox.releaseAll();
+    expect(await outbox.claim({ sink: 'alerts', owner: 'x', now: T0 + 10_000, leaseMs: 1000, limit: 10 })).toHaveLength(2);
+    await outbox.releaseAll();
+    await outbox.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
 
     await outbox.scheduleRetry({ id: c!.id, owner: 'someone-else', attempts: 2, lastError: 'x', now: T0 }, T0 + 999);
     expect(await status(c!.id)).toMatchObject({ attempts: 0, lease_owner: 'me' });
@@ -86,7 +116,7 @@ describe.each(engines)('outbox on $name', (engine) => {
     await outbox.markDead({ id: d!.id, owner: 'me', attempts: 1, lastError: 'http_400', now: T0 + 7 });
     expect(await status(d!.id)).toMatchObject({ status: 'dead', attempts: 1, last_error: 'http_400', updated_at: T0 + 7 });
     expect(await outbox.countBySink('pending')).toEqual({ alerts: 1 });
-    expect(await outbox.countBySink('dead')).toEqual({ alerts: 1 });
+    expect(await outbox.countBySink('deadLetters')).toEqual({ alerts: 1 });
   });
 
   it('releases leases: a stopping owner its own, a dead worker\'s all of its own, SQLite start every one', async () => {
@@ -107,15 +137,25 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect(await outbox.claim({ sink: 'nats', owner: 'c', now: T0, leaseMs: 60_000, limit: 5 })).toHaveLength(1);
   });
 
-  it('sets aside work of sinks no longer configured, out of the pending counts', async () => {
+  it('sets aside work of sinks no longer configured, out of the pending counts, and listed as dead letters', async () => {
     await open();
     await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'alerts', 'gone'] });
-    expect(await outbox.deadLetterUnconfigured(['nats', 'alerts'], T0 + 1)).toEqual({ gone: 1 });
+    expect(await outbox.setAsideUnserved({ configured: ['nats', 'alerts'], graceMs: 0, now: T0 + 1 })).toEqual({ gone: 1 });
     expect(await outbox.countBySink('pending')).toEqual({ nats: 1, alerts: 1 });
+    expect(await outbox.countBySink('deadLetters')).toEqual({ gone: 1 });
     const [dead] = await outbox.listDeadLetters({ limit: 10 });
     expect(dead).toMatchObject({ sink: 'gone', lastError: SINK_NOT_CONFIGURED, failedAt: T0 + 1, attempts: 0 });
-    expect(await outbox.deadLetterUnconfigured([], T0 + 2)).toEqual({ nats: 1, alerts: 1 });
-    expect(await outbox.deadLetterUnconfigured([], T0 + 3)).toEqual({});
+    expect((await status(dead!.id)).status).toBe('set_aside');
+    // A leased row is its holder's to settle: left alone until the lease ends.
+    await outbox.claim({ sink: 'nats', owner: 'peer', now: T0 + 2, leaseMs: 1000, limit: 1 });
+    expect(await outbox.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 2 })).toEqual({ alerts: 1 });
+    await leasesRunOut(1000);
+    expect(await outbox.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 3 })).toEqual({ nats: 1 });
+    expect(await outbox.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 1003 })).toEqual({});
+    // Set-aside work is retried (once its sink is configured again) and discarded as dead letters are.
+    expect(await outbox.retryDeadLetters({ sink: 'gone', configured: ['gone'], now: T0 + 2000 })).toBe(1);
+    expect(await outbox.discardDeadLetters({ sink: 'nats', now: T0 + 2000 })).toBe(1);
+    expect(await outbox.countBySink('deadLetters')).toEqual({ alerts: 1 });
   });
 
   it('lists dead letters by page and sink, retries and discards them', async () => {
@@ -141,11 +181,13 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect(await outbox.findDeadLetter(target.id)).toBeUndefined();
     expect(await outbox.retryDeadLetters({ id: target.id, configured: ['alerts'], now: T0 + 30 })).toBe(0);
 
-    expect(await outbox.discardDeadLetters({ id: page2[0]!.id })).toBe(1);
-    expect(await outbox.discardDeadLetters({ id: page2[0]!.id })).toBe(0);
+    expect(await outbox.discardDeadLetters({ id: page2[0]!.id, now: T0 + 35 })).toBe(1);
+    expect(await outbox.discardDeadLetters({ id: page2[0]!.id, now: T0 + 35 })).toBe(0);
+    // Kept as discarded, with what its attempts did, and never retried.
+    expect(await status(page2[0]!.id)).toMatchObject({ status: 'discarded', attempts: 3, last_error: 'http_500', updated_at: T0 + 35 });
     expect(await outbox.retryDeadLetters({ sink: 'all', configured: ['alerts', 'all'], now: T0 + 40 })).toBe(5);
-    expect(await outbox.discardDeadLetters({})).toBe(3);
-    expect(await outbox.countBySink('dead')).toEqual({});
+    expect(await outbox.discardDeadLetters({ now: T0 + 50 })).toBe(3);
+    expect(await outbox.countBySink('deadLetters')).toEqual({});
     expect(await outbox.countBySink('pending')).toEqual({ alerts: 1, all: 5 });
   });
 

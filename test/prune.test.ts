@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pruneExpired, DAY_MS } from '../src/store/prune.js';
+import type { OutboxStatus } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
@@ -23,11 +24,9 @@ for (const engine of engines) {
 
     const database = () => t.relay.store.database;
     const db = () => database().kysely;
-    /** As the dispatcher leaves a row: deleted once delivered, or a dead letter. */
-    const setOutbox = (deliveryId: string, sink: string, status: 'delivered' | 'dead') =>
-      status === 'delivered'
-        ? db().deleteFrom('outbox').where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute()
-        : db().updateTable('outbox').set({ status }).where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute();
+    /** As the dispatcher or an operator leaves a row: delivered, a dead letter, discarded, set aside. */
+    const setOutbox = (deliveryId: string, sink: string, status: OutboxStatus) =>
+      db().updateTable('outbox').set({ status }).where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute();
     const deliveryIds = async () => (await db().selectFrom('deliveries').select('id').orderBy('id').execute()).map((r) => r.id).sort();
     const outboxRows = async () =>
       (await db().selectFrom('outbox').select(['delivery_id', 'sink', 'status']).execute())
@@ -41,6 +40,8 @@ for (const engine of engines) {
       const handled = (await t.post({ boxId: 'bx_old' })).deliveryId;
       const pending = (await t.post({ boxId: 'bx_old' })).deliveryId;
       const dead = (await t.post({ boxId: 'bx_old' })).deliveryId;
+      const setAside = (await t.post({ boxId: 'bx_old' })).deliveryId;
+      const discarded = (await t.post({ boxId: 'bx_old' })).deliveryId;
       const half = (await t.post({ type: 'box.error', boxId: 'bx_old' })).deliveryId;
       const oldOfLiveBox = (await t.post({ boxId: 'bx_live' })).deliveryId;
       t.clock.set(now - (RETENTION_DAYS - 1) * DAY_MS);
@@ -48,14 +49,24 @@ for (const engine of engines) {
       t.clock.set(now);
       for (const id of [handled, oldOfLiveBox, recent]) await setOutbox(id, 'alerts', 'delivered');
       await setOutbox(dead, 'alerts', 'dead');
+      await setOutbox(setAside, 'alerts', 'set_aside');
+      await setOutbox(discarded, 'alerts', 'discarded');
       await setOutbox(half, 'alerts', 'delivered'); // its `audit` row is still pending
 
       const result = await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
-      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 2, boxes: 1, expiredSecrets: 0, audit: 0 });
-      expect(await deliveryIds()).toEqual([pending, dead, half, recent].sort());
+      // Settled rows (delivered, discarded) go with their delivery; unsettled ones keep it.
+      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 3, boxes: 1, expiredSecrets: 0, audit: 0 });
+      expect(await deliveryIds()).toEqual([pending, dead, setAside, half, recent].sort());
       expect(await outboxRows()).toEqual(
-        [`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${half}/audit/pending`].sort(),
+        [
+          `${pending}/alerts/pending`,
+          `${dead}/alerts/dead`,
+          `${setAside}/alerts/set_aside`,
+          `${half}/alerts/delivered`,
+          `${half}/audit/pending`,
+          `${recent}/alerts/delivered`,
+        ].sort(),
       );
       expect(await boxIds()).toEqual(['bx_live']);
 

@@ -130,6 +130,7 @@ describe('tracing with OpenTelemetry (OTLP/HTTP JSON)', () => {
     // Log lines of the request carry the ids.
     const logged = await relay.waitForLog((e) => e.msg === 'delivery' && e.deliveryId === continued);
     expect(logged).toMatchObject({ trace_id: upstreamTrace, span_id: child.spanId });
+    await hook.received(2);
   });
 
   it('after a SIGKILL and a restart, the fan-out of an event accepted before the kill joins its trace', async () => {

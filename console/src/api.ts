@@ -69,10 +69,10 @@ export interface CloudEvent {
 
 export interface Delivery {
   sink: string;
-  status: 'pending' | 'delivered' | 'dead_lettered' | 'set_aside';
-  attempts: number | null;
+  status: 'pending' | 'delivered' | 'dead_lettered' | 'discarded' | 'set_aside';
+  attempts: number;
   lastError: string | null;
-  updatedAt: string | null;
+  updatedAt: string;
 }
 
 export type DeadLetter = { id: number; eventId: string; sink: string; attempts: number; lastError: string | null; failedAt: string };

@@ -62,11 +62,11 @@ export function eventView(_context: ViewContext, id: string): View {
         h('p', null, 'Received ', time(event.receivedAt), event.subject ? [' about box ', link(route('boxes', event.subject), event.subject)] : null),
         h('h2', null, 'Deliveries'),
         deliveries.length === 0
-          ? message('empty', 'No sink takes this event type.')
+          ? message('empty', 'It was routed to no sink.')
           : table(
               'Deliveries',
               ['Sink', 'Status', 'Attempts', 'Last error', 'Updated'],
-              deliveries.map((d) => [d.sink, deliveryStatus(d.status), d.attempts ?? '—', d.lastError ?? '—', time(d.updatedAt)]),
+              deliveries.map((d) => [d.sink, deliveryStatus(d.status), d.attempts, d.lastError ?? '—', time(d.updatedAt)]),
             ),
         h('p', null, deliveries.some((d) => d.status === 'dead_lettered') ? link('#/dead-letters', 'Retry it under Dead letters') : null),
         h('p', null, 'See the ', link(withQuery('#/audit', { eventId: id }), 'operator changes to its dead letters'), '.'),

@@ -111,7 +111,7 @@ export function fanoutCommands(loadConfig: () => Config): Command[] {
         }),
       );
   onDeadLetters('retry', 'retried', 'queue dead letters again with a fresh attempt budget', 'every dead letter (of configured sinks)');
-  onDeadLetters('discard', 'discarded', 'delete dead letters for good', 'every dead letter');
+  onDeadLetters('discard', 'discarded', 'give up on dead letters for good (each event then reads discarded for that sink)', 'every dead letter');
 
   const replay = new Command('replay')
     .description('send the stored deliveries received since a time again (same event ids)')

@@ -47,6 +47,7 @@ export const configExamples: Record<ConfigKey, string> = {
   mqttOrdering: 'per-box',
   outboxPollMs: '2000',
   outboxLeaseMs: '60000',
+  unservedSinkGrace: '10m',
   fanoutThread: 'inline',
   hooksFile: '/etc/boxrelay/hooks/hooks.yaml',
   hooks: '[{name: alerts, url: "https://hooks.example/box"}]',

@@ -146,6 +146,11 @@ export const configSchema = z.strictObject({
    */
   outboxLeaseMs: positiveInt.optional(),
   /**
+   * Pending work of a sink this replica does not serve is left to the replicas that do (a rolling
+   * update); once none has announced it for this long, it is set aside as dead letters.
+   */
+  unservedSinkGrace: duration.default(600_000),
+  /**
    * Where the dispatcher and its sinks run: `worker`, a worker thread (the receive thread only
    * receives; the worker's storage calls are served by the main thread's connection), or `inline`,
    * on the receiver's event loop (what tests that inject a clock or timing use).

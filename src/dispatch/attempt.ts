@@ -6,7 +6,7 @@ import type { Sink } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
 export type Outcome =
-  | { kind: 'delivered'; attempts: number; failures: number }
+  | { kind: 'delivered'; attempts: number; failures: number; error: SinkFailure | undefined }
   | { kind: 'retry'; attempts: number; failures: number; error: SinkFailure | undefined; nextAttemptAt: number }
   | { kind: 'dead'; attempts: number; failures: number; error: SinkFailure };
 
@@ -94,7 +94,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     // The outcome is decided from what the attempts did, below.
   }
   // p-retry also throws when a stop arrives after the last attempt succeeded.
-  if (delivered) return { kind: 'delivered', attempts, failures };
+  if (delivered) return { kind: 'delivered', attempts, failures, error: last };
   const now = run.now();
   if (!last) return { kind: 'retry', attempts, failures, error: undefined, nextAttemptAt: now };
   if (!last.retryable || attempts >= sink.maxAttempts) return { kind: 'dead', attempts, failures, error: last };

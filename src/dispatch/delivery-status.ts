@@ -1,29 +1,38 @@
 import type { EventRow } from '../store/outbox.js';
+import type { OutboxStatus } from '../store/schema.js';
 
-export type DeliveryStatus = 'pending' | 'delivered' | 'dead_lettered' | 'set_aside';
+export type DeliveryStatus = 'pending' | 'delivered' | 'dead_lettered' | 'discarded' | 'set_aside';
 
 export interface EventDelivery {
   sink: string;
   status: DeliveryStatus;
-  /** Null when delivered: a delivered row is deleted, and its attempts with it. */
-  attempts: number | null;
+  attempts: number;
   lastError: string | null;
-  updatedAt: string | null;
+  /** When the row last changed: for a delivered row, when the sink acknowledged it. */
+  updatedAt: string;
 }
 
+const STATUS: Record<OutboxStatus, DeliveryStatus> = {
+  pending: 'pending',
+  delivered: 'delivered',
+  dead: 'dead_lettered',
+  discarded: 'discarded',
+  set_aside: 'set_aside',
+};
+
 /**
- * Where one event stands with each sink (contract section 6). The outbox deletes a row once
- * delivered, so a sink the event is routed to with no row left has delivered it; a row of a sink
- * no longer configured is set aside. Of several rows for one sink (a replay), the newest counts.
+ * Where one event stands with each sink it was routed to (contract section 6): its outbox rows,
+ * kept with their outcome, name exactly those sinks. Of several rows for one sink (a replay), the
+ * newest counts.
  */
-export function eventDeliveries({ routedTo, configured, rows }: { routedTo: string[]; configured: string[]; rows: EventRow[] }): EventDelivery[] {
+export function eventDeliveries(rows: EventRow[]): EventDelivery[] {
   const newest = new Map<string, EventRow>();
   for (const row of rows) newest.set(row.sink, row);
-  const sinks = [...new Set([...routedTo, ...newest.keys()])];
-  return sinks.map((sink) => {
-    const row = newest.get(sink);
-    if (!row) return { sink, status: 'delivered', attempts: null, lastError: null, updatedAt: null };
-    const status: DeliveryStatus = !configured.includes(sink) ? 'set_aside' : row.status === 'dead' ? 'dead_lettered' : 'pending';
-    return { sink, status, attempts: row.attempts, lastError: row.lastError, updatedAt: new Date(row.updatedAt).toISOString() };
-  });
+  return [...newest.values()].map((row) => ({
+    sink: row.sink,
+    status: STATUS[row.status],
+    attempts: row.attempts,
+    lastError: row.lastError,
+    updatedAt: new Date(row.updatedAt).toISOString(),
+  }));
 }

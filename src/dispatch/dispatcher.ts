@@ -5,7 +5,7 @@ import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
-import type { ClaimedRow, Outbox } from '../store/outbox.js';
+import type { ClaimedRow, Delivered, Outbox } from '../store/outbox.js';
 import type { SinkState, SinkStates } from '../store/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
 import type { OperatorEvents } from './operator-events.js';
@@ -52,6 +52,9 @@ export interface Dispatcher {
   stop(graceMs: number): Promise<void>;
 }
 
+/** A replica says which sinks it serves several times per grace period, so one late heartbeat never looks like none. */
+const serveIntervalMs = (graceMs: number): number => Math.max(1000, Math.min(30_000, graceMs / 4));
+
 /** How a claimed row is tried: normally, or as the one probe attempt of a sink paused by its failures. */
 type Trial = 'normal' | 'probe';
 
@@ -70,26 +73,27 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   /** Deliveries and claims under way; stop() waits for all of them. */
   const inFlight = new Set<Promise<void>>();
   let pollTimer: NodeJS.Timeout | undefined;
+  let serveTimer: NodeJS.Timeout | undefined;
   /** Nothing is claimed before start() has set aside and released what it must. */
   let running = false;
 
-  /** Delivered rows are removed in batches: one statement for the acks that arrive together. */
-  let delivered: number[] = [];
+  /** Delivered rows are recorded in batches: one statement for the acks that arrive together. */
+  let delivered: Delivered[] = [];
   let flushing: Promise<void> = Promise.resolve();
   const flushDelivered = (): Promise<void> => {
     const batch = delivered;
     delivered = [];
     if (batch.length === 0) return flushing;
     flushing = flushing
-      .then(() => outbox.removeDelivered(batch))
-      // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is gone.
+      .then(() => outbox.markDelivered(batch))
+      // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is no longer pending.
       .then(wake)
-      .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not remove delivered rows; they will be sent again'));
+      .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not record delivered rows; they will be sent again'));
     return flushing;
   };
-  const removeDelivered = (id: number) => {
+  const markDelivered = (row: Delivered) => {
     if (delivered.length === 0) setImmediate(flushDelivered);
-    delivered.push(id);
+    delivered.push(row);
   };
 
   /** Sinks this process saw fail since its last success there: their next success clears `failing_since`. */
@@ -104,16 +108,20 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       if (trial === 'probe') await pauses.resume(sink.name, 'probe');
       else if (state.failing_since !== null || failingSeen.has(sink.name)) {
         failingSeen.delete(sink.name);
-        await sinkStates.succeeded(sink.name);
+        if (await sinkStates.succeeded(sink.name, clock.now() - tuning.recoverAfterMs)) {
+          // Recovered: what was backed off while it failed is due now (as a resume does), not after the rest of its wait.
+          await outbox.makeDue(sink.name, clock.now());
+          log.info({ sink: sink.name }, 'the sink delivers again after failing: its waiting work is due now');
+        }
       }
       return false;
     }
     if (!outcome.error) return state.paused_at !== null;
-    const pauseAfterMs = sink.pauseAfterMs ?? 0;
-    if (pauseAfterMs <= 0) return state.paused_at !== null;
     const now = clock.now();
     failingSeen.add(sink.name);
     const failing = await sinkStates.failed(sink.name, now);
+    const pauseAfterMs = sink.pauseAfterMs ?? 0;
+    if (pauseAfterMs <= 0) return failing.paused_at !== null;
     if (failing.paused_at !== null) return true;
     if (failing.failing_since === null || now - failing.failing_since < pauseAfterMs) return false;
     await pauses.pauseForFailures(sink.name, { failingSince: failing.failing_since, lastError: outcome.error.summary });
@@ -135,7 +143,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures - (dead ? 1 : 0));
     if (outcome.kind === 'delivered') {
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'delivered' });
-      return removeDelivered(row.id);
+      return markDelivered({ id: row.id, attempts: outcome.attempts, lastError: outcome.error?.summary ?? null, now });
     }
     if (outcome.kind === 'dead') {
       // Another replica took the row over when this attempt outlived its lease: its outcome counts, not this one.
@@ -259,7 +267,8 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
 
     /** A paused sink: nothing is claimed, but one row a minute as a probe when it was paused by its failures. */
     const probe = async (current: SinkState): Promise<void> => {
-      if (current.paused_by !== 'failures' || busy > 0 || (current.next_probe_at ?? 0) > clock.now()) return;
+      // The probe's time is by the lease clock (the database's on PostgreSQL): takeProbe decides, not this replica's clock.
+      if (current.paused_by !== 'failures' || busy > 0) return;
       forgetState();
       if (!(await sinkStates.takeProbe(sink.name, clock.now()))) return;
       for (const row of await claim(1)) startWork(row, 'probe', current);
@@ -328,23 +337,41 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
 
   const lanes = deps.sinks.map(createLane);
   const wake = () => lanes.forEach((lane) => lane.wakeLane());
+  const served = deps.sinks.map((s) => s.name);
+
+  /**
+   * Says which sinks this replica serves, and sets aside work of a sink none serves any more. The
+   * only process of a database (SQLite) knows at start that no one else serves it; replicas wait
+   * for a grace period without a replica that does, so a rolling update that adds or removes a hook
+   * leaves a peer's work alone.
+   */
+  const setAsideUnserved = async (): Promise<void> => {
+    const now = clock.now();
+    if (!deps.exclusive) await outbox.announceServed(served, now);
+    const graceMs = deps.exclusive ? 0 : tuning.unservedGraceMs;
+    for (const [sink, rows] of Object.entries(await outbox.setAsideUnserved({ configured: served, graceMs, now }))) {
+      log.warn(
+        { sink, rows },
+        `pending work for sink ${sink}, which no replica serves${graceMs > 0 ? ` (none has for ${graceMs / 1000} s)` : ''}, is set aside as ` +
+          `dead letters; if the sink is still wanted, run with a config that has it: boxrelay dead-letters retry --all --sink ${sink}`,
+      );
+    }
+  };
 
   return {
     owner,
-    /** Sets aside work of removed sinks, frees stale leases, then starts every lane and the poll. */
+    /** Frees stale leases, announces its sinks and sets aside unserved work, then starts every lane and the poll. */
     async start(): Promise<void> {
-      const now = clock.now();
-      for (const [sink, rows] of Object.entries(await outbox.deadLetterUnconfigured(deps.sinks.map((s) => s.name), now))) {
-        // Also what a replica started with an older config than its peers does to a new sink's work.
-        log.warn(
-          { sink, rows },
-          `pending work for sink ${sink}, not configured here, is set aside as dead letters; if the sink is still wanted ` +
-            `(another replica or a newer config has it), run with that config: boxrelay dead-letters retry --all --sink ${sink}`,
-        );
-      }
       if (deps.exclusive) {
         const released = await outbox.releaseAll();
         if (released > 0) log.info({ rows: released }, 'released leases left by the previous run');
+      }
+      await setAsideUnserved();
+      if (!deps.exclusive) {
+        serveTimer = setInterval(
+          () => void setAsideUnserved().catch((error: unknown) => log.error({ err: error }, 'could not announce the sinks served here; trying again')),
+          serveIntervalMs(tuning.unservedGraceMs),
+        ).unref();
       }
       running = true;
       pollTimer = setInterval(wake, tuning.pollMs).unref();
@@ -358,12 +385,13 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     },
     /**
      * Claims nothing more and ends in-process waits (those rows stay due); sink calls in flight may
-     * finish within `graceMs`, then are cut. Every row ends delivered (deleted), scheduled, dead or
+     * finish within `graceMs`, then are cut. Every row ends delivered, scheduled, dead or
      * released: none is lost.
      */
     async stop(graceMs: number): Promise<void> {
       stopping.abort();
       clearInterval(pollTimer);
+      clearInterval(serveTimer);
       lanes.forEach((lane) => lane.stop());
       const cutTimer = setTimeout(() => cut.abort(), graceMs);
       // A claim that was under way may still start rows: they see the stop and are released.

@@ -36,7 +36,7 @@ const fanout = createInlineFanout({
   source: config.source,
   exclusive,
   tracing,
-  tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs },
+  tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace },
   owner,
 });
 

@@ -73,12 +73,15 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
     async discard(id: number, by: string): Promise<void> {
       const deadLetter = await requireDeadLetter(id);
       await trail.record({ action: 'discard', target: String(id), by, detail: { id }, eventId: deadLetter.eventId }, async (audit) => {
-        if ((await outbox.discardDeadLetters({ id }, audit)) === 0) throw new NotFoundError(`no dead letter ${id}`);
+        if ((await outbox.discardDeadLetters({ id, now: audit.at }, audit)) === 0) throw new NotFoundError(`no dead letter ${id}`);
       });
     },
 
+    /** Discards dead letters of any sink, configured or not (set-aside work included). */
     discardAll: (sink: string | undefined, by: string) =>
-      trail.record({ action: 'discard', target: sink ?? null, by, detail: given({ all: true, sink }) }, (audit) => outbox.discardDeadLetters({ sink }, audit)),
+      trail.record({ action: 'discard', target: sink ?? null, by, detail: given({ all: true, sink }) }, (audit) =>
+        outbox.discardDeadLetters({ sink, now: audit.at }, audit),
+      ),
 
     async replay({ since, sink }: { since: string; sink?: string | undefined }, by: string): Promise<number> {
       const sinceMs = requireSince(since);

@@ -25,6 +25,14 @@ export interface DispatchTuning {
    * soon the rows of a replica that died are sent by another. Undefined: computed per sink.
    */
   leaseMs: number | undefined;
+  /**
+   * A run of failures at least this long, ended by a delivery, makes the sink's backed-off work due
+   * at once (as a resume does). A shorter run does not: an event that fails among good ones is not
+   * tried again at each success.
+   */
+  recoverAfterMs: number;
+  /** Pending work of a sink that no replica has served for this long is set aside (BOXRELAY_UNSERVED_SINK_GRACE). */
+  unservedGraceMs: number;
 }
 
 /**
@@ -46,6 +54,8 @@ export const defaultTuning: DispatchTuning = {
   retryDelayMs: (attempts) => RETRY_SCHEDULE_MS[Math.min(attempts, RETRY_SCHEDULE_MS.length) - 1] ?? RETRY_SCHEDULE_MS[0]!,
   leaseMarginMs: 30_000,
   leaseMs: undefined,
+  recoverAfterMs: 60_000,
+  unservedGraceMs: 600_000,
 };
 
 /** Exponential backoff is jittered (x0.8..1.2) so retries of one outage do not arrive together. */

@@ -1,7 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
 import type { Database } from './database.js';
-import type { DeadLetter } from './outbox.js';
+import { DEAD_LETTER, type DeadLetter } from './outbox.js';
 import type { OutboxTable, Schema } from './schema.js';
 
 /** Fan-out rows a sink gave up on: listed, sent again with a fresh attempt budget, or discarded. */
@@ -11,7 +11,7 @@ export interface DeadLetterStore {
   /** With `audit`, the operator's change is recorded in the same transaction. */
   retryDeadLetters(selection: { id?: number; sink?: string | undefined; configured: string[]; now: number }, audit?: AuditNote): Promise<number>;
   /** With `audit`, recorded in the same transaction; a discard of one id that finds none records nothing (refused). */
-  discardDeadLetters(selection: { id?: number; sink?: string | undefined }, audit?: AuditNote): Promise<number>;
+  discardDeadLetters(selection: { id?: number; sink?: string | undefined; now: number }, audit?: AuditNote): Promise<number>;
 }
 
 const deadLetterColumns = ['id', 'delivery_id', 'sink', 'attempts', 'last_error', 'updated_at'] as const;
@@ -26,7 +26,7 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
   const deadLetters = (sink: string | undefined) =>
     db
       .selectFrom('outbox')
-      .where('status', '=', 'dead')
+      .where(DEAD_LETTER)
       .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
 
   return {
@@ -54,17 +54,19 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
       const retry = db
         .updateTable('outbox')
         .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...leaseCleared })
-        .where('status', '=', 'dead')
+        .where(DEAD_LETTER)
         .where('sink', 'in', configured)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
         .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
       return writeAudited(database, configured.length === 0 ? undefined : retry, audit);
     },
 
-    async discardDeadLetters({ id, sink }: { id?: number; sink?: string | undefined }, audit?: AuditNote): Promise<number> {
+    /** Kept as `discarded` (its attempts and last error with it), so the event's status says so until retention. */
+    async discardDeadLetters({ id, sink, now }: { id?: number; sink?: string | undefined; now: number }, audit?: AuditNote): Promise<number> {
       const discard = db
-        .deleteFrom('outbox')
-        .where('status', '=', 'dead')
+        .updateTable('outbox')
+        .set({ status: 'discarded', updated_at: now })
+        .where(DEAD_LETTER)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
         .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
       return writeAudited(database, discard, audit, ({ changed }) => id === undefined || changed > 0);

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { EventRow } from './outbox.js';
 import type { Schema } from './schema.js';
 
-/** The outbox rows one event still has (delivered rows are gone), oldest first: what the admin API shows per sink. */
+/** The outbox rows of one event (one per sink it was routed to, and one per replay), oldest first: what the admin API shows per sink. */
 export async function rowsOfEvent(db: Kysely<Schema>, eventId: string): Promise<EventRow[]> {
   const rows = await db
     .selectFrom('outbox')

@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
-import { SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Settled } from './outbox.js';
+import { leaseClock } from './database-clock.js';
+import { DEAD_LETTER, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './outbox.js';
 import type { Schema } from './schema.js';
 import { executeUnsynced } from './unsynced.js';
 
@@ -8,7 +9,8 @@ import { executeUnsynced } from './unsynced.js';
 export interface OutboxWork {
   claim(claim: Claim): Promise<ClaimedRow[]>;
   nextDueAt(sink: string, owner: string): Promise<number | null>;
-  removeDelivered(ids: number[]): Promise<void>;
+  /** Rows the sink acknowledged, kept with their attempts and last error (whoever holds them now). */
+  markDelivered(rows: Delivered[]): Promise<void>;
   scheduleRetry(settled: Settled, nextAttemptAt: number): Promise<void>;
   /** True when the row was still this process's to settle. */
   markDead(settled: Settled): Promise<boolean>;
@@ -16,8 +18,18 @@ export interface OutboxWork {
   makeDue(sink: string, now: number): Promise<void>;
   /** Clears every lease, or only `owner`'s; returns how many. */
   releaseAll(owner?: string): Promise<number>;
-  deadLetterUnconfigured(configured: string[], now: number): Promise<Record<string, number>>;
-  countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>>;
+  /** This replica serves these sinks (a heartbeat; see `setAsideUnserved`). */
+  announceServed(sinks: string[], now: number): Promise<void>;
+  setAsideUnserved(options: UnservedWork): Promise<Record<string, number>>;
+  countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>>;
+}
+
+export interface UnservedWork {
+  /** The sinks this replica serves: work of any other sink may be set aside. */
+  configured: string[];
+  /** How long a sink may go without a replica that serves it before its work is set aside; 0: at once (the only process). */
+  graceMs: number;
+  now: number;
 }
 
 /**
@@ -28,6 +40,9 @@ export function createOutboxWork(database: Database): OutboxWork {
   const db: Kysely<Schema> = database.kysely;
   const postgres = database.dialect === 'postgres';
   const leaseCleared = { lease_owner: null, lease_until: null } as const;
+  /** Leases are compared with one clock that every replica shares (the database's on PostgreSQL). */
+  const leaseNow = leaseClock(database);
+  const leaseFree = (now: number) => sql<boolean>`(lease_until IS NULL OR lease_until <= ${leaseNow(now)})`;
 
   return {
     /**
@@ -42,7 +57,7 @@ export function createOutboxWork(database: Database): OutboxWork {
         .where('status', '=', 'pending')
         .where('sink', '=', sink)
         .where('next_attempt_at', '<=', now)
-        .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', now)]))
+        .where(leaseFree(now))
         .$if(ordered, (q) =>
           q.where(({ not, exists, selectFrom }) =>
             not(
@@ -65,7 +80,7 @@ export function createOutboxWork(database: Database): OutboxWork {
         database,
         db
           .updateTable('outbox')
-          .set({ lease_owner: owner, lease_until: now + leaseMs })
+          .set({ lease_owner: owner, lease_until: sql<number>`${leaseNow(now)} + ${leaseMs}` })
           .where('id', 'in', due)
           .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at', 'box_id', 'trace_parent']),
       );
@@ -93,6 +108,8 @@ export function createOutboxWork(database: Database): OutboxWork {
     /**
      * When a lane should look again: the earliest time a row of this sink that `owner` does not
      * hold becomes claimable (its due time, or the end of another process's lease). Null: nothing.
+     * A lease's end is by the lease clock: a replica whose own clock is off wakes early or late, and
+     * the poll covers the rest.
      */
     async nextDueAt(sink: string, owner: string): Promise<number | null> {
       const row = await db
@@ -108,11 +125,35 @@ export function createOutboxWork(database: Database): OutboxWork {
     },
 
     /**
-     * Delivered rows are deleted: the outbox keeps only work and dead letters, so it stays small. A
-     * delete lost to a power failure only sends the event again, so it needs no fsync of its own.
+     * Delivered rows keep their attempts, last error and delivery time (`updated_at`), and leave the
+     * partial indexes of pending work. One statement for the acks of one outcome that arrive
+     * together (most are a first attempt without error). An update lost to a power failure only
+     * sends the event again, so it needs no fsync of its own.
      */
-    async removeDelivered(ids: number[]): Promise<void> {
-      await executeUnsynced(database, db.deleteFrom('outbox').where('id', 'in', ids).where('status', '=', 'pending'));
+    async markDelivered(rows: Delivered[]): Promise<void> {
+      const groups = new Map<string, Delivered[]>();
+      for (const row of rows) {
+        const key = JSON.stringify([row.attempts, row.lastError, row.now]);
+        groups.set(key, [...(groups.get(key) ?? []), row]);
+      }
+      for (const group of groups.values()) {
+        const { attempts, lastError, now } = group[0] as Delivered;
+        await executeUnsynced(
+          database,
+          db
+            .updateTable('outbox')
+            .set((eb) => ({
+              status: 'delivered',
+              attempts,
+              // A delivery on a first try of this claim keeps the error of an earlier scheduled attempt.
+              last_error: lastError ?? eb.ref('last_error'),
+              updated_at: now,
+              ...leaseCleared,
+            }))
+            .where('id', 'in', group.map((row) => row.id))
+            .where('status', '=', 'pending'),
+        );
+      }
     },
 
     /** Another attempt later; only while the lease is still ours (otherwise another process has it). */
@@ -150,7 +191,10 @@ export function createOutboxWork(database: Database): OutboxWork {
         .execute();
     },
 
-    /** A sink resumed: its pending work, backed off while it failed, is due now. */
+    /**
+     * A sink resumed or recovered: its pending work, backed off while it failed, is due now. Rows
+     * another process holds are its to settle.
+     */
     async makeDue(sink: string, now: number): Promise<void> {
       await db
         .updateTable('outbox')
@@ -158,6 +202,7 @@ export function createOutboxWork(database: Database): OutboxWork {
         .where('status', '=', 'pending')
         .where('sink', '=', sink)
         .where('next_attempt_at', '>', now)
+        .where(leaseFree(now))
         .execute();
     },
 
@@ -175,12 +220,23 @@ export function createOutboxWork(database: Database): OutboxWork {
       return Number(result.numUpdatedRows);
     },
 
+    async announceServed(sinks: string[], now: number): Promise<void> {
+      if (sinks.length === 0) return;
+      await db
+        .insertInto('sink_servers')
+        .values(sinks.map((sink) => ({ sink, served_at: leaseNow(now) })))
+        .onConflict((oc) => oc.column('sink').doUpdateSet((eb) => ({ served_at: eb.ref('excluded.served_at') })))
+        .execute();
+    },
+
     /**
-     * Pending work of sinks no longer configured becomes dead letters (set aside) instead of waiting forever;
-     * returns how many rows of each such sink. One statement a sink: each is atomic, and the counts
-     * name the sinks without reading back every row.
+     * Pending work of a sink this replica does not serve is left alone while some replica serves it
+     * (a rolling update: a peer with another hook list still sends it), and set aside (listed as dead
+     * letters) once none has announced it for `graceMs`; for a sink never announced, the grace starts
+     * when its work is first found here. Rows a live lease holds are never touched. Returns how many
+     * rows of each sink were set aside; one statement a sink, each atomic.
      */
-    async deadLetterUnconfigured(configured: string[], now: number): Promise<Record<string, number>> {
+    async setAsideUnserved({ configured, graceMs, now }: UnservedWork): Promise<Record<string, number>> {
       const unknown = await db
         .selectFrom('outbox')
         .select('sink')
@@ -190,22 +246,43 @@ export function createOutboxWork(database: Database): OutboxWork {
         .execute();
       const setAside: Record<string, number> = {};
       for (const { sink } of unknown) {
+        if (graceMs > 0) {
+          await db
+            .insertInto('sink_servers')
+            .values({ sink, served_at: leaseNow(now) })
+            .onConflict((oc) => oc.column('sink').doNothing())
+            .execute();
+        }
         const result = await db
           .updateTable('outbox')
-          .set({ status: 'dead', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...leaseCleared })
+          .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...leaseCleared })
           .where('status', '=', 'pending')
           .where('sink', '=', sink)
+          .where(leaseFree(now))
+          .$if(graceMs > 0, (q) =>
+            q.where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('sink_servers')
+                    .select('sink_servers.sink')
+                    .where('sink_servers.sink', '=', sink)
+                    .where('sink_servers.served_at', '>', sql<number>`${leaseNow(now)} - ${graceMs}`),
+                ),
+              ),
+            ),
+          )
           .executeTakeFirst();
         if (result.numUpdatedRows > 0n) setAside[sink] = Number(result.numUpdatedRows);
       }
       return setAside;
     },
 
-    async countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>> {
+    /** Pending work, or dead letters (set-aside work included), by sink: each counted in its partial index. */
+    async countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>> {
       const rows = await db
         .selectFrom('outbox')
         .select(['sink', (eb) => eb.fn.countAll<number>().as('count')])
-        .where('status', '=', status)
+        .where(kind === 'pending' ? sql<boolean>`status = 'pending'` : DEAD_LETTER)
         .groupBy('sink')
         .execute();
       return Object.fromEntries(rows.map((r) => [r.sink, Number(r.count)]));

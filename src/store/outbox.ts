@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { AuditNote } from './audit.js';
 import type { Database } from './database.js';
 import { createDeadLetterStore, type DeadLetterStore } from './dead-letters.js';
@@ -49,6 +50,15 @@ export interface Claim {
   ordered?: boolean;
 }
 
+/** A row its sink acknowledged: its attempts (all of them), the last failure before (if any), and when. */
+export interface Delivered {
+  id: number;
+  attempts: number;
+  /** Null keeps the row's last error, from an earlier scheduled attempt. */
+  lastError: string | null;
+  now: number;
+}
+
 /** The outcome of a row's attempts, written back by the process that holds its lease. */
 export interface Settled {
   id: number;
@@ -69,6 +79,12 @@ export interface Replay {
 }
 
 export const SINK_NOT_CONFIGURED = 'sink not configured';
+
+/**
+ * Dead letters: rows a sink gave up on, and work set aside for a sink no replica serves. Written as
+ * literals, as the partial index `outbox_dead_letters` is, so SQLite's planner can use it.
+ */
+export const DEAD_LETTER = sql<boolean>`status IN ('dead', 'set_aside')`;
 
 /** The fan-out work queue: claims and leases, dead letters, and replay. */
 export interface Outbox extends OutboxWork, DeadLetterStore {

@@ -1,7 +1,11 @@
+import { sql } from 'kysely';
 import type { Database } from './database.js';
 import { executeUnsynced } from './unsynced.js';
 
 export const DAY_MS = 86_400_000;
+
+/** Outbox rows that keep their delivery: work, dead letters and set-aside work. */
+const UNSETTLED = sql<boolean>`outbox.status IN ('pending', 'dead', 'set_aside')`;
 
 export interface PruneOptions {
   /** Epoch ms. */
@@ -41,7 +45,7 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const MIN_PAUSE_MS = 50;
 
 /**
- * Runs one bounded DELETE until it removes less than a full batch. After each batch the connection
+ * Runs one bounded batch of deletes until it removes less than a full batch. After each batch the connection
  * is left to requests for at least as long as the batch held it.
  */
 async function deleteInBatches(
@@ -61,9 +65,10 @@ async function deleteInBatches(
 }
 
 /**
- * Retention: removes deliveries older than `retentionDays`, boxes not heard of for as long, audit
- * entries and delivery counts as old, and signing secrets past their expiry. Delivered fan-out rows are deleted when delivered. A
- * delivery stays while any of its outbox rows is left, pending or dead (work not yet handled), so
+ * Retention: removes deliveries older than `retentionDays` with their settled outbox rows
+ * (delivered, discarded), boxes not heard of for as long, audit entries and delivery counts as old,
+ * and signing secrets past their expiry. A
+ * delivery stays while any of its outbox rows is unsettled (pending, a dead letter, set aside), so
  * retention never loses undelivered events. Removing a delivery ends its dedup protection: the
  * dedup window is the retention period. Every statement stands alone (no transaction), as the
  * SQLite connection is shared with the group-commit writer; each commits without an fsync of its own
@@ -76,23 +81,30 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
   const batchSize = options.batchSize ?? 50;
   const cutoff = options.now - options.retentionDays * DAY_MS;
   const deliveries = await deleteInBatches(
-    () =>
-      executeUnsynced(
+    async () => {
+      // A batch of expired deliveries whose fan-out is all settled; its rows go first, then the
+      // deliveries that have none left (a replay may have queued one meanwhile: that one stays).
+      const expired = await kysely
+        .selectFrom('deliveries as d')
+        .select('d.id')
+        .where('d.received_at', '<', cutoff)
+        .where(({ not, exists, selectFrom }) =>
+          not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'd.id').where(UNSETTLED))),
+        )
+        .limit(batchSize)
+        .execute();
+      if (expired.length === 0) return [];
+      const ids = expired.map((d) => d.id);
+      await executeUnsynced(database, kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']));
+      return executeUnsynced(
         database,
         kysely
           .deleteFrom('deliveries')
-          .where('id', 'in', (eb) =>
-            eb
-              .selectFrom('deliveries as d')
-              .select('d.id')
-              .where('d.received_at', '<', cutoff)
-              .where(({ not, exists, selectFrom }) =>
-                not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'd.id'))),
-              )
-              .limit(batchSize),
-          )
+          .where('id', 'in', ids)
+          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
           .returning('id'),
-      ),
+      );
+    },
     batchSize,
     options.signal,
   );

@@ -23,11 +23,17 @@ export interface DeliveriesTable {
 export type ReconcileOrigin = 'history' | 'synthesized';
 export type EventOrigin = ReconcileOrigin | 'operator';
 
-export type OutboxStatus = 'pending' | 'dead';
+/**
+ * `pending`: work; `delivered`: the sink acknowledged it; `dead`: a dead letter (the sink gave up);
+ * `discarded`: a dead letter an operator discarded; `set_aside`: work of a sink no replica serves any
+ * more, listed with the dead letters.
+ */
+export type OutboxStatus = 'pending' | 'delivered' | 'dead' | 'discarded' | 'set_aside';
 
 /**
- * Fan-out work: one row per (delivery, sink) committed with the delivery, deleted once delivered;
- * `dead` rows are dead letters.
+ * Fan-out: one row per (delivery, sink) the event was routed to, committed with the delivery (or by
+ * a replay). A row is kept with its outcome, attempts and last error until retention removes it
+ * with its delivery, so each event's status per sink is read, never guessed.
  */
 export interface OutboxTable {
   id: Generated<number>;
@@ -131,13 +137,20 @@ export interface AuditTable {
 
 export type AuditAction = 'retry' | 'discard' | 'retry_all' | 'replay' | 'pause' | 'resume' | 'forget' | 'reconcile';
 
-/** Per sink and UTC minute: acknowledged deliveries and failed attempts (the outbox forgets them). */
+/** Per sink and UTC minute: acknowledged deliveries and failed attempts (counted as they happen; a row of the outbox holds only its last outcome). */
 export interface SinkMinutesTable {
   sink: string;
   /** Epoch ms of the minute's start. */
   minute: number;
   delivered: number;
   failed: number;
+}
+
+/** Which sinks some replica serves, and when it last said so (a heartbeat): work of a sink none serves is set aside after a grace period. */
+export interface SinkServersTable {
+  sink: string;
+  /** Epoch ms by the lease clock (the database's on PostgreSQL). */
+  served_at: number;
 }
 
 export interface Schema {
@@ -152,4 +165,5 @@ export interface Schema {
   sink_state: SinkStateTable;
   audit: AuditTable;
   sink_minutes: SinkMinutesTable;
+  sink_servers: SinkServersTable;
 }

@@ -1,6 +1,7 @@
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
 import type { Database } from './database.js';
+import { leaseClock } from './database-clock.js';
 import type { Schema, SinkStateTable } from './schema.js';
 
 export type SinkState = Selectable<SinkStateTable>;
@@ -14,7 +15,8 @@ export interface SinkStates {
   read(sink: string): Promise<SinkState>;
   readAll(): Promise<Map<string, SinkState>>;
   failed(sink: string, now: number): Promise<SinkState>;
-  succeeded(sink: string): Promise<void>;
+  /** True when this ended a run of failures that began at or before `longRunSince`. */
+  succeeded(sink: string, longRunSince: number): Promise<boolean>;
   /** With `audit` (an operator's request), recorded in the same transaction, whether or not it changed anything. */
   pause(sink: string, by: 'failures' | 'operator', now: number, audit?: AuditNote): Promise<boolean>;
   resume(sink: string, by: 'probe' | 'operator', audit?: AuditNote): Promise<boolean>;
@@ -23,10 +25,14 @@ export interface SinkStates {
 
 /**
  * Pause state shared by the replicas, one row per sink. Each change is one statement whose
- * RETURNING says whether this process made it, so a pause or a resume is announced once.
+ * RETURNING says whether this process made it, so a pause or a resume is announced once. Probe
+ * times are by the lease clock (the database's on PostgreSQL), so replicas whose clocks disagree
+ * still probe once a minute between them.
  */
 export function createSinkStates(database: Database): SinkStates {
   const db: Kysely<Schema> = database.kysely;
+  const leaseNow = leaseClock(database);
+  const nextProbe = (now: number) => sql<number>`${leaseNow(now)} + ${PROBE_INTERVAL_MS}`;
   return {
     async read(sink: string): Promise<SinkState> {
       return (await db.selectFrom('sink_state').selectAll().where('sink', '=', sink).executeTakeFirst()) ?? { sink, ...NONE };
@@ -47,9 +53,13 @@ export function createSinkStates(database: Database): SinkStates {
         .executeTakeFirstOrThrow();
     },
 
-    /** A delivered attempt ends a run of failures. */
-    async succeeded(sink: string): Promise<void> {
-      await db.updateTable('sink_state').set({ failing_since: null }).where('sink', '=', sink).where('failing_since', 'is not', null).execute();
+    /** A delivered attempt ends a run of failures; the first statement tells a long run (whose end is a recovery) from a short one. */
+    async succeeded(sink: string, longRunSince: number): Promise<boolean> {
+      const endRun = () => db.updateTable('sink_state').set({ failing_since: null }).where('sink', '=', sink);
+      const long = await endRun().where('failing_since', '<=', longRunSince).executeTakeFirst();
+      if (long.numUpdatedRows > 0n) return true;
+      await endRun().where('failing_since', 'is not', null).execute();
+      return false;
     },
 
     /**
@@ -57,7 +67,7 @@ export function createSinkStates(database: Database): SinkStates {
      * failures, which the operator's pause replaces: no more probes, so nothing resumes it but a hand.
      */
     async pause(sink: string, by: 'failures' | 'operator', now: number, audit?: AuditNote): Promise<boolean> {
-      const nextProbeAt = by === 'failures' ? now + PROBE_INTERVAL_MS : null;
+      const nextProbeAt = by === 'failures' ? nextProbe(now) : null;
       const pause = db
         .insertInto('sink_state')
         .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: nextProbeAt })
@@ -91,10 +101,10 @@ export function createSinkStates(database: Database): SinkStates {
     async takeProbe(sink: string, now: number): Promise<boolean> {
       const result = await db
         .updateTable('sink_state')
-        .set({ next_probe_at: now + PROBE_INTERVAL_MS })
+        .set({ next_probe_at: nextProbe(now) })
         .where('sink', '=', sink)
         .where('paused_by', '=', 'failures')
-        .where('next_probe_at', '<=', now)
+        .where('next_probe_at', '<=', leaseNow(now))
         .executeTakeFirst();
       return result.numUpdatedRows > 0n;
     },

@@ -8,7 +8,7 @@ interface Query<O> {
 
 /**
  * One statement whose loss in a power failure would only repeat work, never lose it: a lease, the
- * delete of a delivered row (the row is then sent again, which at-least-once fan-out allows, and a
+ * record of a delivered row (the row is then sent again, which at-least-once fan-out allows, and a
  * restart releases leases anyway). On SQLite it commits at synchronous=NORMAL, without an fsync of its own
  * that would stall the event loop: the WAL is append-only, so the next delivery commit's sync makes it
  * durable too. The configured level is restored before anything else can run on the connection.

@@ -3,7 +3,7 @@ import type { Registry } from 'prom-client';
 import { afterEach } from 'vitest';
 import type { HookConfig } from '../../src/config/schema.js';
 import type { DispatchTuning } from '../../src/dispatch/tuning.js';
-import type { OutboxTable } from '../../src/store/schema.js';
+import type { OutboxStatus, OutboxTable } from '../../src/store/schema.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { waitFor } from './fanout.js';
 import { hookServer, type HookServer } from './hook-server.js';
@@ -25,10 +25,22 @@ export function hook(name: string, url: string, extra: Partial<HookConfig> = {})
   return { name, url, ...extra };
 }
 
-/** The outbox rows of one sink, in id order. */
+/**
+ * The unsettled outbox rows of one sink (pending, dead letters, set aside), in id order: delivered
+ * and discarded rows are kept for the event's status, and read with `settledRows`.
+ */
 export function outboxRows(t: TestRelay | Store, sink: string): Promise<Selectable<OutboxTable>[]> {
+  return rowsOf(t, sink, ['pending', 'dead', 'set_aside']);
+}
+
+/** The delivered and discarded outbox rows of one sink, in id order. */
+export function settledRows(t: TestRelay | Store, sink: string): Promise<Selectable<OutboxTable>[]> {
+  return rowsOf(t, sink, ['delivered', 'discarded']);
+}
+
+function rowsOf(t: TestRelay | Store, sink: string, statuses: OutboxStatus[]): Promise<Selectable<OutboxTable>[]> {
   const store = 'relay' in t ? t.relay.store : t;
-  return store.database.kysely.selectFrom('outbox').selectAll().where('sink', '=', sink).orderBy('id').execute();
+  return store.database.kysely.selectFrom('outbox').selectAll().where('sink', '=', sink).where('status', 'in', statuses).orderBy('id').execute();
 }
 
 /** Moves the test clock on by `ms` and wakes the dispatcher, so work scheduled within `ms` is claimed now. */
@@ -37,7 +49,7 @@ export function advanceAndWake(t: TestRelay, ms: number): void {
   t.relay.fanout.wake();
 }
 
-/** Waits until a sink has no outbox row left: delivered rows are deleted. */
+/** Waits until a sink has no unsettled outbox row left (nothing pending, no dead letter). */
 export async function allDelivered(t: TestRelay | Store, sink: string, timeoutMs?: number): Promise<void> {
   await waitFor(async () => (await outboxRows(t, sink)).length === 0, `every ${sink} row to be delivered`, timeoutMs);
 }

@@ -14,17 +14,30 @@ export type HookAnswer = number | { status: number; headers?: Record<string, str
 export interface HookServer {
   url: string;
   requests: HookRequest[];
-  /** Resolves once `count` requests have arrived. */
-  received(count: number): Promise<HookRequest[]>;
+  /**
+   * Resolves once `count` requests have arrived (rejects after `timeoutMs`), and makes `count` the
+   * exact total this server expects: `close()`, run after the relays that send to it have stopped
+   * (the fixture closes them first), fails when more arrived, so a late duplicate is never missed.
+   */
+  received(count: number, timeoutMs?: number): Promise<HookRequest[]>;
+  /** The same wait, for a test where more may follow (at-least-once after a crash): no exact total. */
+  receivedAtLeast(count: number, timeoutMs?: number): Promise<HookRequest[]>;
+  /** The most requests this server held unanswered at once: what a sender had in flight, counted where they arrive. */
+  readonly mostInFlight: number;
   close(): Promise<void>;
 }
+
+const RECEIVE_TIMEOUT_MS = 15_000;
 
 /** A real local HTTP server standing in for an outgoing hook's receiver. */
 export async function hookServer(answer: (request: HookRequest, index: number) => HookAnswer = () => 200): Promise<HookServer> {
   const requests: HookRequest[] = [];
   const waiters: { count: number; resolve(requests: HookRequest[]): void }[] = [];
   const hanging: ServerResponse[] = [];
+  let inFlight = 0;
+  let mostInFlight = 0;
   const server = createServer((req, res) => {
+    mostInFlight = Math.max(mostInFlight, ++inFlight);
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -34,20 +47,46 @@ export async function hookServer(answer: (request: HookRequest, index: number) =
       for (const waiter of waiters.filter((w) => requests.length >= w.count)) waiter.resolve(requests);
       if (result === 'hang') return void hanging.push(res);
       const { status, headers = {}, delayMs = 0 } = typeof result === 'number' ? { status: result } : result;
-      setTimeout(() => res.writeHead(status, headers).end(), delayMs);
+      setTimeout(() => {
+        // Before the answer leaves: a request sent after it can only arrive once this one is counted out.
+        inFlight--;
+        res.writeHead(status, headers).end();
+      }, delayMs);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  /** The exact number of requests the test last said it expects (by `received`); undefined: any. */
+  let expected: number | undefined;
+  const atLeast = (count: number, timeoutMs = RECEIVE_TIMEOUT_MS): Promise<HookRequest[]> =>
+    requests.length >= count
+      ? Promise.resolve(requests)
+      : new Promise<HookRequest[]>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`the hook expected ${count} requests within ${timeoutMs} ms, got ${requests.length}`)), timeoutMs);
+          waiters.push({ count, resolve: (all) => (clearTimeout(timer), resolve(all)) });
+        });
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     requests,
-    received: (count) =>
-      requests.length >= count ? Promise.resolve(requests) : new Promise((resolve) => waiters.push({ count, resolve })),
-    close: () =>
-      new Promise<void>((resolve) => {
+    get mostInFlight() {
+      return mostInFlight;
+    },
+    received(count, timeoutMs) {
+      expected = count;
+      return atLeast(count, timeoutMs);
+    },
+    receivedAtLeast(count, timeoutMs) {
+      expected = undefined;
+      return atLeast(count, timeoutMs);
+    },
+    async close() {
+      await new Promise<void>((resolve) => {
         for (const res of hanging) res.destroy();
         server.closeAllConnections();
         server.close(() => resolve());
-      }),
+      });
+      if (expected !== undefined && requests.length !== expected) {
+        throw new Error(`the hook expected exactly ${expected} requests, got ${requests.length}: ${requests.length > expected ? 'more arrived later (a duplicate?)' : 'fewer'}`);
+      }
+    },
   };
 }

@@ -12,14 +12,10 @@ export interface EventDeliveryDeps {
   kysely: Kysely<Schema>;
   outbox: Pick<Outbox, 'rowsOfEvent'>;
   source: string;
-  /** The configured sinks' names. */
-  sinks: string[];
-  /** The configured sinks an event type fans out to (the receiver's router). */
-  sinksFor(type: string): string[];
 }
 
 /** `GET /admin/events/:id`: one stored event and where it stands with each sink. */
-export function eventDeliveryRoutes({ kysely, outbox, source, sinks, sinksFor }: EventDeliveryDeps): AdminRoutes {
+export function eventDeliveryRoutes({ kysely, outbox, source }: EventDeliveryDeps): AdminRoutes {
   return {
     mount(router) {
       router.get('/events/:id', async (req, res) => {
@@ -30,7 +26,7 @@ export function eventDeliveryRoutes({ kysely, outbox, source, sinks, sinksFor }:
         res.json({
           ok: true,
           event: { ...toCloudEvent(stored.payload, source, stored.origin), receivedAt: new Date(stored.receivedAt).toISOString() },
-          deliveries: eventDeliveries({ routedTo: sinksFor(stored.type), configured: sinks, rows }),
+          deliveries: eventDeliveries(rows),
         });
       });
       router.all('/events/:id', methodNotAllowed('GET'));

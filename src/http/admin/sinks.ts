@@ -12,14 +12,14 @@ export interface SinkRoutesDeps {
   sinks: Pick<Sink, 'name' | 'up'>[];
   sinkStates: SinkStates;
   pauses: Pauses;
-  countBySink(status: 'pending' | 'dead'): Promise<Record<string, number>>;
+  countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>>;
   trail: AuditTrail;
 }
 
 /** `GET /admin/sinks`; `POST /admin/sinks/:name/pause` and `/resume` answer with that sink's row (contract section 6). */
 export function sinkRoutes({ sinks, sinkStates, pauses, countBySink, trail }: SinkRoutesDeps): AdminRoutes {
   const rows = async (only?: Pick<Sink, 'name' | 'up'>) => {
-    const [states, pending, dead] = await Promise.all([sinkStates.readAll(), countBySink('pending'), countBySink('dead')]);
+    const [states, pending, dead] = await Promise.all([sinkStates.readAll(), countBySink('pending'), countBySink('deadLetters')]);
     return (only ? [only] : sinks).map((sink) => ({
       name: sink.name,
       // A bus's kind is its name (contract section 12); hooks cannot take those names.

@@ -1,0 +1,128 @@
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Database } from '../src/store/database.js';
+import { openMigrated } from '../src/store/migrate.js';
+import { createOutbox } from '../src/store/outbox.js';
+import { pruneExpired } from '../src/store/prune.js';
+import { engines } from './support/databases.js';
+
+/** Settled rows kept for the statuses: many, so a statement that reads them all shows in its plan. */
+const KEPT = 20_000;
+
+/**
+ * Delivered and discarded outbox rows are kept until retention: the work queue's statements
+ * (claims, due times, counts, dead letters, set-aside) must still read only the partial indexes of
+ * pending work and dead letters, never the whole table, on both engines.
+ */
+describe.each(engines)('outbox statements with settled rows kept, on $name', (engine) => {
+  let database: Database;
+  afterEach(() => database?.close());
+
+  it('claim, count and settle through partial indexes and ids, never a scan of the table', async () => {
+    database = (await openMigrated({ url: await engine.url() })).database;
+    const statements: { sql: string; parameters: readonly unknown[] }[] = [];
+    const spied = spy(database, statements);
+    await sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at)
+      SELECT 'evt_' || n, CASE WHEN n % 2 = 0 THEN 'h' ELSE 'nats' END, CASE WHEN n % 10 = 0 THEN 'discarded' ELSE 'delivered' END, 1, 0, 0, 0
+      FROM (${numbers(engine.name, KEPT)}) AS numbers`.execute(database.kysely);
+    // Each with its delivery, received now (the oldest, evt_2, a day and more ago: retention's to remove).
+    await sql`INSERT INTO deliveries (id, type, created_at, received_at, payload)
+      SELECT 'evt_' || n, 'box.ready', '2026-01-01T00:00:00.000Z', CASE WHEN n = 2 THEN 0 ELSE ${sql.lit(Date.now())} END, '{}'
+      FROM (${numbers(engine.name, KEPT)}) AS numbers`.execute(database.kysely);
+    await sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at)
+      VALUES ('evt_p', 'h', 'pending', 0, 0, 0, 0), ('evt_d', 'h', 'dead', 1, 0, 0, 0), ('evt_g', 'gone', 'pending', 0, 0, 0, 0)`.execute(database.kysely);
+    for (const table of ['outbox', 'deliveries']) await sql`ANALYZE ${sql.table(table)}`.execute(database.kysely);
+
+    const outbox = createOutbox(spied);
+    const now = Date.now();
+    const [row] = await outbox.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10 });
+    await outbox.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10, ordered: true });
+    await outbox.nextDueAt('h', 'me');
+    await outbox.markDelivered([{ id: row!.id, attempts: 1, lastError: null, now }]);
+    await outbox.scheduleRetry({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now }, now);
+    await outbox.markDead({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now });
+    await outbox.release([row!.id], 'me');
+    await outbox.makeDue('h', now);
+    await outbox.releaseAll('me');
+    await outbox.releaseAll();
+    await outbox.countBySink('pending');
+    await outbox.countBySink('deadLetters');
+    await outbox.announceServed(['h'], now);
+    await outbox.setAsideUnserved({ configured: ['h', 'nats'], graceMs: 60_000, now });
+    await outbox.listDeadLetters({ limit: 10 });
+    await outbox.listDeadLetters({ sink: 'h', limit: 10 });
+    await outbox.retryDeadLetters({ sink: 'h', configured: ['h'], now });
+    await outbox.discardDeadLetters({ sink: 'h', now });
+    await outbox.rowsOfEvent('evt_p');
+    // Retention finds the expired deliveries by time, their rows by delivery.
+    expect(await pruneExpired(spied, { now, retentionDays: 1 })).toMatchObject({ deliveries: 1 });
+
+    const scans: string[] = [];
+    for (const statement of statements.filter((s) => /\boutbox\b/.test(s.sql) && !/^\s*PRAGMA/i.test(s.sql))) {
+      const plan = await planOf(database, statement);
+      if (wholeTableRead(engine.name, plan)) scans.push(`${statement.sql}\n  -> ${plan}`);
+    }
+    expect(scans).toEqual([]);
+    expect(statements.length).toBeGreaterThan(18);
+    // The check sees a read of every row where there is one.
+    expect(wholeTableRead(engine.name, await planOf(database, { sql: `SELECT id FROM outbox WHERE attempts = 1`, parameters: [] }))).toBe(true);
+  });
+});
+
+/** 1..count as rows of `n`. */
+function numbers(engine: 'sqlite' | 'postgres', count: number) {
+  return engine === 'postgres'
+    ? sql`SELECT generate_series(1, ${sql.lit(count)}) AS n`
+    : sql`WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < ${sql.lit(count)}) SELECT n FROM c`;
+}
+
+interface Statement {
+  sql: string;
+  parameters: readonly unknown[];
+}
+
+/** A database whose statements are recorded with their parameters, run on the same connection (SQLite) or pool (PostgreSQL). */
+function spy(database: Database, statements: Statement[]): Database {
+  if (database.dialect === 'sqlite') {
+    // Kysely and the unsynced writes both prepare through here; each run records what it was bound to.
+    const prepare = (text: string) => {
+      const statement = database.prepare(text);
+      const entry: Statement = { sql: text, parameters: [] };
+      statements.push(entry);
+      return new Proxy(statement, {
+        get(target, key) {
+          const value = Reflect.get(target, key) as unknown;
+          if (typeof value !== 'function') return value;
+          return (...args: unknown[]) => {
+            if (['all', 'run', 'get', 'iterate'].includes(key as string)) entry.parameters = args;
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        },
+      });
+    };
+    const kysely = new Kysely<never>({ dialect: new SqliteDialect({ database: { prepare, close: () => {} } }) });
+    return { ...database, prepare, kysely: kysely as unknown as typeof database.kysely };
+  }
+  const kysely = new Kysely<never>({
+    dialect: new PostgresDialect({ pool: database.pool }),
+    log: (event) => {
+      if (event.level === 'query') statements.push({ sql: event.query.sql, parameters: event.query.parameters });
+    },
+  });
+  return { ...database, kysely: kysely as unknown as typeof database.kysely };
+}
+
+async function planOf(database: Database, statement: Statement): Promise<string> {
+  if (database.dialect === 'sqlite') {
+    const rows = database.sqlite.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(...statement.parameters) as { detail: string }[];
+    return rows.map((r) => r.detail).join('; ');
+  }
+  const { rows } = await database.pool.query(`EXPLAIN ${statement.sql}`, [...statement.parameters]);
+  return rows.map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN'].trim()).join('; ');
+}
+
+/** A read of every outbox row: a sequential scan (PostgreSQL), or a scan not through a partial index (SQLite). */
+function wholeTableRead(engine: 'sqlite' | 'postgres', plan: string): boolean {
+  if (engine === 'postgres') return /Seq Scan on outbox/.test(plan);
+  return plan.split('; ').some((step) => /^SCAN (outbox|earlier)\b/.test(step) && !/USING (COVERING )?INDEX outbox_(due|dead_letters|box_order)\b/.test(step));
+}

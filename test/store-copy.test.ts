@@ -181,14 +181,23 @@ describe('boxrelay store copy', () => {
       'fan-out rows': [9, 9],
       'pending fan-out work': [6, 6],
       'dead letters': [3, 3],
+      'delivered or discarded (kept for their status)': [0, 0],
       'box states': [3, 3],
       'boxes repaired by reconciliation': [1, 1],
-      'sink states': [1, 1],
+      // alerts and audit failing, held paused.
+      'sink states': [3, 3],
       'paused sinks': [1, 1],
       'relay facts (watch start)': [1, 1],
       'reconciliation runs': [1, 1],
       'upstream secrets': [1, 1],
+      // The operator's pause and the reconcile run.
+      'audit entries': [2, 2],
+      // alerts' failed attempts and audit's refusals, by minute (both in one minute, or across two).
+      'delivery counts per minute': expect.anything(),
     });
+    const [minutesInSource, minutesInTarget] = parseCounts(copy.stdout)['delivery counts per minute']!;
+    expect(minutesInSource).toBeGreaterThan(0);
+    expect(minutesInTarget).toBe(minutesInSource);
     const [source, copied] = await Promise.all([tablesOf(file), tablesOf(target)]);
     expect(copied).toEqual({ ...source, outbox: source.outbox!.map((row) => ({ ...row, lease_owner: null, lease_until: null })) });
 

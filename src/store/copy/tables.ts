@@ -33,7 +33,8 @@ export const COPIED: readonly CopiedTable[] = [
     cleared: ['lease_owner', 'lease_until'],
     kinds: [
       { label: 'pending fan-out work', where: "status = 'pending'" },
-      { label: 'dead letters', where: "status = 'dead'" },
+      { label: 'dead letters', where: "status IN ('dead', 'set_aside')" },
+      { label: 'delivered or discarded (kept for their status)', where: "status IN ('delivered', 'discarded')" },
     ],
   },
   { table: 'boxes', label: 'box states', key: ['id'], kinds: [{ label: 'boxes repaired by reconciliation', where: 'repaired_up_to IS NOT NULL' }] },
@@ -41,12 +42,15 @@ export const COPIED: readonly CopiedTable[] = [
   { table: 'relay_meta', label: 'relay facts (watch start)', key: ['name'] },
   { table: 'reconcile_runs', label: 'reconciliation runs', key: ['id'] },
   { table: 'secrets', label: 'upstream secrets', key: ['id'] },
+  { table: 'audit', label: 'audit entries', key: ['id'] },
+  { table: 'sink_minutes', label: 'delivery counts per minute', key: ['minute', 'sink'] },
 ];
 
 /** Tables the relay keeps that are deliberately not copied, and why. */
 export const NOT_COPIED: Readonly<Record<string, string>> = {
   leases: 'held by running processes; the new relay takes its own',
   heartbeat: "the readiness probe's scratch row",
+  sink_servers: 'heartbeats of running replicas; the new relays announce their own sinks',
   kysely_migration: 'each database records its own migrations',
   kysely_migration_lock: 'each database records its own migrations',
 };

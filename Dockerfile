@@ -5,7 +5,8 @@
 # The build stage runs on the official Node image; the runtime stage on the Debian image that one is
 # made from, with only the node binary copied over (no npm, corepack, yarn or C headers: 60 MB less).
 # Both are the same Debian release, so the natively compiled better-sqlite3 addon built in the first
-# stage links against the libc/libstdc++ of the second. Override both to build from a mirror.
+# stage links against the libc/libstdc++ of the second: override both together (e.g. from a mirror;
+# scripts/image-test.sh makes both where no registry can be reached).
 
 ARG NODE_IMAGE=node:24-bookworm-slim
 ARG DEBIAN_IMAGE=debian:bookworm-slim

@@ -8,7 +8,7 @@
 #  - runs the image's entrypoint as its user with its environment and working directory
 #    (`buildah run --isolation chroot`): `migrate` on the image's own /data, `serve` on a host data
 #    directory answering /healthz, a `send-test` answered 200, the HEALTHCHECK command exiting 0
-#    (and 1 once the relay is gone), SIGTERM ending it with 0;
+#    (and failing once the relay is gone), SIGTERM ending it with 0;
 #  - prints the image size and fails above BOXRELAY_IMAGE_MAX_MB (250).
 # Run as root. Settings (environment): BOXRELAY_IMAGE_CACHE (/var/cache/boxrelay-image),
 # BOXRELAY_IMAGE_DEBIAN_MIRROR / BOXRELAY_IMAGE_SECURITY_MIRROR (default: the host's apt sources),
@@ -242,7 +242,7 @@ mb=$((size / 1000000))
 say "image $image: $mb MB (goal: under $max_mb MB)"
 podman history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$image" |
   awk -F'\t' '$1 != "0 B" { sub(/^\/bin\/sh -c (#\(nop\) )?/, "", $2); printf "  %10s  %.100s\n", $1, $2 }'
-# Dangling images older than three days (earlier builds' layers no longer cached for a reason).
+# Earlier builds' untagged images (the layer cache) go once they are three days old.
 podman image prune -f --filter until=72h >/dev/null
 [ "$mb" -lt "$max_mb" ] || fail "the image is $mb MB, over $max_mb MB"
 say "OK in ${SECONDS}s"

@@ -2,10 +2,14 @@
 #   docker build -t boxrelay .
 #   docker run --rm -p 8080:8080 -p 9091:9091 -v boxrelay-data:/data \
 #     -e BOXRELAY_SECRETS=whsec_... boxrelay
-# Both stages use the same Debian release, so the natively compiled better-sqlite3 addon
-# built in the first stage links against the libc/libstdc++ of the second.
+# The build stage runs on the official Node image; the runtime stage on the Debian image that one is
+# made from, with only the node binary copied over (no npm, corepack, yarn or C headers: 60 MB less).
+# Both are the same Debian release, so the natively compiled better-sqlite3 addon built in the first
+# stage links against the libc/libstdc++ of the second: override both together (e.g. from a mirror;
+# scripts/image-test.sh makes both where no registry can be reached).
 
 ARG NODE_IMAGE=node:24-bookworm-slim
+ARG DEBIAN_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------------------------
 # Build: install all dependencies (compiling better-sqlite3), compile TypeScript to dist/,
@@ -25,21 +29,37 @@ ENV npm_config_build_from_source=true \
 
 # Dependencies first, so this layer is reused while only the sources change.
 COPY package.json package-lock.json .npmrc ./
-RUN npm ci
+# Behind a TLS-intercepting proxy, pass its CA bundle as a build secret:
+#   docker build --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt ...
+RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.npm \
+    if [ -s /run/secrets/ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/ca; fi \
+ && npm ci
 
 COPY . .
+# Then keep only what runs: of a native addon, the .node file node-gyp built (not its C sources,
+# objects and makefiles); no source maps, type declarations, TypeScript or Markdown (about 50 MB).
 RUN npm run build \
- && npm prune --omit=dev
+ && npm prune --omit=dev \
+ && find node_modules -path '*/build/config.gypi' -printf '%h\n' | while read -r gyp; do \
+      find "$gyp" -type f ! \( -path "$gyp/Release/*.node" ! -path "$gyp/Release/*/*" \) -delete; \
+    done \
+ && find node_modules -type f \( -name '*.c' -o -name '*.cc' -o -name '*.cpp' -o -name '*.h' \
+      -o -name '*.gyp' -o -name '*.gypi' -o -name '*.map' -o -name '*.ts' -o -name '*.mts' -o -name '*.cts' \
+      -o -name '*.md' \) -delete \
+ && find node_modules -depth -type d -empty -delete
 
 # ---------------------------------------------------------------------------------------------
 # Runtime: no compiler, no dev dependencies, no root.
-FROM ${NODE_IMAGE} AS runtime
+FROM ${DEBIAN_IMAGE} AS runtime
+
+COPY --from=build /usr/local/bin/node /usr/local/bin/node
 
 ENV NODE_ENV=production \
     BOXRELAY_DATABASE=/data/boxrelay.db
 
-RUN groupadd --system --gid 10001 boxrelay \
- && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+# Not --system (its ids end at 999); --no-log-init, or lastlog grows a sparse file by the uid.
+RUN groupadd --gid 10001 boxrelay \
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --no-log-init \
       --shell /usr/sbin/nologin boxrelay \
  && mkdir -p /data \
  && chown 10001:10001 /data

@@ -27,7 +27,8 @@ import type { NatsSinkOptions } from './sinks/nats.js';
 import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
 import type { Schedule } from './schedule.js';
-import { configuredSinks, createSinkRouter } from './sinks/route.js';
+import { filterErrorReporter } from './sinks/filter-errors.js';
+import { configuredSinks, sinkRouterOf } from './sinks/route.js';
 import { acceptEvent } from './store/accept-event.js';
 import { countBoxesByState } from './store/boxes.js';
 import { createSinkStates } from './store/sink-state.js';
@@ -129,7 +130,10 @@ export async function createRelay({
 
   const kysely = store.database.kysely;
   const sinkNames = configuredSinks(config);
-  const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
+  const sinksFor = sinkRouterOf(
+    config,
+    filterErrorReporter({ clock, logger: logger.child({ part: 'filters' }), count: (sink) => metrics.filterErrors.inc({ sink }) }),
+  );
   const outbox = createOutbox(store.database);
   const sinkStates = createSinkStates(kysely);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
@@ -145,6 +149,7 @@ export async function createRelay({
   });
   const metrics = createMetrics(registry, {
     sinks: sinkNames,
+    filtered: [...sinksFor.filtered],
     sources: {
       secrets: () => secrets.accepted(),
       ready: async () => (await readiness()).ok,

@@ -10,7 +10,7 @@ const hooks = [
   { name: 'alerts', url: 'http://127.0.0.1:1/a', events: ['box.error'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1, ordering: 'none' as const, pauseAfter: 0 },
   { name: 'all', url: 'http://127.0.0.1:1/b', events: ['*'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1, ordering: 'none' as const, pauseAfter: 0 },
 ];
-const sinksFor = createSinkRouter({ natsEnabled: true, hooks });
+const sinksFor = createSinkRouter({ natsEnabled: true, hooks, source: 'sandbox' });
 
 describe.each(engines)('outbox on $name', (engine) => {
   let store: Store;

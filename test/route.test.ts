@@ -50,6 +50,7 @@ describe('event globs', () => {
   it('routes an event type to NATS and to each hook with a matching glob', () => {
     const route = createSinkRouter({
       natsEnabled: true,
+      source: 'sandbox',
       hooks: [
         { name: 'errors', events: ['*.error'] },
         { name: 'boxes', events: ['account.*', 'box.*'] },

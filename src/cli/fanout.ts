@@ -2,7 +2,9 @@ import { Command, InvalidArgumentError } from 'commander';
 import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { createOperations, type Operations } from '../dispatch/operations.js';
-import { configuredSinks, createSinkRouter } from '../sinks/route.js';
+import { filterErrorReporter } from '../sinks/filter-errors.js';
+import { createLogger } from '../log.js';
+import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { createOutbox, type DeadLetter } from '../store/outbox.js';
 import { withDatabase } from './database.js';
 import { exitMisconfigured } from './misconfigured.js';
@@ -17,7 +19,7 @@ function withOperations<T>(config: Config, fn: (operations: Operations) => Promi
       createOperations({
         outbox: createOutbox(database),
         sinks: configuredSinks(config),
-        sinksFor: createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks }),
+        sinksFor: sinkRouterOf(config, filterErrorReporter({ clock: systemClock, logger: createLogger(config.logLevel, process.stderr) })),
         clock: systemClock,
       }),
     ),

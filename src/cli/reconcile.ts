@@ -5,7 +5,8 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { reconcileConfigured, reconcilerFromConfig } from '../reconcile/create.js';
-import { configuredSinks, createSinkRouter } from '../sinks/route.js';
+import { filterErrorReporter } from '../sinks/filter-errors.js';
+import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { acceptEvent } from '../store/accept-event.js';
 import { databaseOptionsOf } from '../store/database.js';
 import { lastSuccessAt } from '../store/reconcile-runs.js';
@@ -27,7 +28,7 @@ export async function reconcileOnce(config: Config, logger: Logger, tracing: Tra
       sinks: configuredSinks(config),
       sources: { reconcileLastSuccessAt: () => lastSuccessAt(kysely) },
     });
-    const sinksFor = createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks });
+    const sinksFor = sinkRouterOf(config, filterErrorReporter({ clock: systemClock, logger }));
     const reconciler = reconcilerFromConfig({
       config,
       kysely,

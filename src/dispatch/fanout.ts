@@ -35,7 +35,7 @@ export interface SinksDeps {
 /** The configured sinks: NATS first (when set), then the hooks. */
 export function createSinks({ config, clock, logger, nats: natsOptions }: SinksDeps): { sinks: Sink[]; nats: NatsSink | undefined } {
   const nats = config.natsUrl ? createNatsSink({ settings: { ...config, natsUrl: config.natsUrl }, logger, ...natsOptions }) : undefined;
-  return { nats, sinks: [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))] };
+  return { nats, sinks: [...(nats ? [nats] : []), ...config.hooks.map((hook) => createHttpHookSink({ hook, clock, proxyEnv: config.proxyEnv }))] };
 }
 
 /** The dispatcher and its sinks in this thread. */

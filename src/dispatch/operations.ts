@@ -1,14 +1,14 @@
 import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
 import { requireSince } from '../iso-time.js';
-import type { DeadLetter, Outbox } from '../store/outbox.js';
+import type { DeadLetter, Outbox, Replay } from '../store/outbox.js';
 
 export interface OperationsDeps {
   outbox: Outbox;
   /** The configured sinks' names. */
   sinks: string[];
-  /** The configured sinks an event type fans out to. */
-  sinksFor(type: string): string[];
+  /** The router (event patterns and hook filters) that replays go through. */
+  sinksFor: Replay['sinksFor'];
   clock: Clock;
   /** Tells a dispatcher in this process that work is due (the CLI has none: servers poll). */
   wake?(): void;

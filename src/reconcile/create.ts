@@ -1,11 +1,11 @@
 import pThrottle from 'p-throttle';
 import type { Config } from '../config/schema.js';
-import { createUpstreamClient, type UpstreamClientOptions } from '../upstream/client.js';
+import { createUpstreamClient, upstreamFetch, type UpstreamClientOptions } from '../upstream/client.js';
 import { createReconciler, type Reconciler, type ReconcilerDeps } from './reconciler.js';
 
 /** The reconciler's own dependencies, but its upstream client and retention come from the config. */
 export interface ReconcilerFromConfig extends Omit<ReconcilerDeps, 'upstream' | 'retentionDays'> {
-  config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'retentionDays'>;
+  config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'retentionDays' | 'proxyEnv'>;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
 }
@@ -23,11 +23,12 @@ export function reconcilerFromConfig({ config, upstream, ...deps }: ReconcilerFr
   const log = deps.logger.child({ part: 'reconcile' });
   // Stopping ends the requests and retry waits of a run under way, so a shutdown is not held up by them.
   const stopping = new AbortController();
+  const send = upstreamFetch(config.proxyEnv);
   const client = createUpstreamClient({
     signal: stopping.signal,
     baseUrl: config.upstreamBaseUrl as string,
     apiKey: config.upstreamApiKey as string,
-    fetch: throttle((input: string | URL | Request, init?: RequestInit) => fetch(input, init)),
+    fetch: throttle((input: string | URL | Request, init?: RequestInit) => send(input, init)),
     onRetry: ({ operation, attempt, error }) => log.warn({ operation, attempt }, `${error.message}; trying again`),
     ...upstream,
   });

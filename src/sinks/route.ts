@@ -1,5 +1,6 @@
-import type { HookConfig } from '../config/schema.js';
-import { OPERATOR_EVENT_PREFIX } from '../events/cloudevent.js';
+import type { Config, HookConfig } from '../config/schema.js';
+import { OPERATOR_EVENT_PREFIX, toCloudEvent } from '../events/cloudevent.js';
+import { compileFilter, type EventFilter } from './filter.js';
 
 export const NATS_SINK = 'nats';
 
@@ -28,16 +29,39 @@ export function globMatcher(glob: string): (type: string) => boolean {
   };
 }
 
-/** Which sinks get a fan-out row for an event type; cached per type, since types are few. */
-export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookConfig[] }): (type: string) => string[] {
+/** An event as stored: what a hook's filter sees is built from it (the CloudEvent with its data). */
+export interface StoredEvent {
+  payload: string;
+  origin?: string | null | undefined;
+}
+
+/**
+ * Which sinks get a fan-out row for an event: by its type (`events` patterns, cached per type, since
+ * types are few), then, given the event, less the hooks whose `filter` is not true for it. Without
+ * the event, by type alone; `filtered` names the hooks a type alone cannot decide.
+ */
+export type SinkRouter = ((type: string, event?: StoredEvent) => string[]) & { readonly filtered: ReadonlySet<string> };
+
+export interface SinkRouterOptions {
+  natsEnabled: boolean;
+  hooks: Pick<HookConfig, 'name' | 'events' | 'filter'>[];
+  /** CloudEvents `source` of the events filters see. */
+  source: string;
+  /** A filter that failed on an event (counted as false). */
+  onFilterError?: (sink: string, error: Error) => void;
+}
+
+export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
   const matchers = options.hooks.map((hook) => ({
     name: hook.name,
     patterns: hook.events.map(globMatcher),
     // `*` alone does not sign a hook up for operator events: they are asked for by name.
     operatorPatterns: hook.events.filter((glob) => glob.startsWith(OPERATOR_EVENT_PREFIX)).map(globMatcher),
   }));
+  const filters = new Map<string, EventFilter>();
+  for (const hook of options.hooks) if (hook.filter !== undefined) filters.set(hook.name, compileFilter(hook.filter));
   const cache = new Map<string, string[]>();
-  return (type) => {
+  const byType = (type: string): string[] => {
     let sinks = cache.get(type);
     if (!sinks) {
       sinks = [
@@ -50,7 +74,30 @@ export function createSinkRouter(options: { natsEnabled: boolean; hooks: HookCon
     }
     return sinks;
   };
+  const passes = (sink: string, filter: EventFilter, event: () => ReturnType<typeof toCloudEvent>): boolean => {
+    try {
+      return filter.matches(event());
+    } catch (error) {
+      options.onFilterError?.(sink, error as Error);
+      return false;
+    }
+  };
+  const route = (type: string, stored?: StoredEvent): string[] => {
+    const sinks = byType(type);
+    if (stored === undefined || !sinks.some((sink) => filters.has(sink))) return sinks;
+    let event: ReturnType<typeof toCloudEvent> | undefined;
+    const built = () => (event ??= toCloudEvent(stored.payload, options.source, stored.origin ?? null));
+    return sinks.filter((sink) => {
+      const filter = filters.get(sink);
+      return filter === undefined || passes(sink, filter, built);
+    });
+  };
+  return Object.assign(route, { filtered: new Set(filters.keys()) as ReadonlySet<string> });
 }
+
+/** The router of a configuration. */
+export const sinkRouterOf = (config: Pick<Config, 'natsUrl' | 'hooks' | 'source'>, onFilterError?: SinkRouterOptions['onFilterError']): SinkRouter =>
+  createSinkRouter({ natsEnabled: config.natsUrl !== undefined, hooks: config.hooks, source: config.source, onFilterError });
 
 /** The configured sinks' names: `nats` when NATS is on, then each hook. */
 export function configuredSinks(config: { natsUrl?: string | undefined; hooks: Pick<HookConfig, 'name'>[] }): string[] {

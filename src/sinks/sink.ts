@@ -21,6 +21,8 @@ export interface Sink {
   deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<void>;
   /** The span name of an attempt: `publish <subject>` for NATS, the method for a hook. */
   spanName?(event: CloudEvent): string;
+  /** Attempts waiting for their turn under the sink's rate (`maxPerSecond`); absent: no rate. */
+  throttled?(): number;
   /** Connected or answering (the `sink_up` gauge). */
   up(): boolean;
   /**

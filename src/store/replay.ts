@@ -1,11 +1,17 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type ExpressionBuilder, type Expression, type Kysely, type SqlBool } from 'kysely';
 import type { Replay } from './outbox.js';
 import type { Schema } from './schema.js';
 
+/** Stored events read at a time for the hooks with a filter, which is evaluated here per event. */
+const FILTER_PAGE = 500;
+
+type Narrow = (eb: ExpressionBuilder<Schema, 'deliveries'>) => Expression<SqlBool>;
+
 /**
  * New pending rows for the stored deliveries received since `since`, for every sink whose event
- * filter takes the event's type (or just `sink`). They keep the event id, so receivers (and
- * JetStream's duplicate window) can tell a replay from a new event. One statement per sink.
+ * patterns take the event's type and whose filter (a hook's, if it has one) is true for the event
+ * (or just `sink`). They keep the event id, so receivers (and JetStream's duplicate window) can
+ * tell a replay from a new event. One statement per sink, or per page of events for a filtered hook.
  */
 export async function queueReplay(db: Kysely<Schema>, { since, now, sinksFor, sink }: Replay): Promise<number> {
   // A walk over the few distinct types of the (type, received_at) index, each checked for a delivery
@@ -23,8 +29,8 @@ export async function queueReplay(db: Kysely<Schema>, { since, now, sinksFor, si
       if (sink === undefined || target === sink) typesBySink.set(target, [...(typesBySink.get(target) ?? []), type]);
     }
   }
-  let queued = 0;
-  for (const [target, sinkTypes] of typesBySink) {
+
+  const queue = async (target: string, narrow: Narrow): Promise<number> => {
     const result = await db
       .insertInto('outbox')
       .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
@@ -42,12 +48,44 @@ export async function queueReplay(db: Kysely<Schema>, { since, now, sinksFor, si
             'box_id',
           ])
           .where('received_at', '>=', since)
-          .where('type', 'in', sinkTypes)
+          .where(narrow)
           .orderBy('received_at')
           .orderBy('id'),
       )
       .executeTakeFirst();
-    queued += Number(result.numInsertedOrUpdatedRows ?? 0);
+    return Number(result.numInsertedOrUpdatedRows ?? 0);
+  };
+
+  /** A filtered hook: its events read page by page (in accepted order), each put to the router with its body. */
+  const queueFiltered = async (target: string, sinkTypes: string[]): Promise<number> => {
+    let queued = 0;
+    let after: { receivedAt: number; id: string } | undefined;
+    for (;;) {
+      const page = await db
+        .selectFrom('deliveries')
+        .select(['id', 'type', 'payload', 'origin', 'received_at'])
+        .where('received_at', '>=', since)
+        .where('type', 'in', sinkTypes)
+        .$if(after !== undefined, (q) =>
+          q.where((eb) =>
+            eb.or([eb('received_at', '>', after!.receivedAt), eb.and([eb('received_at', '=', after!.receivedAt), eb('id', '>', after!.id)])]),
+          ),
+        )
+        .orderBy('received_at')
+        .orderBy('id')
+        .limit(FILTER_PAGE)
+        .execute();
+      const ids = page.filter((row) => sinksFor(row.type, row).includes(target)).map((row) => row.id);
+      if (ids.length > 0) queued += await queue(target, (eb) => eb('id', 'in', ids));
+      const last = page[page.length - 1];
+      if (page.length < FILTER_PAGE || last === undefined) return queued;
+      after = { receivedAt: last.received_at, id: last.id };
+    }
+  };
+
+  let queued = 0;
+  for (const [target, sinkTypes] of typesBySink) {
+    queued += sinksFor.filtered?.has(target) ? await queueFiltered(target, sinkTypes) : await queue(target, (eb) => eb('type', 'in', sinkTypes));
   }
   return queued;
 }

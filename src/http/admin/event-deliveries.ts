@@ -3,6 +3,7 @@ import { eventDeliveries } from '../../dispatch/delivery-status.js';
 import { NotFoundError } from '../../errors.js';
 import { toCloudEvent } from '../../events/cloudevent.js';
 import { getEvent } from '../../store/events.js';
+import type { StoredEvent } from '../../sinks/route.js';
 import type { Outbox } from '../../store/outbox.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
@@ -14,8 +15,8 @@ export interface EventDeliveryDeps {
   source: string;
   /** The configured sinks' names. */
   sinks: string[];
-  /** The configured sinks an event type fans out to (the receiver's router). */
-  sinksFor(type: string): string[];
+  /** The configured sinks an event fans out to (the receiver's router, filters included). */
+  sinksFor(type: string, event: StoredEvent): string[];
 }
 
 /** `GET /admin/events/:id`: one stored event and where it stands with each sink. */
@@ -30,7 +31,7 @@ export function eventDeliveryRoutes({ kysely, outbox, source, sinks, sinksFor }:
         res.json({
           ok: true,
           event: { ...toCloudEvent(stored.payload, source, stored.origin), receivedAt: new Date(stored.receivedAt).toISOString() },
-          deliveries: eventDeliveries({ routedTo: sinksFor(stored.type), configured: sinks, rows }),
+          deliveries: eventDeliveries({ routedTo: sinksFor(stored.type, stored), configured: sinks, rows }),
         });
       });
       router.all('/events/:id', methodNotAllowed('GET'));

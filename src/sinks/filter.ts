@@ -12,8 +12,12 @@ import type { CloudEvent } from '../events/cloudevent.js';
  */
 export interface EventFilter {
   readonly expression: string;
-  /** true only when the expression gives `true`; throws a FilterError otherwise (false, counted). */
-  matches(event: CloudEvent): boolean;
+  /**
+   * Whether the expression gives `true` for the event; throws a FilterError when it gives no bool or
+   * fails (counted as false). `size` (the event's JSON length, when known) bounds its lists and
+   * strings, which spares measuring a small event.
+   */
+  matches(event: CloudEvent, size?: number): boolean;
 }
 
 /** An expression that does not compile (a configuration error naming the hook). */
@@ -30,12 +34,14 @@ export class FilterError extends Error {
 const MAX_EXPRESSION_CHARS = 4096;
 const MAX_NESTED_COMPREHENSIONS = 3;
 /**
- * Estimated cost units per evaluation (one unit: one node evaluated, about a tenth to a third of a
- * microsecond), so an accepted evaluation stays around a millisecond.
+ * Estimated cost units per evaluation (one unit: about one node evaluated, 0.05 to 0.1 µs), so an
+ * accepted evaluation stays within about a millisecond.
  */
 export const FILTER_COST_LIMIT = 10_000;
-/** String work costs a unit per this many characters (a call may read its whole argument). */
-const CHARS_PER_UNIT = 64;
+/** A call may read a whole string, list or map: a unit per this many characters or items. */
+const ITEMS_PER_UNIT = 64;
+/** `matches` (RE2, linear time but slow in JavaScript): a fixed price and a price per character. */
+const MATCHES_UNITS = { call: 1000, perChar: 4 };
 
 /** Names an expression may use besides `event`: type names, usable as values (`type(x) == string`). */
 const TYPE_NAMES = new Set(['bool', 'bytes', 'double', 'duration', 'dyn', 'int', 'list', 'map', 'null_type', 'string', 'timestamp', 'type', 'uint']);
@@ -45,6 +51,8 @@ interface Shape {
   nodes: number[];
   /** Calls (which may read a whole string, list or map) by the same depth. */
   calls: number[];
+  /** `matches` calls by the same depth. */
+  regexes: number[];
   /** The longest list or map written in the expression. */
   literalSize: number;
 }
@@ -59,7 +67,7 @@ export function compileFilter(expression: string): EventFilter {
   } catch (error) {
     throw new FilterCompileError(firstLine(error));
   }
-  const shape: Shape = { nodes: [], calls: [], literalSize: 0 };
+  const shape: Shape = { nodes: [], calls: [], regexes: [], literalSize: 0 };
   measure(parsed.expr, shape, 0, new Set(['event']));
   if (shape.nodes.length - 1 > MAX_NESTED_COMPREHENSIONS) {
     throw new FilterCompileError(`comprehensions (all, exists, map, filter) nest more than ${MAX_NESTED_COMPREHENSIONS} deep`);
@@ -70,15 +78,17 @@ export function compileFilter(expression: string): EventFilter {
   } catch (error) {
     throw new FilterCompileError(firstLine(error));
   }
-  const loops = shape.nodes.length > 1;
-  const calls = shape.calls.some((count) => count > 0);
+  const within = (collection: number, chars: number) => costOf(shape, Math.max(collection, shape.literalSize), chars) <= FILTER_COST_LIMIT;
   return {
     expression,
-    matches(event) {
-      // Events are measured only when the expression has work that grows with them.
-      const size = loops || calls ? sizeOf(event) : { collection: 0, chars: 0 };
-      const cost = costOf(shape, Math.max(size.collection, shape.literalSize), size.chars);
-      if (cost > FILTER_COST_LIMIT) throw new FilterError(`cost limit exceeded (estimated ${Math.round(cost)} > ${FILTER_COST_LIMIT})`);
+    matches(event, size) {
+      // The JSON's length bounds every list and string in it: a small event needs no measuring.
+      if (size === undefined || !within(size, size)) {
+        const measured = sizeOf(event, within);
+        if (!within(measured.collection, measured.chars)) {
+          throw new FilterError(`cost limit exceeded: the expression's loops and calls over this event's lists and strings`);
+        }
+      }
       let result: unknown;
       try {
         result = evaluate({ event: event as never });
@@ -92,12 +102,17 @@ export function compileFilter(expression: string): EventFilter {
   };
 }
 
-/** Each node once per iteration of every comprehension around it; a call also per character read. */
+/**
+ * Each node once per iteration of every comprehension around it (each ranging, at worst, over the
+ * longest list or map); a call also per item or character it may read.
+ */
 function costOf(shape: Shape, collection: number, chars: number): number {
+  const perCall = (collection + chars) / ITEMS_PER_UNIT;
+  const perRegex = MATCHES_UNITS.call + MATCHES_UNITS.perChar * chars;
   let cost = 0;
   shape.nodes.forEach((count, depth) => {
-    const perCall = 1 + collection + chars / CHARS_PER_UNIT;
-    cost += (count + (shape.calls[depth] ?? 0) * perCall) * Math.max(1, collection) ** depth;
+    const work = count + (shape.calls[depth] ?? 0) * perCall + (shape.regexes[depth] ?? 0) * perRegex;
+    cost += work * Math.max(1, collection) ** depth;
   });
   return cost;
 }
@@ -106,7 +121,6 @@ function costOf(shape: Shape, collection: number, chars: number): number {
 function measure(expr: Expr | undefined, shape: Shape, depth: number, bound: Set<string>): void {
   if (expr === undefined) return;
   shape.nodes[depth] = (shape.nodes[depth] ?? 0) + 1;
-  shape.calls[depth] ??= 0;
   const kind = expr.exprKind;
   switch (kind.case) {
     case 'identExpr':
@@ -116,10 +130,12 @@ function measure(expr: Expr | undefined, shape: Shape, depth: number, bound: Set
       return;
     case 'selectExpr':
       return measure(kind.value.operand, shape, depth, bound);
-    case 'callExpr':
-      shape.calls[depth] += 1;
+    case 'callExpr': {
+      const counts = kind.value.function === 'matches' ? shape.regexes : shape.calls;
+      counts[depth] = (counts[depth] ?? 0) + 1;
       measure(kind.value.target, shape, depth, bound);
       return kind.value.args.forEach((arg) => measure(arg, shape, depth, bound));
+    }
     case 'listExpr':
       shape.literalSize = Math.max(shape.literalSize, kind.value.elements.length);
       return kind.value.elements.forEach((element) => measure(element, shape, depth, bound));
@@ -143,21 +159,24 @@ function measure(expr: Expr | undefined, shape: Shape, depth: number, bound: Set
   }
 }
 
-/** The longest list or map and the longest string in the event, without recursion. */
-function sizeOf(event: CloudEvent): { collection: number; chars: number } {
+/**
+ * The longest list or map and the longest string in the event, without recursion; it stops as soon
+ * as they are too big for `within`, so a large event costs no more than a small one to refuse.
+ */
+function sizeOf(event: CloudEvent, within: (collection: number, chars: number) => boolean): { collection: number; chars: number } {
   let collection = 0;
   let chars = 0;
   const stack: unknown[] = [event];
-  while (stack.length > 0) {
+  while (stack.length > 0 && within(collection, chars)) {
     const value = stack.pop();
     if (typeof value === 'string') chars = Math.max(chars, value.length);
     else if (Array.isArray(value)) {
       collection = Math.max(collection, value.length);
-      stack.push(...value);
+      if (within(collection, chars)) for (const item of value) stack.push(item);
     } else if (typeof value === 'object' && value !== null) {
-      const entries = Object.entries(value);
-      collection = Math.max(collection, entries.length);
-      for (const [key, item] of entries) stack.push(key, item);
+      const keys = Object.keys(value);
+      collection = Math.max(collection, keys.length);
+      if (within(collection, chars)) for (const key of keys) stack.push(key, (value as Record<string, unknown>)[key]);
     }
   }
   return { collection, chars };

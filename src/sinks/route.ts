@@ -74,9 +74,9 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
     }
     return sinks;
   };
-  const passes = (sink: string, filter: EventFilter, event: () => ReturnType<typeof toCloudEvent>): boolean => {
+  const passes = (sink: string, filter: EventFilter, event: () => ReturnType<typeof toCloudEvent>, size: number): boolean => {
     try {
-      return filter.matches(event());
+      return filter.matches(event(), size);
     } catch (error) {
       options.onFilterError?.(sink, error as Error);
       return false;
@@ -89,7 +89,8 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
     const built = () => (event ??= toCloudEvent(stored.payload, options.source, stored.origin ?? null));
     return sinks.filter((sink) => {
       const filter = filters.get(sink);
-      return filter === undefined || passes(sink, filter, built);
+      // The stored JSON and the source are all the CloudEvent's strings: their length bounds its sizes.
+      return filter === undefined || passes(sink, filter, built, stored.payload.length + options.source.length);
     });
   };
   return Object.assign(route, { filtered: new Set(filters.keys()) as ReadonlySet<string> });

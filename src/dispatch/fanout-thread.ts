@@ -46,7 +46,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   /** The destination of this thread's log: the worker's lines are written there, by one writer. */
   const logLines = destinationOf(deps.logger);
   const natsEnabled = deps.config.natsUrl !== undefined;
-  let status: SinkStatus = { up: {}, nats: undefined };
+  let status: SinkStatus = { up: {}, throttled: {}, nats: undefined };
   let worker: Worker | undefined;
   let stopping = false;
   let crashes = 0;
@@ -108,7 +108,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       });
       thread.on('exit', (code) => {
         if (worker === thread) worker = undefined;
-        status = { up: {}, nats: undefined };
+        status = { up: {}, throttled: {}, nats: undefined };
         // Messages posted before the exit have all been received: `serving` is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
         if (!started) reject(failure ?? new Error(`the fan-out worker exited (code ${code}) before it started`));
@@ -122,7 +122,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
     });
 
   return {
-    sinks: deps.sinkNames.map((name) => ({ name, up: () => status.up[name] ?? false })),
+    sinks: deps.sinkNames.map((name) => ({ name, up: () => status.up[name] ?? false, throttled: () => status.throttled[name] ?? 0 })),
     natsStatus: () => (natsEnabled ? (status.nats ?? NOT_RUNNING) : undefined),
     start: async () => {
       try {

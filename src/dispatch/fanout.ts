@@ -12,8 +12,8 @@ import { createDispatcher, type DispatcherDeps } from './dispatcher.js';
  * (`inline`) or in a worker thread.
  */
 export interface Fanout {
-  /** Names and up state, for the `sink_up` gauge and `GET /admin/sinks`. */
-  readonly sinks: Pick<Sink, 'name' | 'up'>[];
+  /** Names, up state and attempts waiting for their turn, for the `sink_up` gauge and `GET /admin/sinks`. */
+  readonly sinks: Pick<Sink, 'name' | 'up' | 'throttled'>[];
   /** The NATS sink's `/readyz` detail; undefined without NATS. */
   natsStatus(): DependencyStatus | undefined;
   start(): Promise<void>;

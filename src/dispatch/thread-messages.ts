@@ -40,6 +40,8 @@ export interface MetricsReport {
 
 export interface SinkStatus {
   up: Record<string, boolean>;
+  /** Attempts waiting for their turn under a hook's maxPerSecond. */
+  throttled: Record<string, number>;
   nats: DependencyStatus | undefined;
 }
 

@@ -1,4 +1,5 @@
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 export interface HookRequest {
@@ -19,12 +20,15 @@ export interface HookServer {
   close(): Promise<void>;
 }
 
-/** A real local HTTP server standing in for an outgoing hook's receiver. */
-export async function hookServer(answer: (request: HookRequest, index: number) => HookAnswer = () => 200): Promise<HookServer> {
+/**
+ * A real local HTTP server standing in for an outgoing hook's receiver; HTTPS with `tls` (with
+ * `requestCert` and `rejectUnauthorized`, it takes only clients with a certificate its `ca` signed).
+ */
+export async function hookServer(answer: (request: HookRequest, index: number) => HookAnswer = () => 200, tls?: ServerOptions): Promise<HookServer> {
   const requests: HookRequest[] = [];
   const waiters: { count: number; resolve(requests: HookRequest[]): void }[] = [];
   const hanging: ServerResponse[] = [];
-  const server = createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -36,10 +40,11 @@ export async function hookServer(answer: (request: HookRequest, index: number) =
       const { status, headers = {}, delayMs = 0 } = typeof result === 'number' ? { status: result } : result;
       setTimeout(() => res.writeHead(status, headers).end(), delayMs);
     });
-  });
+  };
+  const server = tls ? createHttpsServer(tls, handle) : createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     requests,
     received: (count) =>
       requests.length >= count ? Promise.resolve(requests) : new Promise((resolve) => waiters.push({ count, resolve })),

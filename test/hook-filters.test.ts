@@ -19,6 +19,8 @@ const COOKBOOK = {
   production: 'event.data.box.name.startsWith("prod-")',
   webErrors: 'event.type == "box.error" && event.data.box.name.matches("^web-[0-9]+$")',
   recovered: 'event.data.previousState == "error" && event.data.state in ["ready", "running", "idle"]',
+  failedWhileRunning: 'event.type == "box.error" && has(event.data.previousState) && event.data.previousState == "running"',
+  notFromHistory: '!has(event.boxrelayorigin) || event.boxrelayorigin != "history"',
 };
 
 const cloudEvent = (data: Record<string, unknown>, type = 'box.error'): CloudEvent => ({
@@ -42,6 +44,11 @@ describe('filter expressions (CEL)', () => {
     expect(compileFilter('has(event.data.region)').matches(cloudEvent(box))).toBe(false);
     // JSON numbers are doubles; CEL compares them with ints.
     expect(compileFilter('event.data.count > 2').matches(cloudEvent({ count: 3 }))).toBe(true);
+    expect(compileFilter(COOKBOOK.failedWhileRunning).matches(cloudEvent(box))).toBe(true);
+    expect(compileFilter(COOKBOOK.failedWhileRunning).matches(cloudEvent({ box: box.box, state: 'error' }))).toBe(false);
+    expect(compileFilter(COOKBOOK.notFromHistory).matches(cloudEvent(box))).toBe(true);
+    expect(compileFilter(COOKBOOK.notFromHistory).matches({ ...cloudEvent(box), boxrelayorigin: 'history' })).toBe(false);
+    expect(compileFilter(COOKBOOK.notFromHistory).matches({ ...cloudEvent(box), boxrelayorigin: 'synthesized' })).toBe(true);
   });
 
   it('refuses at compile time: bad syntax, an unknown variable, comprehensions nested too deep, an over-long expression', () => {

@@ -51,6 +51,8 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
   // Proxy (the hook's, the variables', or none) and TLS (private CA, client certificate) per hook.
   const dispatcher = injected ? undefined : createEgressDispatcher(proxyRouteOf(hook.proxy, proxyEnv), tlsOf(hook));
   const fetchFn = injected ?? fetchThrough(dispatcher!);
+  // undici refuses a second close; a relay may be stopped twice.
+  let closed: Promise<void> | undefined;
   const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
   let answering = true;
 
@@ -115,8 +117,6 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
       throw new HookUnavailableError(response.status, parseRetryAfter(response.headers.get('retry-after'), clock.now()));
     },
     up: () => answering,
-    async close() {
-      await dispatcher?.close();
-    },
+    close: () => (closed ??= dispatcher?.close() ?? Promise.resolve()),
   }, hook.maxPerSecond);
 }

@@ -1,9 +1,13 @@
+import { writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { adminAuth, allDelivered, fanoutFixture, hook, metricValue } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookRequest, HookServer } from './support/hook-server.js';
 import type { TestRelay } from './support/relay.js';
+import { sqliteFile } from './support/databases.js';
+import { SECRET, delivery, sendRaw } from './support/sign.js';
 
 /** Arrival times less one second apart: at most `limit` in any second means request i and i - limit are a second apart. */
 const tooClose = (requests: HookRequest[], limit: number): number[][] => {
@@ -14,7 +18,7 @@ const tooClose = (requests: HookRequest[], limit: number): number[][] => {
 };
 
 describe('maxPerSecond per hook', () => {
-  const { server, relay } = fanoutFixture();
+  const { server, relay, serve } = fanoutFixture();
 
   /**
    * One event through first: the first request of a process arrives late (undici loads lazily, the
@@ -65,6 +69,28 @@ describe('maxPerSecond per hook', () => {
     expect((await sinks()).find((s) => s.name === 'free')).toMatchObject({ throttled: false });
     await allDelivered(t, 'limited');
     expect((await sinks()).find((s) => s.name === 'limited')).toMatchObject({ pending: 0, throttled: false });
+    expect(tooClose(target.requests.slice(1), 1)).toEqual([]);
+  });
+
+  it('`boxrelay serve` (fan-out in its worker thread) keeps the rate and reports the throttled hook', async () => {
+    const target = await server();
+    const database = sqliteFile();
+    const hooksFile = join(dirname(database), 'hooks.yaml');
+    writeFileSync(hooksFile, JSON.stringify([{ name: 'limited', url: target.url, maxPerSecond: 1, concurrency: 2 }]));
+    const relayProcess = await serve({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_HOOKS_FILE: hooksFile, BOXRELAY_ADMIN_TOKEN: 'admin' });
+    const internal = request(`http://127.0.0.1:${relayProcess.internalPort}`);
+    for (let i = 0; i < 5; i++) {
+      const d = delivery({ timestamp: Math.floor(Date.now() / 1000), boxId: `bx_${i}` });
+      expect((await sendRaw(request(`http://127.0.0.1:${relayProcess.port}`).post('/webhooks').set(d.headers), d.body)).status).toBe(200);
+    }
+    const sinks = async () => (await internal.get('/admin/sinks').set({ Authorization: 'Bearer admin' })).body.sinks[0] as { pending: number; throttled: boolean };
+    const throttled = await waitFor(async () => {
+      const row = await sinks();
+      return row.throttled ? row : undefined;
+    }, 'the worker to report the hook as throttled');
+    expect(throttled.pending).toBeGreaterThan(0);
+    await target.received(5);
+    await waitFor(async () => (await sinks()).pending === 0 && !(await sinks()).throttled, 'the backlog to drain');
     expect(tooClose(target.requests.slice(1), 1)).toEqual([]);
   });
 });

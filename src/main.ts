@@ -210,7 +210,8 @@ export async function createRelay({
         deadLetterRoutes(operations),
         replayRoutes(operations),
         reconcileRoutes(reconciler),
-        eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor }),
+        // Its own router: reading where an event stands must not count or log filter errors again.
+        eventDeliveryRoutes({ kysely, outbox, source: config.source, sinks: sinkNames, sinksFor: sinkRouterOf(config) }),
         sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink }),
       ])
     : undefined;

@@ -68,6 +68,29 @@ describe('NO_PROXY (curl rules)', () => {
     });
     expect(proxyEnvOf({ http_proxy: 'http://lower:2', no_proxy: '10.0.0.0/8' })).toEqual({ httpProxy: 'http://lower:2', httpsProxy: undefined, noProxy: '10.0.0.0/8' });
     expect(proxyEnvOf({})).toEqual({ httpProxy: undefined, httpsProxy: undefined, noProxy: undefined });
+    // Without a scheme, an HTTP proxy (as curl takes it).
+    expect(proxyEnvOf({ HTTPS_PROXY: 'proxy.corp:3128' }).httpsProxy).toBe('http://proxy.corp:3128');
+  });
+
+  it('refuses a proxy variable that is not an http(s) URL, naming the variable and not the value (exit 2)', () => {
+    const problems = (env: Record<string, string>): string[] => {
+      try {
+        loadConfig({ env });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as ConfigError).problems;
+      }
+      return [];
+    };
+    expect(problems({ https_proxy: 'socks5://user:secret@proxy:1080', HTTP_PROXY: 'http://[bad' })).toEqual([
+      'HTTPS_PROXY (or https_proxy): expected a proxy URL such as http://proxy.example:3128 (the value is not shown)',
+      'HTTP_PROXY (or http_proxy): expected a proxy URL such as http://proxy.example:3128 (the value is not shown)',
+    ]);
+    expect(loadConfig({ env: { HTTPS_PROXY: 'http://user:secret@proxy.corp:3128', no_proxy: '*' } }).proxyEnv).toEqual({
+      httpsProxy: 'http://user:secret@proxy.corp:3128',
+      httpProxy: undefined,
+      noProxy: '*',
+    });
   });
 
   it('takes the proxy of the URL scheme, the hook own proxy over the variables, and none for direct', () => {

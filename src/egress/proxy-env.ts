@@ -9,8 +9,29 @@ export interface ProxyEnv {
 const either = (env: NodeJS.ProcessEnv, name: string): string | undefined =>
   [env[name.toLowerCase()], env[name.toUpperCase()]].find((value) => value !== undefined && value.trim() !== '')?.trim();
 
+/** A proxy given without a scheme (`proxy.corp:3128`) is an HTTP proxy, as curl takes it. */
+const withScheme = (proxy: string | undefined): string | undefined => (proxy === undefined || proxy.includes('://') ? proxy : `http://${proxy}`);
+
 export function proxyEnvOf(env: NodeJS.ProcessEnv): ProxyEnv {
-  return { httpProxy: either(env, 'http_proxy'), httpsProxy: either(env, 'https_proxy'), noProxy: either(env, 'no_proxy') };
+  return { httpProxy: withScheme(either(env, 'http_proxy')), httpsProxy: withScheme(either(env, 'https_proxy')), noProxy: either(env, 'no_proxy') };
+}
+
+/** A proxy variable that is not an http(s) URL, named for a configuration error (the value may hold credentials: not shown). */
+export function proxyEnvProblems(proxyEnv: ProxyEnv): string[] {
+  const problems: string[] = [];
+  for (const [name, value] of [['HTTPS_PROXY', proxyEnv.httpsProxy], ['HTTP_PROXY', proxyEnv.httpProxy]] as const) {
+    if (value === undefined) continue;
+    let url: URL | undefined;
+    try {
+      url = new URL(value);
+    } catch {
+      url = undefined;
+    }
+    if (url === undefined || !['http:', 'https:'].includes(url.protocol) || url.hostname === '') {
+      problems.push(`${name} (or ${name.toLowerCase()}): expected a proxy URL such as http://proxy.example:3128 (the value is not shown)`);
+    }
+  }
+  return problems;
 }
 
 /**

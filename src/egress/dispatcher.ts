@@ -24,14 +24,13 @@ export function proxyFor(route: ProxyRoute, url: URL): string | undefined {
  * absolute-form request to it. `tls` applies to the receiver's connection either way.
  */
 export function createEgressDispatcher(route: ProxyRoute, tls: TlsMaterial = {}): Dispatcher {
-  const connect = { ...tls };
   return new Agent({
-    connect,
+    connect: tls,
     factory: (origin, options) => {
       const target = new URL(String(origin));
       const proxy = proxyFor(route, target);
       if (proxy === undefined) return new Pool(origin, options);
-      return new ProxyAgent({ uri: proxy, requestTls: connect, proxyTunnel: target.protocol === 'https:' });
+      return new ProxyAgent({ uri: proxy, requestTls: tls, proxyTunnel: target.protocol === 'https:' });
     },
   });
 }

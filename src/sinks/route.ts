@@ -1,5 +1,5 @@
 import type { Config, HookConfig } from '../config/schema.js';
-import { OPERATOR_EVENT_PREFIX, toCloudEvent } from '../events/cloudevent.js';
+import { OPERATOR_EVENT_PREFIX, toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import { compileFilter, type EventFilter } from './filter.js';
 
 export const NATS_SINK = 'nats';
@@ -74,7 +74,7 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
     }
     return sinks;
   };
-  const passes = (sink: string, filter: EventFilter, event: () => ReturnType<typeof toCloudEvent>, size: number): boolean => {
+  const passes = (sink: string, filter: EventFilter, event: () => CloudEvent, size: number): boolean => {
     try {
       return filter.matches(event(), size);
     } catch (error) {
@@ -85,7 +85,7 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
   const route = (type: string, stored?: StoredEvent): string[] => {
     const sinks = byType(type);
     if (stored === undefined || !sinks.some((sink) => filters.has(sink))) return sinks;
-    let event: ReturnType<typeof toCloudEvent> | undefined;
+    let event: CloudEvent | undefined;
     const built = () => (event ??= toCloudEvent(stored.payload, options.source, stored.origin ?? null));
     return sinks.filter((sink) => {
       const filter = filters.get(sink);

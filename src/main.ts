@@ -31,6 +31,7 @@ import type { BusTuning } from './sinks/bus.js';
 import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
 import type { Schedule } from './schedule.js';
+import { filterErrorReporter } from './sinks/filter-errors.js';
 import { configuredSinks, sinkRouterOf } from './sinks/route.js';
 import { acceptEvent } from './store/accept-event.js';
 import { countBoxesByState } from './store/boxes.js';
@@ -137,7 +138,10 @@ export async function createRelay({
 
   const kysely = store.database.kysely;
   const sinkNames = configuredSinks(config);
-  const sinksFor = sinkRouterOf(config);
+  const sinksFor = sinkRouterOf(
+    config,
+    filterErrorReporter({ clock, logger: logger.child({ part: 'filters' }), count: (sink) => metrics.filterErrors.inc({ sink }) }),
+  );
   const outbox = createOutbox(store.database);
   const sinkStates = createSinkStates(store.database);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
@@ -153,6 +157,7 @@ export async function createRelay({
   });
   const metrics = createMetrics(registry, {
     sinks: sinkNames,
+    filtered: [...sinksFor.filtered],
     sources: {
       secrets: () => secrets.accepted(),
       ready: async () => (await readiness()).ok,

@@ -81,8 +81,8 @@ describe('admin API additions for the console (contract section 6)', () => {
       {
         ok: true,
         sinks: [
-          { name: 'picky', kind: 'hook', up: true, paused: false, pending: 0, deadLetters: 2 },
-          { name: 'good', kind: 'hook', up: true, paused: false, pending: 0, deadLetters: 0 },
+          { name: 'picky', kind: 'hook', up: true, paused: false, pending: 0, throttled: false, deadLetters: 2 },
+          { name: 'good', kind: 'hook', up: true, paused: false, pending: 0, throttled: false, deadLetters: 0 },
         ],
       },
     ]);

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createTracing } from '../src/tracing/tracing.js';
 import { loadConfig } from '../src/config/load.js';
-import { configKeys, envNameOf, type ConfigKey } from '../src/config/schema.js';
+import { configKeys, envNameOf, hooksSchema, type ConfigKey } from '../src/config/schema.js';
 import YAML from 'yaml';
 import { unpackHelm, validateObject, type Helm, type K8sObject } from './support/helm.js';
 
@@ -235,7 +235,27 @@ const MATRIX: Record<string, Obj> = {
     imagePullSecrets: [{ name: 'registry' }],
     secrets: {
       signing: { secrets: ['whsec_new', 'whsec_old 2026-12-01T00:00:00Z'] },
-      hooks: { hooks: [{ name: 'alerts', url: 'https://hooks.example/box', events: ['box.error'] }] },
+      hooks: {
+        hooks: [
+          { name: 'alerts', url: 'https://hooks.example/box', events: ['box.error'] },
+          {
+            name: 'private',
+            url: 'https://hooks.internal/box',
+            format: 'cloudevents',
+            secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+            headers: { Authorization: 'Bearer x' },
+            timeoutMs: 5000,
+            maxAttempts: 8,
+            concurrency: 4,
+            ordering: 'per-box',
+            pauseAfter: '10m',
+            proxy: 'direct',
+            tls: { ca: '/etc/boxrelay/hook-tls/ca.pem', cert: '/etc/boxrelay/hook-tls/client.pem', key: '/etc/boxrelay/hook-tls/client.key' },
+            filter: 'event.data.box.name.startsWith("prod-")',
+            maxPerSecond: 5,
+          },
+        ],
+      },
       adminToken: { value: 'c0ffee'.repeat(11) },
       nats: { auth: 'creds', creds: '-----BEGIN NATS USER JWT-----' },
       upstreamApiKey: { value: 'key' },
@@ -255,6 +275,7 @@ const MATRIX: Record<string, Obj> = {
     prometheusRule: { enabled: true },
     grafanaDashboard: { enabled: true, namespace: 'monitoring', annotations: { grafana_folder: 'Relays' } },
     tracing: { endpoint: 'http://otel-collector.observability:4318', protocol: 'http/json', sampler: 'parentbased_traceidratio', samplerArg: '0.25' },
+    proxy: { httpsProxy: 'http://proxy.corp:3128', httpProxy: 'http://proxy.corp:3128', noProxy: 'localhost,127.0.0.0/8,.svc' },
     podAnnotations: { a: 'b' },
     podLabels: { team: 'relay' },
     extraEnv: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=200' }],
@@ -401,6 +422,24 @@ describe('chart: rendered by helm', () => {
     const tracing = createTracing(otel);
     expect(tracing.enabled).toBe(true);
     return tracing.shutdown();
+  });
+
+  it('sets HTTPS_PROXY, HTTP_PROXY and NO_PROXY from proxy.* only when given, and the relay reads them', () => {
+    expect([...containerEnv(render({})).keys()].filter((k) => k.endsWith('_PROXY'))).toEqual([]);
+    const env = containerEnv(render(MATRIX['every optional part on']!));
+    const proxies = Object.fromEntries([...env].filter(([k]) => k.endsWith('_PROXY')));
+    expect(proxies).toEqual({ HTTPS_PROXY: 'http://proxy.corp:3128', HTTP_PROXY: 'http://proxy.corp:3128', NO_PROXY: 'localhost,127.0.0.0/8,.svc' });
+    expect(loadConfig({ env: proxies }).proxyEnv).toEqual({ httpsProxy: 'http://proxy.corp:3128', httpProxy: 'http://proxy.corp:3128', noProxy: 'localhost,127.0.0.0/8,.svc' });
+  });
+
+  it('the hooks of values follow the relay: every setting accepted, a wrong one refused', () => {
+    const withHook = (extra: Obj) => ({ secrets: { hooks: { hooks: [{ name: 'h', url: 'https://hooks.example/x', ...extra }] } } });
+    const hooks = (MATRIX['every optional part on']!.secrets as { hooks: { hooks: unknown[] } }).hooks.hooks;
+    // What the chart takes, the relay takes (the TLS files aside, which exist only in the pod).
+    expect(hooksSchema.parse(hooks.map((h) => ({ ...(h as Obj), tls: undefined }))).map((h) => h.name)).toEqual(['alerts', 'private']);
+    for (const wrong of [{ maxPerSecond: 0 }, { proxy: 'socks5://proxy:1080' }, { tls: { ca: '' } }, { tls: { pem: '/x' } }, { filter: '' }, { colour: 'red' }]) {
+      expect(() => render(withHook(wrong)), JSON.stringify(wrong)).toThrow();
+    }
   });
 
   it('refuses tracing values the relay cannot use', () => {

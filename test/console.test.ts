@@ -189,6 +189,18 @@ describe('operator console (contract section 10) in Chromium', () => {
     expect(await paused()).toBe(false);
   });
 
+  it('shows a hook whose work waits for its maxPerSecond turn as throttled, beside its backlog', async () => {
+    const slow = await server();
+    const { t, base, page } = await consoleOn({ hooks: [hook('limited', slow.url, { maxPerSecond: 1, concurrency: 2 })] });
+    for (let i = 0; i < 8; i++) await t.post({ boxId: `bx_${i}` });
+    await waitFor(async () => (await request(t.relay.internalApp).get('/admin/sinks').set(adminAuth)).body.sinks[0].throttled, 'the hook to be throttled');
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.getByRole('navigation').getByRole('link', { name: 'Sinks', exact: true }).click();
+    const [row] = await rowsOnceThere(page, 'Sinks', 1);
+    expect(row).toMatch(/^limitedhookupno\d+ throttled0/);
+    await slow.received(8);
+  });
+
   it('replays from the form and reports the count queued', async () => {
     const good = await server();
     const { t, base, page } = await consoleOn({ hooks: [hook('good', good.url)] });

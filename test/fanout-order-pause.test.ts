@@ -154,7 +154,7 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
 
     const paused = await internal.post('/admin/sinks/main/pause').set(adminAuth);
     expect(paused.status).toBe(200);
-    expect(paused.body).toEqual({ ok: true, sink: { name: 'main', kind: 'hook', up: true, paused: true, pending: 0, deadLetters: 0 } });
+    expect(paused.body).toEqual({ ok: true, sink: { name: 'main', kind: 'hook', up: true, paused: true, pending: 0, throttled: false, deadLetters: 0 } });
     expect(await metricValue(t.registry, 'boxrelay_sink_paused', { sink: 'main' })).toBe(1);
     const [pausedEvent] = await ops.received(1);
     expect(body(pausedEvent!)).toMatchObject({ type: 'boxrelay.sink.paused', subject: 'main', data: { sink: 'main', by: 'operator' } });

@@ -1,12 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import request from 'supertest';
 import { expect, it } from 'vitest';
+import { testCertificates } from './support/certificates.js';
 import { allDelivered, fanoutFixture, fastTuning, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { natsClient, ownNats, uniqueNames } from './support/nats.js';
@@ -110,20 +107,6 @@ it('sets the JetStream stream up again when it is deleted while connected, then 
   expect(t.logs.entries().filter((e) => e.msg === 'created the JetStream stream')).toHaveLength(2);
   expect(t.logs.entries().filter((e) => e.msg === 'JetStream stream is gone; setting it up again')).toHaveLength(1);
 });
-
-/** A CA and a server certificate for 127.0.0.1 signed by it, made with openssl for this test. */
-function testCertificates(): { dir: string; ca: string; cert: string; key: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'boxrelay-tls-'));
-  const file = (name: string) => join(dir, name);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=boxrelay test CA');
-  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1');
-  // The NATS client checks a server reached by IP address under the name `localhost`.
-  writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'san.ext');
-  return { dir, ca: file('ca.pem'), cert: file('server.pem'), key: file('server.key') };
-}
 
 it('publishes over TLS to a server whose certificate the configured CA file signed, and stays down without it', async () => {
   const certs = testCertificates();

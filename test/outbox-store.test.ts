@@ -12,7 +12,7 @@ const hooks = [
   { name: 'alerts', url: 'http://127.0.0.1:1/a', events: ['box.error'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1, ordering: 'none' as const, pauseAfter: 0 },
   { name: 'all', url: 'http://127.0.0.1:1/b', events: ['*'], format: 'cloudevents' as const, headers: {}, timeoutMs: 1000, maxAttempts: 3, concurrency: 1, ordering: 'none' as const, pauseAfter: 0 },
 ];
-const sinksFor = createSinkRouter({ buses: ['nats'], hooks });
+const sinksFor = createSinkRouter({ buses: ['nats'], hooks, source: 'sandbox' });
 
 describe.each(engines)('outbox on $name', (engine) => {
   let store: Store;
@@ -208,5 +208,28 @@ describe.each(engines)('outbox on $name', (engine) => {
     const alerts = await outbox.claim({ sink: 'alerts', owner: 'me', now: T0 + 1000, leaseMs: 1000, limit: 10 });
     expect(alerts.map((r) => r.deliveryId)).toEqual([recent[1], recent[1]]);
     expect(await outbox.replay({ since: T0 + 5000, now: T0 + 5000, sinksFor })).toBe(0);
+  });
+
+  it("replays to a hook with a filter only the events its filter is true for, page after page, in accepted order", async () => {
+    await open();
+    const filtered = createSinkRouter({
+      buses: [],
+      hooks: [{ ...hooks[1]!, name: 'prod', filter: 'event.data.box.name.startsWith("prod-") && event.source == "sandbox"' }, hooks[0]!],
+      source: 'sandbox',
+    });
+    const prod: string[] = [];
+    // More events than one page, three to a millisecond (pages end between equal times).
+    for (let i = 0; i < 1100; i++) {
+      const name = i % 4 === 0 ? `prod-${i}` : `dev-${i}`;
+      const id = await recordEvent(store, { receivedAt: T0 + Math.floor(i / 3), type: i % 2 === 0 ? 'box.error' : 'box.ready', boxName: name, sinks: [] });
+      if (i % 4 === 0) prod.push(id);
+    }
+    expect(filtered(`box.error`, { payload: JSON.stringify({ id: 'x', type: 'box.error', createdAt: new Date(T0).toISOString(), data: { box: { id: 'b', name: 'prod-1' } } }) })).toEqual(['prod', 'alerts']);
+    expect(await outbox.replay({ since: T0, now: T0 + 5000, sinksFor: filtered, sink: 'prod' })).toBe(prod.length);
+    expect(await outbox.countBySink('pending')).toEqual({ prod: prod.length });
+    const rows = await outbox.claim({ sink: 'prod', owner: 'me', now: T0 + 5000, leaseMs: 1000, limit: 1000 });
+    expect(rows.map((r) => r.deliveryId)).toEqual(prod);
+    // Without `sink`: the unfiltered hook by type in one statement, the filtered one by its filter.
+    expect(await outbox.replay({ since: T0, now: T0 + 5000, sinksFor: filtered })).toBe(prod.length + 550);
   });
 });

@@ -50,6 +50,7 @@ describe('event globs', () => {
   it('routes an event type to every configured bus and to each hook with a matching glob', () => {
     const route = createSinkRouter({
       buses: ['nats', 'amqp'],
+      source: 'sandbox',
       hooks: [
         { name: 'errors', events: ['*.error'] },
         { name: 'boxes', events: ['account.*', 'box.*'] },

@@ -84,5 +84,7 @@ export interface SinkRow {
   up: boolean;
   paused: boolean;
   pending: number;
+  /** Work waits for its turn under the hook's maxPerSecond. */
+  throttled: boolean;
   deadLetters: number;
 }

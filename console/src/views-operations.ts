@@ -94,7 +94,7 @@ export function sinkTable(sinks: SinkRow[], action?: (sink: SinkRow) => Node): N
       s.kind,
       h('span', { class: `badge ${s.up ? 'ok' : 'bad'}` }, s.up ? 'up' : 'down'),
       s.paused ? 'paused' : 'no',
-      String(s.pending),
+      s.throttled ? h('span', null, String(s.pending), ' ', h('span', { class: 'badge warn', title: 'waiting for its turn under maxPerSecond' }, 'throttled')) : String(s.pending),
       s.deadLetters > 0 ? link(`#/dead-letters?sink=${encodeURIComponent(s.name)}`, String(s.deadLetters)) : '0',
       ...(action ? [action(s)] : []),
     ]),

@@ -3,6 +3,7 @@ import { CLI_ACTOR, createAuditTrail } from '../audit-trail.js';
 import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { createOperations, type Operations } from '../dispatch/operations.js';
+import { filterErrorReporter } from '../sinks/filter-errors.js';
 import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { createOutbox, type DeadLetter } from '../store/outbox.js';
 import { createLogger } from '../log.js';
@@ -19,7 +20,7 @@ function withOperations<T>(config: Config, fn: (operations: Operations) => Promi
       createOperations({
         outbox: createOutbox(database),
         sinks: configuredSinks(config),
-        sinksFor: sinkRouterOf(config),
+        sinksFor: sinkRouterOf(config, filterErrorReporter({ clock: systemClock, logger: createLogger(config.logLevel, process.stderr) })),
         clock: systemClock,
         // The one log line of each change goes to stderr, beside the command's own output on stdout.
         trail: createAuditTrail({ clock: systemClock, logger: createLogger(config.logLevel, process.stderr) }),

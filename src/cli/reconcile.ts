@@ -7,6 +7,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { reconcileConfigured, reconcilerFromConfig } from '../reconcile/create.js';
+import { filterErrorReporter } from '../sinks/filter-errors.js';
 import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { acceptEvent } from '../store/accept-event.js';
 import { leaseClock } from '../store/database-clock.js';
@@ -30,7 +31,7 @@ export async function reconcileOnce(config: Config, logger: Logger, tracing: Tra
       sinks: configuredSinks(config),
       sources: { reconcileLastSuccessAt: () => lastSuccessAt(kysely) },
     });
-    const sinksFor = sinkRouterOf(config);
+    const sinksFor = sinkRouterOf(config, filterErrorReporter({ clock: systemClock, logger }));
     const reconciler = reconcilerFromConfig({
       config,
       kysely,

@@ -35,13 +35,17 @@ export class SecretsNotRetiredError extends Error {
   readonly code = 'secrets_not_retired';
 }
 
-export function upstreamSettings(config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey'>): { baseUrl: string; apiKey: string } {
+export function upstreamSettings(config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'proxyEnv'>): {
+  baseUrl: string;
+  apiKey: string;
+  proxyEnv: Config['proxyEnv'];
+} {
   const { upstreamBaseUrl: baseUrl, upstreamApiKey: apiKey } = config;
   if (baseUrl === undefined || apiKey === undefined) {
     const missing = [baseUrl === undefined && 'BOXRELAY_UPSTREAM_BASE_URL', apiKey === undefined && 'BOXRELAY_UPSTREAM_API_KEY'];
     throw new UpstreamNotConfiguredError(missing.filter((name): name is string => name !== false));
   }
-  return { baseUrl, apiKey };
+  return { baseUrl, apiKey, proxyEnv: config.proxyEnv };
 }
 
 export interface UpstreamSecrets {

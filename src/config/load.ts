@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
+import { proxyEnvOf, proxyEnvProblems } from '../egress/proxy-env.js';
+import { readTlsFiles } from '../egress/tls-files.js';
 import { configExamples } from './examples.js';
 import { configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
 
@@ -67,7 +69,12 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   if ((config.natsUser === undefined) !== (config.natsPassword === undefined)) {
     throw new ConfigError(['BOXRELAY_NATS_USER and BOXRELAY_NATS_PASSWORD go together']);
   }
-  return config;
+  // Read now so a missing or broken file stops the start (exit 2), not every delivery later.
+  const tlsProblems = config.hooks.flatMap((hook) => (hook.tls ? readTlsFiles(hook.name, hook.tls, readFile).problems : []));
+  const proxyEnv = proxyEnvOf(env);
+  const egressProblems = [...tlsProblems, ...proxyEnvProblems(proxyEnv)];
+  if (egressProblems.length > 0) throw new ConfigError(egressProblems);
+  return { ...config, proxyEnv };
 }
 
 function readStructuredFile(path: string, readFile: (path: string) => string, problems: string[]): unknown {

@@ -1,5 +1,7 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { z } from 'zod';
+import type { ProxyEnv } from '../egress/proxy-env.js';
+import { compileFilter } from '../sinks/filter.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
@@ -55,7 +57,37 @@ export const hookSchema = z.strictObject({
   ordering,
   /** Failing every attempt this long pauses the hook; 0 never pauses. */
   pauseAfter: durationOrZero.default(600_000),
-}).superRefine(checkHookHeaders);
+  /** `direct`, or an http(s) proxy URL; absent: HTTPS_PROXY / HTTP_PROXY / NO_PROXY (contract section 14). */
+  proxy: z.string().optional(),
+  /** PEM files: a CA to check the receiver against, a client certificate and key (mutual TLS). Read and checked at load. */
+  tls: z.strictObject({ ca: optionalText, cert: optionalText, key: optionalText }).optional(),
+  /** A CEL expression over `event`; the hook gets only events for which it is true. */
+  filter: z.string().min(1).optional(),
+  /** Requests (first attempts and retries) started to this hook in any second, per process; absent: unlimited. */
+  maxPerSecond: positiveInt.max(10_000).optional(),
+}).superRefine((hook, ctx) => {
+  checkHookHeaders(hook, ctx);
+  checkHookProxy(hook, ctx);
+  checkHookFilter(hook, ctx);
+});
+
+/** `direct` or an http(s) URL; the problem names the hook, and never echoes the URL (it may hold proxy credentials). */
+function checkHookProxy(hook: { name: string; proxy?: string | undefined }, ctx: z.RefinementCtx): void {
+  if (hook.proxy === undefined || hook.proxy === 'direct') return;
+  if (!z.url({ protocol: /^https?$/ }).safeParse(hook.proxy).success) {
+    ctx.addIssue({ code: 'custom', path: ['proxy'], message: `hook ${hook.name}: proxy is "direct" or an http:// or https:// proxy URL` });
+  }
+}
+
+/** A filter that does not compile is a configuration error naming the hook. */
+function checkHookFilter(hook: { name: string; filter?: string | undefined }, ctx: z.RefinementCtx): void {
+  if (hook.filter === undefined) return;
+  try {
+    compileFilter(hook.filter);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', path: ['filter'], message: `hook ${hook.name}: filter does not compile: ${(error as Error).message}` });
+  }
+}
 
 /**
  * A hook's extra headers must be sendable: fetch would refuse them at every attempt with an error
@@ -178,7 +210,11 @@ export const configSchema = z.strictObject({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
-export type Config = z.infer<typeof configSchema>;
+/**
+ * The validated settings, and the proxy variables of contract section 14 (HTTPS_PROXY, HTTP_PROXY,
+ * NO_PROXY in either case), which `loadConfig` reads from the environment; absent: none.
+ */
+export type Config = z.infer<typeof configSchema> & { proxyEnv?: ProxyEnv };
 export type ConfigKey = keyof z.input<typeof configSchema>;
 
 /** Settings whose env var is not `BOXRELAY_` + the key in SCREAMING_SNAKE_CASE. */

@@ -47,7 +47,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   /** The destination of this thread's log: the worker's lines are written there, by one writer. */
   const logLines = destinationOf(deps.logger);
   const buses = busNames(deps.config);
-  let status: SinkStatus = { up: {}, buses: {} };
+  let status: SinkStatus = { up: {}, throttled: {}, buses: {} };
   let worker: Worker | undefined;
   let stopping = false;
   let crashes = 0;
@@ -109,7 +109,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       });
       thread.on('exit', (code) => {
         if (worker === thread) worker = undefined;
-        status = { up: {}, buses: {} };
+        status = { up: {}, throttled: {}, buses: {} };
         // Messages posted before the exit have all been received: `serving` is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
         if (!started) reject(failure ?? new Error(`the fan-out worker exited (code ${code}) before it started`));
@@ -123,7 +123,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
     });
 
   return {
-    sinks: deps.sinkNames.map((name) => ({ name, up: () => status.up[name] ?? false })),
+    sinks: deps.sinkNames.map((name) => ({ name, up: () => status.up[name] ?? false, throttled: () => status.throttled[name] ?? 0 })),
     dependencies: () => Object.fromEntries(buses.map((name) => [name, status.buses[name] ?? NOT_RUNNING])),
     start: async () => {
       try {

@@ -44,7 +44,11 @@ let lastStatus = '';
 const report = () => {
   const metrics = recorder.take();
   if (metrics) post({ kind: 'metrics', report: metrics });
-  const status: SinkStatus = { up: Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])), buses: busChecks(buses) };
+  const status: SinkStatus = {
+    up: Object.fromEntries(sinks.map((sink) => [sink.name, sink.up()])),
+    throttled: Object.fromEntries(sinks.map((sink) => [sink.name, sink.throttled?.() ?? 0])),
+    buses: busChecks(buses),
+  };
   const text = JSON.stringify(status);
   if (text !== lastStatus) post({ kind: 'status', status });
   lastStatus = text;

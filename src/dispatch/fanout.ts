@@ -13,8 +13,8 @@ import { createDispatcher, type DispatcherDeps } from './dispatcher.js';
  * (`inline`) or in a worker thread.
  */
 export interface Fanout {
-  /** Names and up state, for the `sink_up` gauge and `GET /admin/sinks`. */
-  readonly sinks: Pick<Sink, 'name' | 'up'>[];
+  /** Names, up state and attempts waiting for their turn, for the `sink_up` gauge and `GET /admin/sinks`. */
+  readonly sinks: Pick<Sink, 'name' | 'up' | 'throttled'>[];
   /** Each configured bus's `/readyz` check, by bus name. */
   dependencies(): Record<string, DependencyStatus>;
   start(): Promise<void>;
@@ -36,7 +36,7 @@ export interface SinksDeps {
 /** The configured sinks: the buses whose URL is set, then the hooks. */
 export function createSinks({ config, clock, logger, buses: tuning }: SinksDeps): { sinks: Sink[]; buses: Bus[] } {
   const buses = configuredBuses(config).map(({ bus, url }) => bus.create({ config, url, logger, tuning }));
-  return { buses, sinks: [...buses, ...config.hooks.map((hook) => createHttpHookSink({ hook, clock }))] };
+  return { buses, sinks: [...buses, ...config.hooks.map((hook) => createHttpHookSink({ hook, clock, proxyEnv: config.proxyEnv }))] };
 }
 
 /** Each bus's check, by its name. */

@@ -2,14 +2,14 @@ import type { AuditTrail } from '../audit-trail.js';
 import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
 import { requireSince } from '../iso-time.js';
-import type { DeadLetter, Outbox } from '../store/outbox.js';
+import type { DeadLetter, Outbox, Replay } from '../store/outbox.js';
 
 export interface OperationsDeps {
   outbox: Outbox;
   /** The configured sinks' names. */
   sinks: string[];
-  /** The configured sinks an event type fans out to. */
-  sinksFor(type: string): string[];
+  /** The router (event patterns and hook filters) that replays go through. */
+  sinksFor: Replay['sinksFor'];
   clock: Clock;
   /** Each change is recorded with who asked for it (contract section 15). */
   trail: AuditTrail;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { parseEvent } from '../events/parse-event.js';
 import type { Logger } from '../log.js';
+import type { StoredEvent } from '../sinks/route.js';
 import type { DeliveryWriter } from '../store/delivery-sql.js';
 
 /** What an operator must act on (contract section 5, "Operator events"). */
@@ -24,7 +25,7 @@ export interface OperatorEvents {
 export interface OperatorEventsDeps {
   writer: DeliveryWriter;
   /** The sinks an operator event type goes to: NATS, and hooks that opted in with a `boxrelay.` pattern. */
-  sinksFor(type: string): string[];
+  sinksFor(type: string, event: StoredEvent): string[];
   clock: Clock;
   logger: Logger;
 }
@@ -37,7 +38,7 @@ export function createOperatorEvents({ writer, sinksFor, clock, logger }: Operat
       const payload = JSON.stringify({ id, type, createdAt: new Date(now).toISOString(), ...(subject === undefined ? {} : { subject }), data });
       try {
         const event = parseEvent(Buffer.from(payload), id, { operator: true });
-        await writer.record({ event, receivedAt: now, attempt: null, origin: 'operator', sinks: sinksFor(type).filter((sink) => sink !== about) });
+        await writer.record({ event, receivedAt: now, attempt: null, origin: 'operator', sinks: sinksFor(type, { payload, origin: 'operator' }).filter((sink) => sink !== about) });
       } catch (error) {
         logger.error({ err: error, type, subject }, 'could not store an operator event');
       }

@@ -40,6 +40,8 @@ export interface MetricsReport {
 
 export interface SinkStatus {
   up: Record<string, boolean>;
+  /** Attempts waiting for their turn under a hook's maxPerSecond. */
+  throttled: Record<string, number>;
   /** Each bus's `/readyz` check, by name. */
   buses: Record<string, DependencyStatus>;
 }

@@ -93,6 +93,8 @@ export interface Metrics {
   sinkDeliveries: Counter<'sink' | 'outcome'>;
   sinkDeliveryDuration: Histogram<'sink'>;
   eventDelay: Histogram;
+  /** Hook filters that failed on an event (counted as false), by hook (contract section 14). */
+  filterErrors: Counter<'sink'>;
 }
 
 export interface ReconcileCounters {
@@ -106,7 +108,7 @@ export interface ReconcileCounters {
  * The metrics of contract section 6, registered on an injected Registry. Every counter starts at 0
  * for each known label value so rate() and increase() see the first occurrence.
  */
-export function createMetrics(registry: Registry, options: { sinks: string[]; sources?: MetricSources }): Metrics {
+export function createMetrics(registry: Registry, options: { sinks: string[]; filtered?: string[]; sources?: MetricSources }): Metrics {
   const registers = [registry];
   const sources = options.sources ?? {};
   const prefix = 'boxrelay_';
@@ -151,6 +153,14 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers,
   });
+
+  const filterErrors = new Counter({
+    name: `${prefix}filter_errors_total`,
+    help: "Events a hook's filter failed on (a missing field, a wrong type, the cost limit), counted as false",
+    labelNames: ['sink'] as const,
+    registers,
+  });
+  for (const sink of options.filtered ?? []) filterErrors.inc({ sink }, 0);
 
   const eventDelay = new Histogram({
     name: `${prefix}event_delay_seconds`,
@@ -295,6 +305,7 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; so
     sinkDeliveries,
     sinkDeliveryDuration,
     eventDelay,
+    filterErrors,
   };
 }
 

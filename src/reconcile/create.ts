@@ -1,13 +1,13 @@
 import pThrottle from 'p-throttle';
 import type { Config } from '../config/schema.js';
-import { createUpstreamClient, type UpstreamClientOptions } from '../upstream/client.js';
+import { createUpstreamClient, upstreamFetch, type UpstreamClientOptions } from '../upstream/client.js';
 import { createReconciler, type Reconciler, type ReconcilerDeps } from './reconciler.js';
 
 type FromConfig = 'upstream' | 'retentionDays' | 'maxPages' | 'maxDurationMs';
 
 /** The reconciler's own dependencies, but its upstream client, retention and bounds come from the config. */
 export interface ReconcilerFromConfig extends Omit<ReconcilerDeps, FromConfig> {
-  config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'reconcileMaxPages' | 'reconcileMaxDuration' | 'retentionDays'>;
+  config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'reconcileMaxPages' | 'reconcileMaxDuration' | 'retentionDays' | 'proxyEnv'>;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
 }
@@ -24,10 +24,11 @@ export const reconcileConfigured = (config: Pick<Config, 'upstreamBaseUrl' | 'up
 export function reconcilerFromConfig({ config, upstream, ...deps }: ReconcilerFromConfig): Reconciler {
   const throttle = pThrottle({ limit: 1, interval: 1000 / config.reconcileMaxRps, strict: true });
   const log = deps.logger.child({ part: 'reconcile' });
+  const send = upstreamFetch(config.proxyEnv);
   const client = createUpstreamClient({
     baseUrl: config.upstreamBaseUrl as string,
     apiKey: config.upstreamApiKey as string,
-    fetch: throttle((input: string | URL | Request, init?: RequestInit) => fetch(input, init)),
+    fetch: throttle((input: string | URL | Request, init?: RequestInit) => send(input, init)),
     onRetry: ({ operation, attempt, error }) => log.warn({ operation, attempt }, `${error.message}; trying again`),
     ...upstream,
   });

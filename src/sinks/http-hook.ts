@@ -1,5 +1,9 @@
 import type { Clock } from '../clock.js';
 import type { HookConfig } from '../config/schema.js';
+import { readFileSync } from 'node:fs';
+import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
+import { proxyRouteOf, type ProxyEnv } from '../egress/proxy-env.js';
+import { readTlsFiles } from '../egress/tls-files.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import { parseRetryAfter } from '../retry-after.js';
 import { computeSignature } from '../verify/signature.js';
@@ -14,12 +18,24 @@ import {
   eventJson,
 } from './failures.js';
 import type { Sink } from './sink.js';
+import { withRateGate } from './rate-gate.js';
 import { slackBody } from './slack.js';
 
 export interface HttpHookOptions {
   hook: HookConfig;
   clock: Clock;
+  /** HTTPS_PROXY, HTTP_PROXY and NO_PROXY, for a hook without its own `proxy`. */
+  proxyEnv?: ProxyEnv | undefined;
+  /** Replaces the proxy and TLS dispatcher (tests). */
   fetch?: typeof fetch;
+}
+
+/** The hook's TLS files, read again where the sink runs (`loadConfig` checked them already). */
+function tlsOf(hook: HookConfig) {
+  if (!hook.tls) return {};
+  const { material, problems } = readTlsFiles(hook.name, hook.tls, (path) => readFileSync(path, 'utf8'));
+  if (problems.length > 0) throw new Error(problems.join('; '));
+  return material;
 }
 
 const CONTENT_TYPE = { cloudevents: 'application/cloudevents+json', slack: 'application/json' } as const;
@@ -31,7 +47,12 @@ const retryableStatus = (status: number) => status === 408 || status === 429 || 
  * One outgoing HTTP hook (contract section 5): one POST per attempt, signed as Standard Webhooks
  * when a secret is set. `webhook-id` is the event id, stable across retries, so receivers dedupe.
  */
-export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: HttpHookOptions): Sink {
+export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected }: HttpHookOptions): Sink {
+  // Proxy (the hook's, the variables', or none) and TLS (private CA, client certificate) per hook.
+  const dispatcher = injected ? undefined : createEgressDispatcher(proxyRouteOf(hook.proxy, proxyEnv), tlsOf(hook));
+  const fetchFn = injected ?? fetchThrough(dispatcher!);
+  // undici refuses a second close; a relay may be stopped twice.
+  let closed: Promise<void> | undefined;
   const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
   let answering = true;
 
@@ -61,7 +82,7 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
     return { body, headers };
   };
 
-  return {
+  return withRateGate({
     name: hook.name,
     concurrency: hook.concurrency,
     maxAttempts: hook.maxAttempts,
@@ -96,6 +117,6 @@ export function createHttpHookSink({ hook, clock, fetch: fetchFn = fetch }: Http
       throw new HookUnavailableError(response.status, parseRetryAfter(response.headers.get('retry-after'), clock.now()));
     },
     up: () => answering,
-    async close() {},
-  };
+    close: () => (closed ??= dispatcher?.close() ?? Promise.resolve()),
+  }, hook.maxPerSecond);
 }

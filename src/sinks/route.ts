@@ -1,6 +1,8 @@
 import type { Config, HookConfig } from '../config/schema.js';
+import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
 import { busNames } from './buses.js';
+import { compileFilter, type EventFilter } from './filter.js';
 
 /**
  * Event globs: `*` matches any run of characters, dots included; everything else is literal and
@@ -27,19 +29,40 @@ export function globMatcher(glob: string): (type: string) => boolean {
   };
 }
 
+/** An event as stored: what a hook's filter sees is built from it (the CloudEvent with its data). */
+export interface StoredEvent {
+  payload: string;
+  origin?: string | null | undefined;
+}
+
 /**
- * Which sinks get a fan-out row for an event type: every configured bus (operator events too), then
- * the hooks whose patterns match; cached per type, since types are few.
+ * Which sinks get a fan-out row for an event: by its type (`events` patterns, cached per type, since
+ * types are few), then, given the event, less the hooks whose `filter` is not true for it. Without
+ * the event, by type alone; `filtered` names the hooks a type alone cannot decide.
  */
-export function createSinkRouter(options: { buses: string[]; hooks: HookConfig[] }): (type: string) => string[] {
+export type SinkRouter = ((type: string, event?: StoredEvent) => string[]) & { readonly filtered: ReadonlySet<string> };
+
+export interface SinkRouterOptions {
+  /** Every configured bus gets every event (operator events too). */
+  buses: string[];
+  hooks: Pick<HookConfig, 'name' | 'events' | 'filter'>[];
+  /** CloudEvents `source` of the events filters see. */
+  source: string;
+  /** A filter that failed on an event (counted as false). */
+  onFilterError?: (sink: string, error: Error) => void;
+}
+
+export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
   const matchers = options.hooks.map((hook) => ({
     name: hook.name,
     patterns: hook.events.map(globMatcher),
     // `*` alone does not sign a hook up for operator events: they are asked for by name.
     operatorPatterns: hook.events.filter((glob) => glob.startsWith(OPERATOR_EVENT_PREFIX)).map(globMatcher),
   }));
+  const filters = new Map<string, EventFilter>();
+  for (const hook of options.hooks) if (hook.filter !== undefined) filters.set(hook.name, compileFilter(hook.filter));
   const cache = new Map<string, string[]>();
-  return (type) => {
+  const byType = (type: string): string[] => {
     let sinks = cache.get(type);
     if (!sinks) {
       sinks = [
@@ -52,14 +75,33 @@ export function createSinkRouter(options: { buses: string[]; hooks: HookConfig[]
     }
     return sinks;
   };
+  const passes = (sink: string, filter: EventFilter, event: () => CloudEvent, size: number): boolean => {
+    try {
+      return filter.matches(event(), size);
+    } catch (error) {
+      options.onFilterError?.(sink, error as Error);
+      return false;
+    }
+  };
+  const route = (type: string, stored?: StoredEvent): string[] => {
+    const sinks = byType(type);
+    if (stored === undefined || !sinks.some((sink) => filters.has(sink))) return sinks;
+    let event: CloudEvent | undefined;
+    const built = () => (event ??= toCloudEvent(stored.payload, options.source, stored.origin ?? null));
+    return sinks.filter((sink) => {
+      const filter = filters.get(sink);
+      // The stored JSON and the source are all the CloudEvent's strings: their length bounds its sizes.
+      return filter === undefined || passes(sink, filter, built, stored.payload.length + options.source.length);
+    });
+  };
+  return Object.assign(route, { filtered: new Set(filters.keys()) as ReadonlySet<string> });
 }
+
+/** The router of a configuration. */
+export const sinkRouterOf = (config: Config, onFilterError?: SinkRouterOptions['onFilterError']): SinkRouter =>
+  createSinkRouter({ buses: busNames(config), hooks: config.hooks, source: config.source, onFilterError });
 
 /** The configured sinks' names: each bus whose URL is set, then each hook. */
 export function configuredSinks(config: Config): string[] {
   return [...busNames(config), ...config.hooks.map((h) => h.name)];
-}
-
-/** The router of a configuration. */
-export function sinkRouterOf(config: Config): (type: string) => string[] {
-  return createSinkRouter({ buses: busNames(config), hooks: config.hooks });
 }

@@ -23,6 +23,8 @@ export interface Sink {
   spanName?(event: CloudEvent): string;
   /** The attempt's span kind: `producer` for a bus, `client` (the default) for a request. */
   readonly spanKind?: 'producer' | 'client';
+  /** Attempts waiting for their turn under the sink's rate (`maxPerSecond`); absent: no rate. */
+  throttled?(): number;
   /** Connected or answering (the `sink_up` gauge). */
   up(): boolean;
   /**

@@ -1,4 +1,5 @@
 import type { Metrics } from '../metrics/metrics.js';
+import type { StoredEvent } from '../sinks/route.js';
 import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.js';
 
 /**
@@ -10,13 +11,14 @@ export type AcceptEvent = (delivery: Omit<NewDelivery, 'sinks'>) => Promise<Reco
 
 export interface AcceptEventDeps {
   writer: DeliveryWriter;
-  sinksFor(type: string): string[];
+  /** The router: by type, then the hooks' filters on the event. */
+  sinksFor(type: string, event: StoredEvent): string[];
   metrics: Pick<Metrics, 'events' | 'eventTypeLabel'>;
 }
 
 export function acceptEvent({ writer, sinksFor, metrics }: AcceptEventDeps): AcceptEvent {
   return async (delivery) => {
-    const stored = await writer.record({ ...delivery, sinks: sinksFor(delivery.event.type) });
+    const stored = await writer.record({ ...delivery, sinks: sinksFor(delivery.event.type, { payload: delivery.event.payload, origin: delivery.origin }) });
     if (!stored.duplicate) metrics.events.inc({ type: metrics.eventTypeLabel(delivery.event.type) });
     return stored;
   };

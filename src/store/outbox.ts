@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { AuditNote } from './audit.js';
+import type { StoredEvent } from '../sinks/route.js';
 import type { Database } from './database.js';
 import { createDeadLetterStore, type DeadLetterStore } from './dead-letters.js';
 import { createOutboxWork, type OutboxWork } from './outbox-work.js';
@@ -72,8 +73,11 @@ export interface Replay {
   /** Epoch ms: deliveries received at or after this. */
   since: number;
   now: number;
-  /** The configured sinks an event type fans out to (the receiver's router). */
-  sinksFor(type: string): string[];
+  /**
+   * The receiver's router: the sinks an event type fans out to, and with the event, less the hooks
+   * whose filter is not true for it; `filtered` names those hooks.
+   */
+  sinksFor: ((type: string, event?: StoredEvent) => string[]) & { readonly filtered?: ReadonlySet<string> };
   /** Only this sink (still within its event filter). */
   sink?: string | undefined;
 }

@@ -1,5 +1,7 @@
 import pRetry from 'p-retry';
 import { z } from 'zod';
+import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
+import type { ProxyEnv } from '../egress/proxy-env.js';
 import { parseRetryAfter, waitRestOfRetryAfter } from '../retry-after.js';
 import {
   InvalidWebhookIdError,
@@ -60,6 +62,9 @@ export interface UpstreamClientOptions {
   /** The v1 root, e.g. `https://api.example.com/v1`; a trailing `/` is fine. */
   baseUrl: string;
   apiKey: string;
+  /** HTTPS_PROXY, HTTP_PROXY and NO_PROXY (contract section 14); absent: straight. */
+  proxyEnv?: ProxyEnv | undefined;
+  /** Replaces the proxy-aware fetch (tests, a throttle around it). */
   fetch?: typeof fetch;
   /** Per attempt, including reading the body. Default 10 s. */
   timeoutMs?: number;
@@ -115,13 +120,16 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
 // Quota limits: waiting a few seconds will not lift them.
 const QUOTA_CODES = new Set(['daily_limit_reached', 'limit_reached', 'member_limit_reached']);
 
+/** fetch to the upstream API through the proxy the variables name for it, if any. */
+export const upstreamFetch = (proxyEnv: ProxyEnv = {}): typeof fetch => fetchThrough(createEgressDispatcher({ kind: 'env', env: proxyEnv }));
+
 export function createUpstreamClient(options: UpstreamClientOptions): UpstreamClient {
   const root = parseBaseUrl(options.baseUrl);
   const apiKey = options.apiKey;
   // fetch puts an invalid header value into its error message: refuse such a key up front instead.
   if (!/^[\x21-\x7e]+$/.test(apiKey)) throw new TypeError('upstream API key is empty or contains spaces or control characters');
   const host = new URL(root).host;
-  const fetchImpl = options.fetch ?? fetch;
+  const fetchImpl = options.fetch ?? upstreamFetch(options.proxyEnv);
   const timeoutMs = options.timeoutMs ?? 10_000;
   const retryOptions = {
     retries: options.retries ?? 3,

@@ -1,4 +1,5 @@
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 export interface HookRequest {
@@ -29,14 +30,17 @@ export interface HookServer {
 
 const RECEIVE_TIMEOUT_MS = 15_000;
 
-/** A real local HTTP server standing in for an outgoing hook's receiver. */
-export async function hookServer(answer: (request: HookRequest, index: number) => HookAnswer = () => 200): Promise<HookServer> {
+/**
+ * A real local HTTP server standing in for an outgoing hook's receiver; HTTPS with `tls` (with
+ * `requestCert` and `rejectUnauthorized`, it takes only clients with a certificate its `ca` signed).
+ */
+export async function hookServer(answer: (request: HookRequest, index: number) => HookAnswer = () => 200, tls?: ServerOptions): Promise<HookServer> {
   const requests: HookRequest[] = [];
   const waiters: { count: number; resolve(requests: HookRequest[]): void }[] = [];
   const hanging: ServerResponse[] = [];
   let inFlight = 0;
   let mostInFlight = 0;
-  const server = createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     mostInFlight = Math.max(mostInFlight, ++inFlight);
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -53,7 +57,8 @@ export async function hookServer(answer: (request: HookRequest, index: number) =
         res.writeHead(status, headers).end();
       }, delayMs);
     });
-  });
+  };
+  const server = tls ? createHttpsServer(tls, handle) : createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   /** The exact number of requests the test last said it expects (by `received`); undefined: any. */
   let expected: number | undefined;
@@ -65,7 +70,7 @@ export async function hookServer(answer: (request: HookRequest, index: number) =
           waiters.push({ count, resolve: (all) => (clearTimeout(timer), resolve(all)) });
         });
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     requests,
     get mostInFlight() {
       return mostInFlight;

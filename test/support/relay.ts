@@ -24,7 +24,12 @@ export interface TestRelayOptions extends Pick<RelayDeps, 'dispatch' | 'buses' |
 
 /** A real relay (real database file, real apps) with a manual clock and captured logs. */
 export async function testRelay(overrides: Partial<Record<keyof Config, unknown>> = {}, options: TestRelayOptions = {}): Promise<TestRelay> {
-  const config = configSchema.parse({ fanoutThread: 'inline', secrets: [SECRET], database: sqliteFile(), port: 0, internalPort: 0, host: '127.0.0.1', internalHost: '127.0.0.1', ...overrides });
+  // The proxy variables come from the environment, not the schema (as `loadConfig` reads them).
+  const { proxyEnv, ...settings } = overrides;
+  const config: Config = {
+    ...configSchema.parse({ fanoutThread: 'inline', secrets: [SECRET], database: sqliteFile(), port: 0, internalPort: 0, host: '127.0.0.1', internalHost: '127.0.0.1', ...settings }),
+    proxyEnv: proxyEnv as Config['proxyEnv'],
+  };
   const clock = options.clock ?? new ManualClock();
   const registry = new Registry();
   const logs = captureLogs();

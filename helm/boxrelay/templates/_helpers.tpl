@@ -193,6 +193,11 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "OTEL_TRACES_SAMPLER_ARG" "value" .samplerArg) }}
 {{- end }}
 {{- end }}
+{{- with .Values.proxy }}
+{{- include "boxrelay.envVar" (dict "name" "HTTPS_PROXY" "value" .httpsProxy) }}
+{{- include "boxrelay.envVar" (dict "name" "HTTP_PROXY" "value" .httpProxy) }}
+{{- include "boxrelay.envVar" (dict "name" "NO_PROXY" "value" .noProxy) }}
+{{- end }}
 {{- $s := .Values.secrets }}
 {{- $own := include "boxrelay.secretName" . }}
 {{- if include "boxrelay.usePostgres" . }}

@@ -9,7 +9,7 @@ import { requester } from './requester.js';
 import type { AdminRoutes } from './router.js';
 
 export interface SinkRoutesDeps {
-  sinks: Pick<Sink, 'name' | 'up'>[];
+  sinks: Pick<Sink, 'name' | 'up' | 'throttled'>[];
   sinkStates: SinkStates;
   pauses: Pauses;
   countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>>;
@@ -18,7 +18,7 @@ export interface SinkRoutesDeps {
 
 /** `GET /admin/sinks`; `POST /admin/sinks/:name/pause` and `/resume` answer with that sink's row (contract section 6). */
 export function sinkRoutes({ sinks, sinkStates, pauses, countBySink, trail }: SinkRoutesDeps): AdminRoutes {
-  const rows = async (only?: Pick<Sink, 'name' | 'up'>) => {
+  const rows = async (only?: Pick<Sink, 'name' | 'up' | 'throttled'>) => {
     const [states, pending, dead] = await Promise.all([sinkStates.readAll(), countBySink('pending'), countBySink('deadLetters')]);
     return (only ? [only] : sinks).map((sink) => ({
       name: sink.name,
@@ -27,10 +27,12 @@ export function sinkRoutes({ sinks, sinkStates, pauses, countBySink, trail }: Si
       up: sink.up(),
       paused: states.get(sink.name)?.paused_at != null,
       pending: pending[sink.name] ?? 0,
+      // Attempts waiting for their turn under the hook's maxPerSecond (contract section 14).
+      throttled: (sink.throttled?.() ?? 0) > 0,
       deadLetters: dead[sink.name] ?? 0,
     }));
   };
-  const configured = (name: unknown): Pick<Sink, 'name' | 'up'> => {
+  const configured = (name: unknown): Pick<Sink, 'name' | 'up' | 'throttled'> => {
     const sink = sinks.find((s) => s.name === name);
     if (!sink) throw new NotFoundError(`no sink ${JSON.stringify(String(name).slice(0, 64))} is configured`);
     return sink;

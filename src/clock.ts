@@ -5,3 +5,6 @@ export interface Clock {
 }
 
 export const systemClock: Clock = { now: () => Date.now() };
+
+/** Milliseconds in a day: retention is counted in days. */
+export const DAY_MS = 86_400_000;

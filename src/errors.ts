@@ -1,7 +1,11 @@
+import { untrusted } from './log.js';
+
 /**
- * One class per failure, each with a stable `code`. The HTTP status for each code is decided in one
- * place only: src/http/status.ts. Messages are safe to show: they never carry secrets, signatures
- * or request bodies.
+ * The one base of the relay's errors: each class stands for one failure and has a stable `code`
+ * (from the list below: HTTP bodies, the CLI, reports, logs and scripts branch on it) and, where
+ * another error led to it, that error as `cause`. Messages are safe to show: they never carry
+ * secrets, signatures or request bodies, and cut untrusted values short. Only the codes of
+ * `HttpErrorCode` have an HTTP status, given in one place: src/http/status.ts.
  */
 export abstract class RelayError extends Error {
   abstract readonly code: ErrorCode;
@@ -13,6 +17,15 @@ export abstract class RelayError extends Error {
 }
 
 export type ErrorCode =
+  | HttpErrorCode
+  | UpstreamErrorCode
+  | ReconcileFailureCode
+  | SecretCipherErrorCode
+  | StoreErrorCode
+  | SetupErrorCode;
+
+/** Refusals an HTTP client sees, each with its status in src/http/status.ts. */
+export type HttpErrorCode =
   | 'missing_header'
   | 'duplicate_header'
   | 'malformed_timestamp'
@@ -30,6 +43,104 @@ export type ErrorCode =
   | 'reconcile_in_progress'
   | 'reconcile_not_configured'
   | 'internal_error';
+
+/** Calls to the Sandbox Service API (src/upstream/errors.ts); the `boxrelay upstream` scripts branch on them. */
+export type UpstreamErrorCode =
+  | 'upstream_api_error'
+  | 'upstream_unreachable'
+  | 'upstream_response_lost'
+  | 'upstream_invalid_response'
+  | 'invalid_webhook_id';
+
+/** Why a reconciliation run or its repair of a box failed (src/reconcile/errors.ts); the run report's `error` says it. */
+export type ReconcileFailureCode = 'upstream_cursor_loop' | 'reconcile_lease_lost' | 'reconcile_bound_reached';
+
+/** Signing secrets encrypted at rest (src/upstream/secret-cipher.ts). */
+export type SecretCipherErrorCode = 'secret_key_invalid' | 'secret_key_missing' | 'secret_format_invalid' | 'secret_decrypt_failed';
+
+/** Opening, migrating, locking, backing up and copying the database (src/store). */
+export type StoreErrorCode =
+  | 'database_busy'
+  | 'database_unavailable'
+  | 'database_in_use'
+  | 'migration_failed'
+  | 'unknown_migration'
+  | 'backup_failed'
+  | 'backup_over_source'
+  | 'target_not_empty'
+  | 'copy_interrupted';
+
+/** Start-up and CLI refusals: settings, usage, the upstream commands. */
+export type SetupErrorCode =
+  | 'invalid_config'
+  | 'invalid_tracing_config'
+  | 'invalid_usage'
+  | 'invalid_secrets_file'
+  | 'no_secret'
+  | 'inline_fanout_required'
+  | 'upstream_not_configured'
+  | 'secret_not_stored'
+  | 'secrets_not_retired';
+
+/** How many links of a cause chain are followed (a chain can be cyclic). */
+const MAX_CAUSES = 8;
+/** Foreign messages are cut to this many characters: a library's message may quote what it was given. */
+const FOREIGN_TEXT_MAX = 200;
+
+/**
+ * The error, then its causes: an AggregateError (several addresses tried) leads to its first error.
+ * Bounded, so a cyclic chain ends.
+ */
+export function causeChain(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let link = error; link !== undefined && link !== null && chain.length < MAX_CAUSES && !chain.includes(link); ) {
+    chain.push(link);
+    const { errors, cause } = link as { errors?: unknown; cause?: unknown };
+    link = Array.isArray(errors) && errors.length > 0 ? errors[0] : cause;
+  }
+  return chain;
+}
+
+/** The first string `code` along the chain: a system error's (`ECONNREFUSED`) or a driver's (`SQLITE_BUSY`, `57P01`). */
+export function errorCodeOf(error: unknown): string | undefined {
+  for (const link of causeChain(error)) {
+    const { code } = link as { code?: unknown };
+    if (typeof code === 'string') return code;
+  }
+  return undefined;
+}
+
+/**
+ * Any error as one line for a log, a report, a span or the CLI: the one place an error becomes text.
+ * A RelayError speaks for itself and its cause (its message is built safe and says what matters of
+ * it); any other error (a driver's, a socket's) is told by its message, cut short, then its causes'.
+ * `codes` puts each one's code before its message where the message lacks it (for operators' logs
+ * and /readyz); a `secret` the caller just wrote is taken out before anything is cut (a driver's
+ * message may quote it).
+ */
+export function describeError(error: unknown, { codes = false, secret }: { codes?: boolean; secret?: string } = {}): string {
+  const hide = (text: string) => (secret ? text.split(secret).join('[redacted]') : text);
+  const parts: string[] = [];
+  for (const link of causeChain(error)) {
+    if (link instanceof RelayError) {
+      parts.push(hide(textOf(link, codes)));
+      break;
+    }
+    const text = untrusted(hide(textOf(link, codes)), FOREIGN_TEXT_MAX);
+    const last = parts.at(-1);
+    if (text === '' || last?.includes(text)) continue;
+    if (last !== undefined && text.includes(last)) parts[parts.length - 1] = text;
+    else parts.push(text);
+  }
+  return parts.join(': ') || 'unknown error';
+}
+
+function textOf(error: unknown, codes: boolean): string {
+  const { message, code } = (typeof error === 'object' ? error : { message: String(error) }) as { message?: unknown; code?: unknown };
+  const text = typeof message === 'string' ? message : '';
+  if (!codes || typeof code !== 'string' || text.includes(code)) return text;
+  return text === '' ? code : `${code}: ${text}`;
+}
 
 export class MissingHeaderError extends RelayError {
   readonly code = 'missing_header';

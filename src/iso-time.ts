@@ -1,7 +1,7 @@
 import { InvalidRequestError } from './errors.js';
 
 // `YYYY-MM-DDTHH:MM[:SS[.fraction]]` then `Z`, `±HH:MM` or `±HHMM`: a time that names its zone.
-const ISO_WITH_ZONE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):?(\d{2}))$/;
+const ISO_WITH_ZONE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):?(\d{2}))$/;
 
 type Fields = [year: number, month: number, day: number, hour: number, minute: number, second: number, zoneHours: number, zoneMinutes: number];
 
@@ -11,8 +11,8 @@ const isLeap = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 
 /**
  * An ISO-8601 time with a zone as epoch ms; undefined for anything else: no zone (whose meaning would
  * depend on the server's), a date only, or an impossible date or time (Date.parse rolls 02-30 over
- * into March and takes 24:00). One reader for every place that takes such a time (admin API, CLI,
- * secrets file), so they accept the same forms.
+ * into March and takes 24:00). The one reader of such times: the receiver's `createdAt`, the upstream's
+ * `updatedAt`, the admin API, the CLI and the secrets file accept the same forms.
  */
 export function parseIsoWithZone(text: string): number | undefined {
   const match = ISO_WITH_ZONE.exec(text);

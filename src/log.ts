@@ -33,12 +33,35 @@ export const redactedPaths = [
 ];
 
 /**
- * Untrusted text (ids, types and header values from requests) as logged: a short prefix and how long
- * it was, so one request cannot write a log line the size of its headers.
+ * Untrusted text (ids, types and header values from requests, upstream records, foreign error
+ * messages) as logged or put in a message: a short prefix and how long it was, so one request cannot
+ * write a log line the size of its headers. The one cutter of such text.
  */
+export function untrusted(value: string, max?: number): string;
+export function untrusted(value: string | null | undefined, max?: number): string | undefined;
 export function untrusted(value: string | null | undefined, max = 64): string | undefined {
   if (value === null || value === undefined) return undefined;
   return value.length <= max ? value : `${value.slice(0, max)}…(${value.length} chars)`;
+}
+
+/** A log of a failure met again and again (a poll, a retry loop); `clear()` after a success. */
+export interface ReasonLog<T> {
+  (failure: T): void;
+  clear(): void;
+}
+
+/**
+ * Logs a failure once per distinct reason, not at every turn of the loop that meets it; after
+ * `clear()` (the loop succeeded) the same reason is logged again when it comes back.
+ */
+export function oncePerReason<T>(log: (failure: T) => void, reasonOf: (failure: T) => string = String): ReasonLog<T> {
+  let last: string | undefined;
+  const report = (failure: T) => {
+    const reason = reasonOf(failure);
+    if (reason !== last) log(failure);
+    last = reason;
+  };
+  return Object.assign(report, { clear: () => void (last = undefined) });
 }
 
 export type LogDestination = ReturnType<typeof pino.destination>;

@@ -10,6 +10,7 @@ import { createOperatorEvents } from './dispatch/operator-events.js';
 import { createPauses } from './dispatch/pauses.js';
 import type { DispatchTuning } from './dispatch/tuning.js';
 import { auditRoutes } from './http/admin/audit.js';
+import { RelayError } from './errors.js';
 import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
@@ -51,7 +52,7 @@ import { tracingOff, type Tracing } from './tracing/tracing.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
 
-export class NoSecretError extends Error {
+export class NoSecretError extends RelayError {
   readonly code = 'no_secret';
   constructor() {
     super(
@@ -62,7 +63,7 @@ export class NoSecretError extends Error {
 }
 
 /** Functions cannot cross to a worker thread: what tests inject needs the fan-out inline. */
-export class InlineFanoutRequiredError extends Error {
+export class InlineFanoutRequiredError extends RelayError {
   readonly code = 'inline_fanout_required';
   constructor() {
     super('a clock, dispatch tuning or bus options given to createRelay need fanoutThread: inline');

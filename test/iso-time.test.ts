@@ -9,6 +9,7 @@ describe('parseIsoWithZone', () => {
     expect(parseIsoWithZone('2026-11-21T10:00Z')).toBe(at);
     expect(parseIsoWithZone('2026-11-21T10:00:00.5Z')).toBe(at + 500);
     expect(parseIsoWithZone('2026-11-21T10:00:00.123456Z')).toBe(at + 123);
+    expect(parseIsoWithZone('2026-11-21T10:00:00.1234567891Z')).toBe(at + 123);
     expect(parseIsoWithZone('2026-11-21T12:00:00+02:00')).toBe(at);
     expect(parseIsoWithZone('2026-11-21T12:00+0200')).toBe(at);
     expect(parseIsoWithZone('2026-11-21T06:30:00-03:30')).toBe(at);

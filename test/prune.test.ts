@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { pruneExpired, DAY_MS } from '../src/store/prune.js';
+import { DAY_MS } from '../src/clock.js';
+import { pruneExpired } from '../src/store/prune.js';
 import type { OutboxStatus } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
 import { testRelay, type TestRelay } from './support/relay.js';

@@ -30,8 +30,6 @@ describe('storage failure log', () => {
   });
 
   it('cuts a long reason short', () => {
-    const reason = storageFailureReason(refused('x'.repeat(10_000)));
-    expect(reason.length).toBeLessThanOrEqual(201);
-    expect(reason.startsWith('xxx')).toBe(true);
+    expect(storageFailureReason(refused('x'.repeat(10_000)))).toBe(`${'x'.repeat(200)}…(10000 chars)`);
   });
 });

@@ -1,3 +1,4 @@
+import { describeError } from '../errors.js';
 import { exitCodeOf } from './exit-code.js';
 import { buildProgram } from './program.js';
 
@@ -6,6 +7,6 @@ import { buildProgram } from './program.js';
 buildProgram()
   .parseAsync(process.argv)
   .catch((error: unknown) => {
-    process.stderr.write(`boxrelay: ${(error as Error).message}\n`);
+    process.stderr.write(`boxrelay: ${describeError(error)}\n`);
     process.exit(exitCodeOf(error));
   });

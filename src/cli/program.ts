@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig, ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
+import { RelayError } from '../errors.js';
 import { createLogger, logDestination } from '../log.js';
 import { NoSecretError, createRelay } from '../main.js';
 import { describePrune, pruneExpired } from '../store/prune.js';
@@ -31,7 +32,7 @@ import {
 } from './upstream.js';
 
 /** Errors a user can act on end the command with their message, one line, and exit code 1. */
-export class UsageFailure extends Error {
+export class UsageFailure extends RelayError {
   readonly code = 'invalid_usage';
 }
 

@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from 'commander';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
+import { describeError, RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { BOX_EVENT_TYPES } from '../events/types.js';
 import { openConfiguredDatabase } from './database.js';
@@ -15,7 +16,7 @@ import { createSecretCipher, type SecretCipher } from '../upstream/secret-cipher
  * builds the dependencies from the configuration.
  */
 
-export class UpstreamNotConfiguredError extends Error {
+export class UpstreamNotConfiguredError extends RelayError {
   readonly code = 'upstream_not_configured';
   constructor(missing: string[]) {
     super(`the upstream commands need ${missing.join(' and ')} (the Sandbox Service API)`);
@@ -26,12 +27,12 @@ export class UpstreamNotConfiguredError extends Error {
  * The secret was issued by the Sandbox Service but could not be stored: it has been printed so the
  * user can still deploy it, since it cannot be read back.
  */
-export class SecretNotStoredError extends Error {
+export class SecretNotStoredError extends RelayError {
   readonly code = 'secret_not_stored';
 }
 
 /** The new secret is stored, but the earlier ones kept no expiry (they stay accepted). */
-export class SecretsNotRetiredError extends Error {
+export class SecretsNotRetiredError extends RelayError {
   readonly code = 'secrets_not_retired';
 }
 
@@ -144,7 +145,7 @@ export async function rotateWebhook(
     retired = await deps.secrets.retire(webhookId, { except: secretId, at: expiresAt });
   } catch (error) {
     throw new SecretsNotRetiredError(
-      `the earlier database secrets of ${webhookId} could not be given an expiry (${reasonOf(error, secret)}); they stay accepted ` +
+      `the earlier database secrets of ${webhookId} could not be given an expiry (${describeError(error, { secret })}); they stay accepted ` +
         `until you run: UPDATE secrets SET expires_at = ${expiresAt} WHERE webhook_id = '${webhookId}' AND id <> ${secretId}`,
       { cause: error },
     );
@@ -173,15 +174,11 @@ async function storeOrPrint(deps: UpstreamStoreDeps, webhookId: string, secret: 
     deps.print(`The Sandbox Service issued this secret for ${webhookId}, but it could not be stored in the database:`);
     deps.print(secret);
     throw new SecretNotStoredError(
-      `secret of ${webhookId} not stored (${reasonOf(error, secret)}): put the secret printed above into BOXRELAY_SECRETS ` +
+      `secret of ${webhookId} not stored (${describeError(error, { secret })}): put the secret printed above into BOXRELAY_SECRETS ` +
         'or the secrets file of every replica now; the upstream already signs with it',
       { cause: error },
     );
   }
-}
-
-function reasonOf(error: unknown, secret: string): string {
-  return (error instanceof Error ? error.message : String(error)).split(secret).join('[redacted]');
 }
 
 function atRest(cipher: SecretCipher): string {

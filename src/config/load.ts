@@ -3,15 +3,15 @@ import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { proxyEnvOf, proxyEnvProblems } from '../egress/proxy-env.js';
 import { readTlsFiles } from '../egress/tls-files.js';
+import { describeError, errorCodeOf, RelayError } from '../errors.js';
 import { configExamples } from './examples.js';
 import { configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
 
 /** Thrown when configuration is invalid; `problems` holds one human-readable line each. */
-export class ConfigError extends Error {
+export class ConfigError extends RelayError {
   readonly code = 'invalid_config';
   constructor(readonly problems: string[]) {
     super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
-    this.name = 'ConfigError';
   }
 }
 
@@ -82,13 +82,13 @@ function readStructuredFile(path: string, readFile: (path: string) => string, pr
   try {
     text = readFile(path);
   } catch (error) {
-    problems.push(`${path}: cannot read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    problems.push(`${path}: cannot read (${errorCodeOf(error) ?? 'error'})`);
     return undefined;
   }
   try {
     return parseYaml(text) ?? undefined;
   } catch (error) {
-    problems.push(`${path}: not valid YAML or JSON (${(error as Error).message.split('\n')[0]})`);
+    problems.push(`${path}: not valid YAML or JSON (${describeError(error).split('\n')[0]})`);
     return undefined;
   }
 }

@@ -1,8 +1,6 @@
-import { z } from 'zod';
 import { DeliveryIdMismatchError, InvalidEventError } from '../errors.js';
-
-/** `createdAt`: ISO 8601 with seconds and `Z` or an offset (RFC 3339). */
-const isoDateTime = z.iso.datetime({ offset: true });
+import { parseIsoWithZone } from '../iso-time.js';
+import { isRecord } from '../json.js';
 
 /**
  * The receiver's limits (contract section 2): past them an event could not be published (NATS
@@ -16,9 +14,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 type JsonObject = Record<string, unknown>;
 
-/** A JSON object: not null, not an array. */
-const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isFilled = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
+const isIsoTime = (value: unknown): value is string => typeof value === 'string' && parseIsoWithZone(value) !== undefined;
 const textOrNull = (value: unknown): string | null => (typeof value === 'string' ? value : null);
 
 /**
@@ -26,7 +23,7 @@ const textOrNull = (value: unknown): string | null => (typeof value === 'string'
  * schema, which would copy every field of the ~1 KB object on each delivery (half of parsing it).
  */
 export function isDeliveryPayload(json: unknown): json is { id: string; type: string; createdAt: string; data: JsonObject } {
-  return isObject(json) && isFilled(json.id) && isFilled(json.type) && isObject(json.data) && isoDateTime.safeParse(json.createdAt).success;
+  return isRecord(json) && isFilled(json.id) && isFilled(json.type) && isRecord(json.data) && isIsoTime(json.createdAt);
 }
 
 export interface ParsedEvent {
@@ -70,7 +67,7 @@ export function parseEvent(body: Buffer, deliveryId: string, { operator = false 
     throw new InvalidEventError(`${OPERATOR_EVENT_PREFIX} types name the relay's own operator events`);
   }
   // Only the id is required (contract section 2); a missing or odd name must not cost the event.
-  const box = isObject(event.data.box) && isFilled(event.data.box.id) ? event.data.box : undefined;
+  const box = isRecord(event.data.box) && isFilled(event.data.box.id) ? event.data.box : undefined;
   if (event.type.startsWith('box.') && !box) {
     throw new InvalidEventError(`${event.type} requires a non-empty string data.box.id`);
   }

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { InternalError, InvalidRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError, RelayError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
-import { statusByCode } from './status.js';
+import { isHttpRefusal, statusByCode, type HttpRefusal } from './status.js';
 
 export interface ErrorBody {
   ok: false;
@@ -12,7 +12,7 @@ export interface ErrorBody {
 }
 
 /** `{"ok":false,"code","message","requestId"}`: never a secret, a signature or an echo of the body. */
-export function errorBody(error: RelayError, requestId: string): ErrorBody {
+export function errorBody(error: HttpRefusal, requestId: string): ErrorBody {
   return { ok: false, code: error.code, message: error.message, requestId };
 }
 
@@ -24,13 +24,13 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 }
 
 /** A refusal; a too-large body also closes the connection (it was not read). */
-export function sendRelayError(res: ServerResponse, error: RelayError, requestId: string): void {
+export function sendRelayError(res: ServerResponse, error: HttpRefusal, requestId: string): void {
   if (error.code === 'payload_too_large') res.setHeader('Connection', 'close');
   sendJson(res, statusByCode[error.code], errorBody(error, requestId));
 }
 
 /** The same refusal from an Express handler, under the request id its middleware assigned. */
-export function sendError(res: Response, error: RelayError): void {
+export function sendError(res: Response, error: HttpRefusal): void {
   sendRelayError(res, error, res.locals.requestId as string);
 }
 
@@ -45,11 +45,12 @@ export function methodNotAllowed(...served: ('GET' | 'POST' | 'DELETE')[]): Requ
 }
 
 /**
- * Any error as one of ours: Express's own body-parser errors (admin JSON) become their closest
- * code, without their message; anything else is an internal error.
+ * Any error as an HTTP refusal: Express's own body-parser errors (admin JSON) become their closest
+ * code, without their message; anything else (ours without an HTTP meaning included) is an internal error.
  */
-export function asRelayError(error: unknown): RelayError {
-  if (error instanceof RelayError) return error;
+export function asRelayError(error: unknown): HttpRefusal {
+  if (isHttpRefusal(error)) return error;
+  if (error instanceof RelayError) return new InternalError({ cause: error });
   const { type, status } = error as { type?: string; status?: number };
   if (type === 'entity.too.large') return new PayloadTooLargeError(Number((error as { limit?: number }).limit) || 0);
   if (typeof status === 'number' && status >= 400 && status < 500) return new InvalidRequestError('malformed request');

@@ -1,7 +1,10 @@
-import type { ErrorCode } from '../errors.js';
+import { RelayError, type HttpErrorCode } from '../errors.js';
 
-/** The one place where error codes become HTTP statuses; closed, so a new code must be mapped here. */
-export const statusByCode: Readonly<Record<ErrorCode, number>> = {
+/**
+ * The one place where error codes become HTTP statuses; closed both ways: a new HTTP code must be
+ * mapped here, and a code of another kind (a CLI, storage or upstream failure) cannot be.
+ */
+export const statusByCode: Readonly<Record<HttpErrorCode, number>> = {
   missing_header: 400,
   duplicate_header: 400,
   malformed_timestamp: 400,
@@ -20,3 +23,11 @@ export const statusByCode: Readonly<Record<ErrorCode, number>> = {
   reconcile_not_configured: 409,
   internal_error: 500,
 };
+
+/** A RelayError an HTTP client may see as such. */
+export type HttpRefusal = RelayError & { readonly code: HttpErrorCode };
+
+/** True for a refusal with an HTTP status; any other error (ours included) answers 500 `internal_error`. */
+export function isHttpRefusal(error: unknown): error is HttpRefusal {
+  return error instanceof RelayError && Object.hasOwn(statusByCode, error.code);
+}

@@ -1,16 +1,11 @@
+import { RelayError, type ReconcileFailureCode } from '../errors.js';
+
 /**
  * Why a reconciliation run, or its repair of one box, failed; one class per failure, each with a
- * stable `code` that the run report's `error` starts with. Messages cut untrusted values short.
+ * stable `code`. Messages cut untrusted values short.
  */
-export type ReconcileFailureCode = 'upstream_cursor_loop' | 'reconcile_lease_lost' | 'reconcile_bound_reached';
-
-export abstract class ReconcileFailure extends Error {
-  abstract readonly code: ReconcileFailureCode;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
+export abstract class ReconcileFailure extends RelayError {
+  abstract override readonly code: ReconcileFailureCode;
 }
 
 /** A page's `nextCursor` came back as one already followed: paging would never end. */
@@ -39,9 +34,4 @@ export class RunBoundError extends ReconcileFailure {
   constructor(setting: 'BOXRELAY_RECONCILE_MAX_PAGES' | 'BOXRELAY_RECONCILE_MAX_DURATION', limit: string) {
     super(`the run reached ${setting} (${limit}) before it was done; it stopped, keeping what it took`);
   }
-}
-
-/** Untrusted text, cut to a short prefix for messages and logs. */
-export function cut(text: string, max = 64): string {
-  return text.length <= max ? text : `${text.slice(0, max)}…(${text.length} chars)`;
 }

@@ -1,12 +1,10 @@
 import { createHash } from 'node:crypto';
 import { RelayError } from '../errors.js';
 import { isDeliveryPayload, parseEvent, type ParsedEvent } from '../events/parse-event.js';
+import { isRecord } from '../json.js';
 import type { UpstreamBox } from '../upstream/client.js';
 
 const EVENT_ID = /^evt_[A-Za-z0-9]{1,64}$/;
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** What one record of a box's history is to a run (contract section 9, step 3). */
 export type HistoryRecord =

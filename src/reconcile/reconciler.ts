@@ -1,20 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../clock.js';
-import { ReconcileInProgressError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { DAY_MS, type Clock } from '../clock.js';
+import { describeError, ReconcileInProgressError, RelayError } from '../errors.js';
+import { untrusted, type Logger } from '../log.js';
 import type { AcceptEvent } from '../store/accept-event.js';
 import { boxesUnchangedSince, boxRecords, forgetBox, markRepaired, recordObservedState, type BoxRecord } from '../store/boxes.js';
 import { heldEventIds } from '../store/events.js';
 import type { LeaseNow } from '../store/database-clock.js';
 import { leaseOf } from '../store/leases.js';
-import { DAY_MS } from '../store/prune.js';
 import { lastFinishedRun, lastRunStartedAt, pruneRuns, readWatchStart, saveRun, type PlannedAction, type Run } from '../store/reconcile-runs.js';
 import type { ReconcileOrigin, Schema } from '../store/schema.js';
 import { PAGE_LIMIT, type UpstreamBox, type UpstreamClient } from '../upstream/client.js';
 import { UpstreamApiError, UpstreamError, UpstreamInvalidResponseError } from '../upstream/errors.js';
 import { nodeTimers, type Timers } from '../schedule.js';
-import { LeaseLostError, ReconcileFailure, RunBoundError, cut } from './errors.js';
+import { LeaseLostError, ReconcileFailure, RunBoundError } from './errors.js';
 import { readHistoryRecord, synthesizedEvent, synthesizedType } from './history.js';
 import { keepLease } from './keep-lease.js';
 import { forEachPage } from './pages.js';
@@ -168,7 +167,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       // A request cut by the abort fails in its own way: the reason the run was stopped is what counts.
       const error: unknown = abort.signal.aborted ? abort.signal.reason : thrown;
       run.outcome = 'failed';
-      run.error = describe(error);
+      run.error = reportedError(error);
       if (!(error instanceof ReconcileFailure || error instanceof UpstreamError || stopping.signal.aborted)) {
         log.error({ err: error, runId: run.id }, 'reconciliation failed inside the relay');
       }
@@ -233,9 +232,9 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
           await repairBox(box, record, { run, oldest, dryRun, plan, guard });
         } catch (error) {
           if (guard.signal.aborted || !isBoxProblem(error)) throw error;
-          const problem = describe(error);
+          const problem = reportedError(error);
           problems.push(problem);
-          log.warn({ runId: run.id, boxId: cut(box.id) }, `box not repaired: ${problem}`);
+          log.warn({ runId: run.id, boxId: untrusted(box.id) }, `box not repaired: ${problem}`);
         }
       }
     }
@@ -267,7 +266,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     let skipped = 0;
     const malformed: { index: number; id: string; problem: string }[] = [];
     let index = 0;
-    const operation = `GET /boxes/${cut(box.id)}/events`;
+    const operation = `GET /boxes/${untrusted(box.id)}/events`;
     await forEachPage(operation, (cursor) => upstream.listBoxEvents(box.id, cursor, guard.signal), () => guard.beforePage(), (items) => {
       for (const item of items) {
         const read = readHistoryRecord(item, box.id);
@@ -275,14 +274,14 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
           if (Date.parse(read.event.createdAtIso) >= oldest) events.push(read.event);
         } else {
           skipped++;
-          if (read.kind === 'malformed' && malformed.length < MAX_MALFORMED_LOGGED) malformed.push({ index, id: cut(read.id), problem: read.problem });
+          if (read.kind === 'malformed' && malformed.length < MAX_MALFORMED_LOGGED) malformed.push({ index, id: untrusted(read.id), problem: read.problem });
         }
         index++;
       }
     });
     run.historyRecordsSkipped += skipped;
     for (const bad of malformed) {
-      log.warn({ runId: run.id, boxId: cut(box.id), record: bad.index, eventId: bad.id }, `history record skipped: ${bad.problem}`);
+      log.warn({ runId: run.id, boxId: untrusted(box.id), record: bad.index, eventId: bad.id }, `history record skipped: ${bad.problem}`);
     }
     events.sort((a, b) => a.createdAtIso.localeCompare(b.createdAtIso) || a.id.localeCompare(b.id));
     const held = dryRun ? await heldEventIds(kysely, events.map((e) => e.id)) : new Set<string>();
@@ -397,11 +396,12 @@ function isBoxProblem(error: unknown): boolean {
   return error instanceof UpstreamApiError && error.status === 404;
 }
 
-function describe(error: unknown): string {
+/** What a run's report (shown by the admin API) says of a failure: the relay's own errors in full, any other only that it happened. */
+function reportedError(error: unknown): string {
   if (error instanceof UpstreamApiError && (error.status === 401 || error.status === 403)) {
-    return `the upstream refused the API key (${error.status}): BOXRELAY_UPSTREAM_API_KEY must be a valid account-wide key. ${error.message}`;
+    return `the upstream refused the API key (${error.status}): BOXRELAY_UPSTREAM_API_KEY must be a valid account-wide key. ${describeError(error)}`;
   }
-  if (error instanceof ReconcileFailure || error instanceof UpstreamError) return error.message;
+  if (error instanceof RelayError) return describeError(error);
   if (error instanceof Error && error.name === 'AbortError') return 'stopped by shutdown';
   return 'internal error (see the log)';
 }

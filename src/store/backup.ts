@@ -1,15 +1,16 @@
 import { renameSync, rmSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { RelayError } from '../errors.js';
 import { DatabaseOpenError } from './database.js';
 
 /** The copy failed SQLite's integrity check (or the backup could not be written). */
-export class BackupFailedError extends Error {
+export class BackupFailedError extends RelayError {
   readonly code = 'backup_failed';
 }
 
 /** `backup` names the database itself as the copy. */
-export class BackupOverSourceError extends Error {
+export class BackupOverSourceError extends RelayError {
   readonly code = 'backup_over_source';
   constructor(file: string) {
     super(`the backup file ${file} is the database itself (BOXRELAY_DATABASE); name another file`);

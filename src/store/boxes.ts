@@ -24,7 +24,8 @@ const toBox = (row: Omit<Selectable<BoxesTable>, 'last_seen_at' | 'repaired_up_t
   hydratedAt: row.hydrated_at,
 });
 
-const BOX_COLUMNS = ['id', 'name', 'state', 'previous_state', 'state_changed_at', 'last_event_id', 'hydrated_at'] as const;
+/** A box row's columns, as the delivery writers write them and the admin views read them (`repaired_up_to` is the reconciler's). */
+export const BOX_COLUMNS = ['id', 'name', 'state', 'previous_state', 'state_changed_at', 'last_event_id', 'hydrated_at', 'last_seen_at'] as const;
 
 export interface BoxQuery {
   state?: string | undefined;

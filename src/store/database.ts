@@ -4,6 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/schema.js';
+import { describeError, RelayError } from '../errors.js';
 import type { Schema } from './schema.js';
 import { statementCache } from './statement-cache.js';
 
@@ -37,7 +38,7 @@ export function databaseOptionsOf(
 }
 
 /** Refused at once rather than queued: every pool slot is taken and enough queries already wait. */
-export class DatabaseBusyError extends Error {
+export class DatabaseBusyError extends RelayError {
   readonly code = 'database_busy';
   constructor(waiting: number) {
     super(`${waiting} queries already wait for a database connection`);
@@ -80,10 +81,10 @@ export function databaseLocation(url: string): string {
 }
 
 /** The database could not be opened or reached (a missing directory, a refused connection, a wrong password). */
-export class DatabaseOpenError extends Error {
+export class DatabaseOpenError extends RelayError {
   readonly code = 'database_unavailable';
   constructor(url: string, cause: unknown) {
-    super(`cannot open the database (BOXRELAY_DATABASE: ${databaseLocation(url)}): ${(cause as Error).message}`, { cause });
+    super(`cannot open the database (BOXRELAY_DATABASE: ${databaseLocation(url)}): ${describeError(cause)}`, { cause });
   }
 }
 
@@ -147,14 +148,26 @@ function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConne
     }) as typeof client.query;
   });
   const bounded = {
-    connect: () => (pool.waitingCount >= maxWaiting ? Promise.reject(new DatabaseBusyError(pool.waitingCount)) : pool.connect()),
+    async connect() {
+      if (pool.waitingCount >= maxWaiting) throw new DatabaseBusyError(pool.waitingCount);
+      const client = await pool.connect();
+      // A dropped connection (below) is released already: the later release by its user does nothing.
+      const release = client.release;
+      let released = false;
+      client.release = (destroy) => {
+        if (released) return;
+        released = true;
+        release(destroy);
+      };
+      return client;
+    },
     end: () => pool.end(),
   };
   const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: bounded }) });
   return { dialect: 'postgres', kysely, pool, connect: bounded.connect, close: () => kysely.destroy() };
 }
 
-/** Closes the client's socket; the pool then discards it (pg exposes no public way to do this). */
+/** Releases the client as broken: the pool closes it (its socket at once when a query still hangs on it) and never lends it again. */
 function dropConnection(client: pg.PoolClient): void {
-  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+  client.release(true);
 }

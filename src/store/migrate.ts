@@ -1,13 +1,14 @@
 import { DEFAULT_MIGRATION_TABLE, Migrator, sql, type MigrationResult, type MigrationResultSet } from 'kysely';
 import { migrations } from '../../migrations/index.js';
+import { describeError, RelayError } from '../errors.js';
 import { DatabaseOpenError, databaseLocation, openDatabase, type Database, type DatabaseOptions } from './database.js';
 
-export class MigrationError extends Error {
+export class MigrationError extends RelayError {
   readonly code = 'migration_failed';
 }
 
 /** A newer relay migrated the database: this one does not know its schema and must not run on it. */
-export class UnknownMigrationError extends Error {
+export class UnknownMigrationError extends RelayError {
   readonly code = 'unknown_migration';
   constructor(
     url: string,
@@ -25,7 +26,7 @@ export async function migrateToLatest(database: Database): Promise<MigrationResu
   const { error, results } = await (await createMigrator(database)).migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
-    throw new MigrationError(`migration ${failed} failed: ${(error as Error).message}`, { cause: error });
+    throw new MigrationError(`migration ${failed} failed: ${describeError(error)}`, { cause: error });
   }
   return results;
 }

@@ -1,6 +1,7 @@
+import { DAY_MS } from '../clock.js';
 import type { Logger } from '../log.js';
 import { scheduleRepeating, type Schedule, type Timers } from '../schedule.js';
-import { DAY_MS, describePrune, type PruneResult } from './prune.js';
+import { describePrune, type PruneResult } from './prune.js';
 
 export type { Timers };
 export type PruneSchedule = Schedule;

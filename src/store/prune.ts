@@ -1,8 +1,10 @@
 import { sql } from 'kysely';
+import { DAY_MS } from '../clock.js';
 import type { Database } from './database.js';
 import { executeUnsynced } from './unsynced.js';
 
-export const DAY_MS = 86_400_000;
+// Until src/sinks/nats.ts imports it from src/clock.ts (its owner switches it), the one DAY_MS is also reachable here.
+export { DAY_MS };
 
 /** Outbox rows that keep their delivery: work, dead letters and set-aside work. */
 const UNSETTLED = sql<boolean>`outbox.status IN ('pending', 'dead', 'set_aside')`;

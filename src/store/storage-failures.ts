@@ -1,18 +1,13 @@
 import type { Clock } from '../clock.js';
+import { causeChain, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-
-const REASON_MAX = 200;
 
 /**
  * Why storage failed, safe to log and to show on the internal /readyz: the driver's code and
  * message of the innermost cause, cut short (no query text or parameters, which could carry a body).
  */
 export function storageFailureReason(error: unknown): string {
-  let inner = error;
-  while (inner instanceof Error && inner.cause !== undefined) inner = inner.cause;
-  const { code, message } = inner instanceof Error ? (inner as Error & { code?: unknown }) : { code: undefined, message: String(inner) };
-  const text = typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message;
-  return text.length > REASON_MAX ? `${text.slice(0, REASON_MAX)}…` : text;
+  return describeError(causeChain(error).at(-1), { codes: true });
 }
 
 export interface StorageFailureLogOptions {

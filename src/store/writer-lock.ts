@@ -1,10 +1,11 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { RelayError } from '../errors.js';
 import { DatabaseOpenError, isPostgresUrl } from './database.js';
 
 /** Another process holds the file's writer lock: a relay serves it, or `store copy` reads it. */
-export class WriterLockedError extends Error {
+export class WriterLockedError extends RelayError {
   readonly code = 'database_in_use';
   constructor(readonly file: string) {
     super(

@@ -12,6 +12,7 @@ import {
   TraceIdRatioBasedSampler,
   type Sampler,
 } from '@opentelemetry/sdk-trace-base';
+import { describeError, RelayError } from '../errors.js';
 
 /** One span of the relay's own (contract section 11); a no-op when tracing is off. */
 export interface TraceSpan {
@@ -49,7 +50,7 @@ export const tracingOff: Tracing = {
 };
 
 /** A setting of the standard `OTEL_*` variables the relay cannot use; named in the message. */
-export class TracingConfigError extends Error {
+export class TracingConfigError extends RelayError {
   readonly code = 'invalid_tracing_config';
 }
 
@@ -91,7 +92,7 @@ export function createTracing(env: Record<string, string | undefined>): Tracing 
       logFields: { trace_id: traceId, span_id: spanId },
       end(attributes, error) {
         if (attributes) span.setAttributes(attributes);
-        if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message.slice(0, 200) : 'failed' });
+        if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: describeError(error) });
         span.end();
       },
     };

@@ -2,6 +2,9 @@ import pRetry from 'p-retry';
 import { z } from 'zod';
 import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
 import type { ProxyEnv } from '../egress/proxy-env.js';
+import { errorCodeOf } from '../errors.js';
+import { parseIsoWithZone } from '../iso-time.js';
+import { isRecord } from '../json.js';
 import { parseRetryAfter, waitRestOfRetryAfter } from '../retry-after.js';
 import {
   InvalidWebhookIdError,
@@ -48,7 +51,7 @@ const boxSchema = z.looseObject({
   id: z.string().min(1),
   name: z.string().optional().catch(undefined),
   state: z.string().min(1),
-  updatedAt: z.iso.datetime({ offset: true }),
+  updatedAt: z.string().refine((text) => parseIsoWithZone(text) !== undefined, 'not an ISO-8601 time with a zone'),
 });
 export type UpstreamBox = z.infer<typeof boxSchema>;
 
@@ -179,7 +182,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       });
       text = await readCapped(response, maxResponseBytes);
     } catch (err) {
-      const failure = describeTransportFailure(err, timeoutMs);
+      const failure = transportFailure(err, timeoutMs);
       failure.reason += ` at ${host}`; // a wrong base URL is the usual cause: show where it went
       if (call.lostGuidance !== undefined && !failure.surelyNotSent) {
         throw new UpstreamResponseLostError(operation, failure.reason, call.lostGuidance, { cause: err });
@@ -342,10 +345,6 @@ const errorBodySchema = z.looseObject({
     .catch(undefined),
 });
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** The webhook sits under `webhook` or at the top level. */
 function pickWebhook(body: unknown): unknown {
   return isRecord(body) && isRecord(body.webhook) ? body.webhook : body;
@@ -401,21 +400,13 @@ function isRetryable(error: unknown): boolean {
   return error.status === 408 || error.status >= 500;
 }
 
-function describeTransportFailure(err: unknown, timeoutMs: number): { reason: string; surelyNotSent: boolean } {
+/** Why no answer came, in the upstream errors' words, and whether the request surely never left. */
+function transportFailure(err: unknown, timeoutMs: number): { reason: string; surelyNotSent: boolean } {
   if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
     return { reason: `no answer within ${timeoutMs} ms`, surelyNotSent: false };
   }
-  const code = findErrorCode(err);
+  const code = errorCodeOf(err);
   if (code === undefined) return { reason: 'connection failed', surelyNotSent: false };
   const beforeSending = NOT_SENT_CODES.has(code) || /CERT|TLS|SSL/.test(code);
   return { reason: `connection failed: ${code}`, surelyNotSent: beforeSending };
-}
-
-/** fetch wraps the socket error: `TypeError('fetch failed', { cause })`, sometimes an AggregateError. */
-function findErrorCode(err: unknown, depth = 0): string | undefined {
-  if (!isRecord(err) || depth > 4) return undefined;
-  const record = err;
-  if (typeof record.code === 'string') return record.code;
-  const nested = Array.isArray(record.errors) ? record.errors[0] : record.cause;
-  return findErrorCode(nested, depth + 1);
 }

@@ -1,22 +1,12 @@
+import { RelayError, type UpstreamErrorCode } from '../errors.js';
+
 /**
  * Failures of calls to the Sandbox Service API, one class per failure, each with a stable `code`
  * (the `boxrelay upstream ...` CLI and its scripts branch on it). Messages are built by the client
  * from sanitized parts: they never carry the API key, a webhook secret or a raw response body.
  */
-export type UpstreamErrorCode =
-  | 'upstream_api_error'
-  | 'upstream_unreachable'
-  | 'upstream_response_lost'
-  | 'upstream_invalid_response'
-  | 'invalid_webhook_id';
-
-export abstract class UpstreamError extends Error {
-  abstract readonly code: UpstreamErrorCode;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
+export abstract class UpstreamError extends RelayError {
+  abstract override readonly code: UpstreamErrorCode;
 }
 
 export interface UpstreamApiErrorInit {

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes, scryptSync } from 'node:crypto';
+import { RelayError, type SecretCipherErrorCode } from '../errors.js';
 
 /**
  * Encrypts webhook signing secrets at rest (the `secrets` table) with AES-256-GCM.
@@ -22,15 +23,12 @@ const PREFIX = 'enc:v1:';
 const AAD = Buffer.from('enc:v1');
 const SCRYPT_SALT = 'boxrelay/secret-cipher/v1';
 
-export type SecretCipherErrorCode = 'secret_key_invalid' | 'secret_key_missing' | 'secret_format_invalid' | 'secret_decrypt_failed';
-
-export class SecretCipherError extends Error {
+export class SecretCipherError extends RelayError {
   constructor(
     readonly code: SecretCipherErrorCode,
     message: string,
   ) {
     super(message);
-    this.name = 'SecretCipherError';
   }
 }
 

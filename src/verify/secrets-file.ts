@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
+import { describeError, errorCodeOf, RelayError } from '../errors.js';
 import { parseIsoWithZone } from '../iso-time.js';
-import type { Logger } from '../log.js';
+import { oncePerReason, type Logger, type ReasonLog } from '../log.js';
 import type { SecretsSnapshot, SigningSecret } from './secrets.js';
 
 /** A problem in the secrets file, named by line number only: the line itself holds a secret. */
-export class SecretsFileError extends Error {
+export class SecretsFileError extends RelayError {
   readonly code = 'invalid_secrets_file';
 }
 
@@ -40,15 +41,19 @@ export interface SecretsFileOptions {
 export class SecretsFile implements SecretsSnapshot {
   private secrets: SigningSecret[] = [];
   private lastText: string | undefined;
-  private lastProblem: string | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly readFile: (path: string) => string;
+  private readonly report: ReasonLog<string>;
 
   constructor(
     readonly path: string,
     private readonly options: SecretsFileOptions,
   ) {
     this.readFile = options.readFile ?? ((p) => readFileSync(p, 'utf8'));
+    // Each distinct problem once, not on every poll.
+    this.report = oncePerReason((reason: string) =>
+      options.logger.error({ secretsFile: path, reason }, 'secrets file unreadable or invalid; keeping the last good set'),
+    );
   }
 
   current(): SigningSecret[] {
@@ -68,7 +73,7 @@ export class SecretsFile implements SecretsSnapshot {
     try {
       text = this.readFile(this.path);
     } catch (error) {
-      this.report((error as NodeJS.ErrnoException).code ?? 'unreadable');
+      this.report(errorCodeOf(error) ?? 'unreadable');
       return false;
     }
     if (text === this.lastText) return false;
@@ -76,10 +81,10 @@ export class SecretsFile implements SecretsSnapshot {
     try {
       this.secrets = parseSecretsFile(text);
     } catch (error) {
-      this.report((error as Error).message);
+      this.report(describeError(error));
       return false;
     }
-    this.lastProblem = undefined;
+    this.report.clear();
     this.options.logger.info({ secretsFile: this.path, count: this.secrets.length }, 'secrets file reloaded');
     this.options.onChange?.(this.secrets);
     return true;
@@ -92,13 +97,5 @@ export class SecretsFile implements SecretsSnapshot {
 
   stop(): void {
     clearInterval(this.timer);
-  }
-
-  /** Logs each distinct problem once, not on every poll. */
-  private report(reason: string): void {
-    if (reason !== this.lastProblem) {
-      this.options.logger.error({ secretsFile: this.path, reason }, 'secrets file unreadable or invalid; keeping the last good set');
-    }
-    this.lastProblem = reason;
   }
 }

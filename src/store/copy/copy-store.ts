@@ -1,9 +1,10 @@
 import { sql, type Kysely } from 'kysely';
+import { describeError, RelayError } from '../../errors.js';
 import { databaseLocation, type Database } from '../database.js';
 import { COPIED, type CopiedTable } from './tables.js';
 
 /** The target already holds a relay's data and `--resume` was not given. */
-export class CopyTargetNotEmptyError extends Error {
+export class CopyTargetNotEmptyError extends RelayError {
   readonly code = 'target_not_empty';
   constructor(url: string, holds: string[]) {
     super(
@@ -14,10 +15,10 @@ export class CopyTargetNotEmptyError extends Error {
 }
 
 /** The copy stopped part-way; what was copied stays, and `--resume` continues from there. */
-export class CopyInterruptedError extends Error {
+export class CopyInterruptedError extends RelayError {
   readonly code = 'copy_interrupted';
   constructor(cause: unknown) {
-    super(`the copy stopped part-way: ${(cause as Error).message}; run it again with --resume to continue`, { cause });
+    super(`the copy stopped part-way: ${describeError(cause)}; run it again with --resume to continue`, { cause });
   }
 }
 

@@ -119,7 +119,7 @@ describe('operator events, pause and resume on the buses', () => {
     for (const bus of ['nats', 'amqp', 'redis', 'mqtt']) await busUp(t, bus);
 
     const paused = await request(t.relay.internalApp).post('/admin/sinks/redis/pause').set(adminAuth);
-    expect(paused.body).toEqual({ ok: true, sink: { name: 'redis', kind: 'redis', up: true, paused: true, pending: 0, deadLetters: 0 } });
+    expect(paused.body).toEqual({ ok: true, sink: { name: 'redis', kind: 'redis', up: true, paused: true, pending: 0, deadLetters: 0, throttled: false } });
     // Paused: accepted events wait for it, and flow to the others.
     const held = await t.post({ boxId: 'bx_held' });
     await request(t.relay.internalApp).post('/admin/sinks/redis/resume').set(adminAuth).expect(200);

@@ -104,7 +104,7 @@ describe('boxrelay CLI: version and errors', () => {
     const result = await runCli(args, { BOXRELAY_DATABASE: database });
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('');
-    expect(result.stderr).toMatch(new RegExp(`^boxrelay: ${command} needs the server's sinks: set BOXRELAY_NATS_URL .* or BOXRELAY_HOOKS_FILE `));
+    expect(result.stderr).toMatch(new RegExp(`^boxrelay: ${command} needs the server's sinks: set a bus URL \\(e\\.g\\. BOXRELAY_NATS_URL=.*\\) or BOXRELAY_HOOKS_FILE `));
     expect(existsSync(database)).toBe(false);
   });
 

@@ -9,7 +9,7 @@ import { proxyEnvOf } from '../src/egress/proxy-env.js';
 import { createUpstreamClient } from '../src/upstream/client.js';
 import { testCertificates, type TestCertificates } from './support/certificates.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
-import { allDelivered, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
+import { ADMIN_TOKEN, adminAuth, allDelivered, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { forwardProxy, type ForwardProxy } from './support/forward-proxy.js';
 import { runCli } from './support/process.js';
@@ -233,7 +233,7 @@ describe('hooks and the upstream API through proxies, and TLS per hook', () => {
       BOXRELAY_SECRETS: SECRET,
       BOXRELAY_DATABASE: sqliteFile(),
       BOXRELAY_HOOKS_FILE: hooksFile,
-      BOXRELAY_ADMIN_TOKEN: 'admin',
+      BOXRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
       BOXRELAY_UPSTREAM_BASE_URL: upstream.baseUrl,
       BOXRELAY_UPSTREAM_API_KEY: upstream.apiKey,
       BOXRELAY_RECONCILE_INTERVAL: 'off',
@@ -245,7 +245,7 @@ describe('hooks and the upstream API through proxies, and TLS per hook', () => {
     const answer = await sendRaw(request(`http://127.0.0.1:${relayProcess.port}`).post('/webhooks').set(d.headers), d.body);
     expect(answer.status).toBe(200);
     await receiver.received(1);
-    const run = await request(`http://127.0.0.1:${relayProcess.internalPort}`).post('/admin/reconcile').set({ Authorization: 'Bearer admin' });
+    const run = await request(`http://127.0.0.1:${relayProcess.internalPort}`).post('/admin/reconcile').set(adminAuth);
     expect(run.status).toBe(202);
     await waitFor(async () => p.passed.some((x) => x.target.startsWith(`${upstream.baseUrl}/boxes`)), 'the run to list boxes through the proxy');
     expect(p.passed[0]).toEqual({ method: 'POST', target: receiver.url, authorization: undefined });

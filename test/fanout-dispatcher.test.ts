@@ -26,6 +26,19 @@ describe('dispatcher', () => {
     expect(wide.mostInFlight).toBe(3);
   });
 
+  it('never sends a row twice when a claim finds it again while its attempt is still under way (its lease ran out meanwhile)', async () => {
+    const slow = await server((_req, i) => (i === 0 ? { status: 200, delayMs: 300 } : 200));
+    const t = await relay({ hooks: [hook('h', slow.url)] });
+    const first = (await t.post({ boxId: 'bx_a' })).deliveryId;
+    await slow.receivedAtLeast(1);
+    // The first attempt is still under way when its lease has run out: the next claim finds its row again.
+    t.clock.advance(60 * 60_000);
+    const second = (await t.post({ boxId: 'bx_b' })).deliveryId;
+    await slow.received(2);
+    await allDelivered(t, 'h');
+    expect(ids(slow)).toEqual([first, second]);
+  });
+
   it('on stop lets calls in flight finish within the grace, then cuts and releases the rest', async () => {
     const slow = await server(() => ({ status: 200, delayMs: 100 }));
     const a = await relay({ hooks: [hook('h', slow.url)] });

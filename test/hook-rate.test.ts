@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
-import { adminAuth, allDelivered, fanoutFixture, hook, metricValue } from './support/fanout-relay.js';
+import { ADMIN_TOKEN, adminAuth, allDelivered, fanoutFixture, hook, metricValue } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookRequest, HookServer } from './support/hook-server.js';
 import type { TestRelay } from './support/relay.js';
@@ -69,6 +69,7 @@ describe('maxPerSecond per hook', () => {
     expect((await sinks()).find((s) => s.name === 'free')).toMatchObject({ throttled: false });
     await allDelivered(t, 'limited');
     expect((await sinks()).find((s) => s.name === 'limited')).toMatchObject({ pending: 0, throttled: false });
+    await target.received(5);
     expect(tooClose(target.requests.slice(1), 1)).toEqual([]);
   });
 
@@ -77,13 +78,13 @@ describe('maxPerSecond per hook', () => {
     const database = sqliteFile();
     const hooksFile = join(dirname(database), 'hooks.yaml');
     writeFileSync(hooksFile, JSON.stringify([{ name: 'limited', url: target.url, maxPerSecond: 1, concurrency: 2 }]));
-    const relayProcess = await serve({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_HOOKS_FILE: hooksFile, BOXRELAY_ADMIN_TOKEN: 'admin' });
+    const relayProcess = await serve({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_HOOKS_FILE: hooksFile, BOXRELAY_ADMIN_TOKEN: ADMIN_TOKEN });
     const internal = request(`http://127.0.0.1:${relayProcess.internalPort}`);
     for (let i = 0; i < 5; i++) {
       const d = delivery({ timestamp: Math.floor(Date.now() / 1000), boxId: `bx_${i}` });
       expect((await sendRaw(request(`http://127.0.0.1:${relayProcess.port}`).post('/webhooks').set(d.headers), d.body)).status).toBe(200);
     }
-    const sinks = async () => (await internal.get('/admin/sinks').set({ Authorization: 'Bearer admin' })).body.sinks[0] as { pending: number; throttled: boolean };
+    const sinks = async () => (await internal.get('/admin/sinks').set(adminAuth)).body.sinks[0] as { pending: number; throttled: boolean };
     const throttled = await waitFor(async () => {
       const row = await sinks();
       return row.throttled ? row : undefined;

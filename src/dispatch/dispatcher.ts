@@ -77,6 +77,13 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   /** Nothing is claimed before start() has set aside and released what it must. */
   let running = false;
 
+  /**
+   * Rows this process is working on, or has delivered and not yet recorded. A claim that finds one
+   * again (its lease ran out while the attempt or the record took long) must not send it twice.
+   */
+  const working = new Set<number>();
+  const recording = new Set<number>();
+
   /** Delivered rows are recorded in batches: one statement for the acks that arrive together. */
   let delivered: Delivered[] = [];
   let flushing: Promise<void> = Promise.resolve();
@@ -88,11 +95,13 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       .then(() => outbox.markDelivered(batch))
       // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is no longer pending.
       .then(wake)
-      .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not record delivered rows; they will be sent again'));
+      .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not record delivered rows; they will be sent again'))
+      .finally(() => batch.forEach((row) => recording.delete(row.id)));
     return flushing;
   };
   const markDelivered = (row: Delivered) => {
     if (delivered.length === 0) setImmediate(flushDelivered);
+    recording.add(row.id);
     delivered.push(row);
   };
 
@@ -249,6 +258,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     };
 
     const startWork = (row: ClaimedRow, trial: Trial, current: SinkState) => {
+      // Claimed again while still ours: the claim only renewed its lease.
+      if (working.has(row.id) || recording.has(row.id)) return;
+      working.add(row.id);
       busy++;
       const task = work(sink, row, workMs, trial, current)
         .then((stateChanged) => {
@@ -256,6 +268,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         })
         .catch((error: unknown) => log.error({ err: error, sink: sink.name, outboxId: row.id }, 'could not settle a delivery; its lease will expire'))
         .finally(() => {
+          working.delete(row.id);
           busy--;
           inFlight.delete(task);
           wakeLane();

@@ -181,7 +181,7 @@ export const busUp = (t: TestRelay, bus: string) => waitFor(async () => (await r
 export async function expectListed(t: TestRelay, bus: string, delivered: number): Promise<void> {
   expect((await readyz(t)).checks).toEqual({ storage: 'ok', [bus]: 'ok' });
   const sinks = await request(t.relay.internalApp).get('/admin/sinks').set(adminAuth);
-  expect(sinks.body.sinks).toEqual([{ name: bus, kind: bus, up: true, paused: false, pending: 0, deadLetters: 0 }]);
+  expect(sinks.body.sinks).toEqual([{ name: bus, kind: bus, up: true, paused: false, pending: 0, deadLetters: 0, throttled: false }]);
   expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: bus, outcome: 'delivered' })).toBe(delivered);
   expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: bus })).toBe(1);
 }

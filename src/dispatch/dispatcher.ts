@@ -233,15 +233,24 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     /** The sink's pause state, shared by replicas: read again once per poll interval. */
     let state: SinkState | undefined;
     let stateReadAt = 0;
+    /** Counts pauses and resumes told to this lane: a read or a claim under way across one is stale. */
+    let stateChanges = 0;
 
     const readState = async (): Promise<SinkState> => {
-      if (!state || performance.now() - stateReadAt >= tuning.pollMs) {
-        state = await sinkStates.read(sink.name);
+      while (!state || performance.now() - stateReadAt >= tuning.pollMs) {
+        const before = stateChanges;
+        const read = await sinkStates.read(sink.name);
+        // Read before a pause or a resume told meanwhile: read again rather than keep it.
+        if (before !== stateChanges) continue;
+        state = read;
         stateReadAt = performance.now();
       }
       return state;
     };
-    const forgetState = () => (state = undefined);
+    const forgetState = () => {
+      state = undefined;
+      stateChanges++;
+    };
 
     const hasRoom = () => running && !stopping.signal.aborted && busy < sink.concurrency && (sink.onUp === undefined || sink.up());
 
@@ -302,10 +311,17 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
             if (hasRoom()) await probe(current);
             continue;
           }
+          const stateSeen = stateChanges;
           while (hasRoom()) {
             const limit = claimable();
             if (limit === 0) break;
             const rows = await claim(limit);
+            if (stateSeen !== stateChanges) {
+              // Paused (or resumed) while claiming: the rows go back (but those still under way here) and the state is read again.
+              await outbox.release(rows.filter((row) => !working.has(row.id) && !recording.has(row.id)).map((row) => row.id), owner);
+              wokenWhileClaiming = true;
+              break;
+            }
             rows.forEach((row) => startWork(row, 'normal', current));
             if (rows.length < limit) break;
             // A backlog would otherwise claim and start batch after batch in one turn: webhooks waiting

@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js';
+import type { BusName } from '../errors.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
@@ -33,7 +34,7 @@ export const DEFAULT_BACKOFF = { minMs: 250, maxMs: 5000 };
 /** One entry of BUSES: a bus is on when its URL is set. */
 export interface BusDefinition {
   /** The sink name, its `/admin/sinks` kind and its `/readyz` check. */
-  readonly name: string;
+  readonly name: BusName;
   url(config: Config): string | undefined;
   create(deps: { config: Config; url: string; logger: Logger; tuning?: BusTuning | undefined }): Bus;
 }
@@ -54,7 +55,7 @@ export interface BusLink {
  * such driver and its definition.
  */
 export interface BusDriver<M> {
-  readonly name: string;
+  readonly name: BusName;
   readonly ordering: 'none' | 'per-box';
   /** Publishes awaiting the broker at once. */
   readonly concurrency: number;

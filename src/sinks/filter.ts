@@ -1,5 +1,6 @@
 import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
 type Expr = ReturnType<typeof parse>['expr'];
+import { RelayError } from '../errors.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 
 /**
@@ -21,12 +22,12 @@ export interface EventFilter {
 }
 
 /** An expression that does not compile (a configuration error naming the hook). */
-export class FilterCompileError extends Error {
+export class FilterCompileError extends RelayError {
   readonly code = 'filter_invalid';
 }
 
 /** An evaluation that did not give `true` or `false`: counted as false. */
-export class FilterError extends Error {
+export class FilterError extends RelayError {
   readonly code = 'filter_error';
 }
 

@@ -1,9 +1,9 @@
 import { AMQPError, Connection, type Envelope, type Publisher } from 'rabbitmq-client';
 import type { Config } from '../config/schema.js';
+import { oncePerReason } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
 import { routingTokens } from './nats-subject.js';
-import { oncePerReason } from './once-per-reason.js';
 
 export const AMQP_SINK = 'amqp';
 

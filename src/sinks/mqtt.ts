@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { connect, ErrorWithReasonCode, type IClientPublishOptions, type MqttClient } from 'mqtt';
 import type { Config } from '../config/schema.js';
+import { oncePerReason } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
 import { routingTokens } from './nats-subject.js';
-import { oncePerReason } from './once-per-reason.js';
 
 export const MQTT_SINK = 'mqtt';
 

@@ -20,11 +20,10 @@ import {
 } from '@nats-io/transport-node';
 import type { Config } from '../config/schema.js';
 import type { CloudEvent } from '../events/cloudevent.js';
-import type { Logger } from '../log.js';
+import { oncePerReason, type Logger } from '../log.js';
 import { DAY_MS } from '../store/prune.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
 import type { Bus, BusDefinition } from './bus.js';
-import { oncePerReason } from './once-per-reason.js';
 import {
   BusDownError,
   NatsFlushTimeoutError,

@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import type { Config } from '../config/schema.js';
+import { oncePerReason } from '../log.js';
 import { busSink, type BusDefinition, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
-import { oncePerReason } from './once-per-reason.js';
 
 export const REDIS_SINK = 'redis';
 

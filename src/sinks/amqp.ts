@@ -1,4 +1,5 @@
 import { AMQPError, Connection, type Envelope, type Publisher } from 'rabbitmq-client';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import { oncePerReason } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
@@ -115,7 +116,7 @@ export function createAmqpSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
       if (!connection) return;
       const closing = Promise.allSettled([publisher?.close(), connection.close()]);
       publisher = undefined;
-      await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, ackTimeoutMs).unref())]);
+      await pTimeout(closing, { milliseconds: ackTimeoutMs, message: false });
     },
   });
 }

@@ -1,3 +1,4 @@
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import type { BusName } from '../errors.js';
 import type { DependencyStatus } from '../dependency-status.js';
@@ -102,17 +103,11 @@ export function busSink<M>(driver: BusDriver<M>): Bus {
     async deliver(event, _signal, trace) {
       if (status.state !== 'ok') throw new BusDownError(driver.name);
       const message = driver.message(event, eventJson(event), trace?.traceparent);
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(new BusNoAnswerError(driver.name, driver.ackTimeoutMs)), driver.ackTimeoutMs);
-      });
-      try {
-        await Promise.race([driver.publish(message).catch((error: unknown) => Promise.reject(driver.classify(error, message))), late]);
-      } catch (error) {
-        throw asSinkFailure(error);
-      } finally {
-        clearTimeout(timer);
-      }
+      const published = driver.publish(message).catch((error: unknown) => Promise.reject(driver.classify(error, message)));
+      await pTimeout(published, {
+        milliseconds: driver.ackTimeoutMs,
+        fallback: () => Promise.reject(new BusNoAnswerError(driver.name, driver.ackTimeoutMs)),
+      }).catch((error: unknown) => Promise.reject(asSinkFailure(error)));
     },
     async close() {
       status = { state: 'down' };

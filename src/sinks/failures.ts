@@ -148,8 +148,8 @@ export class NatsNoAckError extends RetryableFailure {
 
 /** Core mode: the server's PONG did not come back in time. */
 export class NatsFlushTimeoutError extends RetryableFailure {
-  constructor(timeoutMs: number) {
-    super('nats_flush_timeout', `no flush from NATS within ${timeoutMs} ms`);
+  constructor(timeoutMs: number, options?: ErrorOptions) {
+    super('nats_flush_timeout', `no flush from NATS within ${timeoutMs} ms`, options);
   }
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { connect, ErrorWithReasonCode, type IClientPublishOptions, type MqttClient } from 'mqtt';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import { oncePerReason } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
@@ -96,7 +97,7 @@ export function createMqttSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
       client = undefined;
       if (!mqtt) return;
       // Not forced: what is in flight is acknowledged first, within the ack timeout.
-      await Promise.race([mqtt.endAsync(false), new Promise((resolve) => setTimeout(resolve, ackTimeoutMs).unref())]).catch(() => {});
+      await pTimeout(mqtt.endAsync(false), { milliseconds: ackTimeoutMs, message: false }).catch(() => {});
       await mqtt.endAsync(true).catch(() => {});
     },
   });

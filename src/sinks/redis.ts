@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import { oncePerReason } from '../log.js';
 import { busSink, type BusDefinition, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
@@ -91,7 +92,7 @@ export function createRedisSink({ settings, url, logger, ackTimeoutMs = DEFAULT_
       client = undefined;
       if (!redis) return;
       if (redis.status !== 'ready') return redis.disconnect();
-      await Promise.race([redis.quit(), new Promise((resolve) => setTimeout(resolve, ackTimeoutMs).unref())]).catch(() => {});
+      await pTimeout(redis.quit(), { milliseconds: ackTimeoutMs, message: false }).catch(() => {});
       redis.disconnect();
     },
   });

@@ -1,7 +1,7 @@
 import { AMQPError, Connection, type Envelope, type Publisher } from 'rabbitmq-client';
 import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
-import { oncePerReason } from '../log.js';
+import { oncePerReason, untrusted } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
 import { routingTokens } from './nats-subject.js';
@@ -128,7 +128,7 @@ export function createAmqpSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
  */
 function classifyAmqp(error: unknown, routingKey: string): SinkFailure {
   if (!(error instanceof AMQPError)) return asSinkFailure(error);
-  const message = error.message.slice(0, 300);
+  const message = untrusted(error.message, 300);
   const refusedPublish = REFUSALS.has(error.code) && message.startsWith('BasicPublish:');
   const topic = /topic '([^']*)'/.exec(message)?.[1];
   if (refusedPublish && (topic === undefined || topic === routingKey)) {

@@ -1,6 +1,7 @@
 import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
 type Expr = ReturnType<typeof parse>['expr'];
 import { RelayError } from '../errors.js';
+import { untrusted } from '../log.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 
 /**
@@ -183,4 +184,4 @@ function sizeOf(event: CloudEvent, within: (collection: number, chars: number) =
   return { collection, chars };
 }
 
-const firstLine = (error: unknown): string => String((error as Error).message ?? error).split('\n')[0]!.slice(0, 200);
+const firstLine = (error: unknown): string => untrusted(String((error as Error).message ?? error).split('\n')[0]!, 200);

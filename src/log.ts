@@ -52,7 +52,7 @@ export interface ReasonLog<T> {
 }
 
 export interface ThrottleOptions<T> {
-  /** Failures of different keys (one per hook, say) are throttled apart; keys are few. Default: one key. */
+  /** Failures of different keys (one per hook, one per reason) are throttled apart. Default: one key. */
   keyOf?: (failure: T) => string;
   /** A failure whose reason differs from the one last logged for its key is logged at once. Default: one reason. */
   reasonOf?: (failure: T) => string;
@@ -81,6 +81,9 @@ export function throttledLog<T>(
       return;
     }
     log(failure, last?.unlogged ?? 0);
+    // A key whose period is over and that left nothing out would be logged anew anyway: forgotten,
+    // so keys met once (a reason of a past outage) do not pile up.
+    if (every) for (const [other, entry] of logged) if (entry.unlogged === 0 && now - entry.at >= every.ms) logged.delete(other);
     logged.set(key, { reason, at: now, unlogged: 0 });
   };
   return Object.assign(report, { clear: () => logged.clear() });

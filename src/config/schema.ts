@@ -1,6 +1,7 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { z } from 'zod';
 import type { ProxyEnv } from '../egress/proxy-env.js';
+import { describeError } from '../errors.js';
 import { untrusted } from '../log.js';
 import { compileFilter } from '../sinks/filter.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
@@ -86,7 +87,7 @@ function checkHookFilter(hook: { name: string; filter?: string | undefined }, ct
   try {
     compileFilter(hook.filter);
   } catch (error) {
-    ctx.addIssue({ code: 'custom', path: ['filter'], message: `hook ${hook.name}: filter does not compile: ${(error as Error).message}` });
+    ctx.addIssue({ code: 'custom', path: ['filter'], message: `hook ${hook.name}: filter does not compile: ${describeError(error)}` });
   }
 }
 

@@ -1,6 +1,7 @@
 import { AMQPError, Connection, type Envelope, type Publisher } from 'rabbitmq-client';
 import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
+import { describeError } from '../errors.js';
 import { oncePerReason, untrusted } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
@@ -58,7 +59,7 @@ export function createAmqpSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
         return link.up();
       } catch (error) {
         if (current !== generation) return;
-        const reason = `RabbitMQ refused declaring exchange ${exchange}${settings.amqpQueue ? ` and queue ${settings.amqpQueue}` : ''}: ${(error as Error).message}`;
+        const reason = `RabbitMQ refused declaring exchange ${exchange}${settings.amqpQueue ? ` and queue ${settings.amqpQueue}` : ''}: ${describeError(error)}`;
         report(reason);
         if (!connection.ready) return link.down();
         link.refused(reason);

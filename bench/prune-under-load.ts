@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import pg from 'pg';
 import { isPostgresUrl } from '../src/store/database.js';
-import { DAY_MS } from '../src/store/prune.js';
+import { DAY_MS } from '../src/clock.js';
 import { runLoad } from './load.js';
 import { prefill, type Span } from './prefill.js';
 import { runNode } from './processes.js';

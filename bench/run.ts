@@ -14,7 +14,7 @@ import { runPostgres } from './postgres.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
-import { DAY_MS } from '../src/store/prune.js';
+import { DAY_MS } from '../src/clock.js';
 import { prefill } from './prefill.js';
 import { runPruneUnderLoad } from './prune-under-load.js';
 import { runStatsQuery } from './stats-query.js';

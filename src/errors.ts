@@ -22,7 +22,9 @@ export type ErrorCode =
   | ReconcileFailureCode
   | SecretCipherErrorCode
   | StoreErrorCode
-  | SetupErrorCode;
+  | SetupErrorCode
+  | SinkFailureCode
+  | HookFilterErrorCode;
 
 /** Refusals an HTTP client sees, each with its status in src/http/status.ts. */
 export type HttpErrorCode =
@@ -43,6 +45,15 @@ export type HttpErrorCode =
   | 'reconcile_in_progress'
   | 'reconcile_not_configured'
   | 'internal_error';
+
+/**
+ * A relay error an HTTP client may see as such: only these classes answer with their own code and
+ * status (src/http/status.ts). Any other error, even one whose code is spelled like an HTTP code (a
+ * sink's `invalid_request`), answers 500 `internal_error`.
+ */
+export abstract class HttpRefusal extends RelayError {
+  abstract override readonly code: HttpErrorCode;
+}
 
 /** Calls to the Sandbox Service API (src/upstream/errors.ts); the `boxrelay upstream` scripts branch on them. */
 export type UpstreamErrorCode =
@@ -69,6 +80,23 @@ export type StoreErrorCode =
   | 'backup_over_source'
   | 'target_not_empty'
   | 'copy_interrupted';
+
+/** The buses: each bus's failure codes start with its name (`amqp_down`, `redis_timeout`, `nats_no_ack`). */
+export type BusName = 'nats' | 'amqp' | 'redis' | 'mqtt';
+
+/** Why an attempt on a sink failed (src/sinks/failures.ts): kept in `last_error`, never an HTTP answer. */
+export type SinkFailureCode =
+  | 'event_not_serializable'
+  | 'sink_error'
+  | 'aborted'
+  | 'invalid_request'
+  | 'timeout'
+  | 'connection_error'
+  | `http_${number}`
+  | `${BusName}_${string}`;
+
+/** A hook's CEL filter (src/sinks/filter.ts): one that does not compile, one that fails on an event. */
+export type HookFilterErrorCode = 'filter_invalid' | 'filter_error';
 
 /** Start-up and CLI refusals: settings, usage, the upstream commands. */
 export type SetupErrorCode =
@@ -142,107 +170,107 @@ function textOf(error: unknown, codes: boolean): string {
   return text === '' ? code : `${code}: ${text}`;
 }
 
-export class MissingHeaderError extends RelayError {
+export class MissingHeaderError extends HttpRefusal {
   readonly code = 'missing_header';
   constructor(readonly header: string) {
     super(`missing or empty header ${header}`);
   }
 }
 
-export class DuplicateHeaderError extends RelayError {
+export class DuplicateHeaderError extends HttpRefusal {
   readonly code = 'duplicate_header';
   constructor(readonly header: string) {
     super(`header ${header} given more than once`);
   }
 }
 
-export class MalformedTimestampError extends RelayError {
+export class MalformedTimestampError extends HttpRefusal {
   readonly code = 'malformed_timestamp';
   constructor() {
     super('X-Service-Timestamp must be Unix seconds in ASCII digits');
   }
 }
 
-export class TimestampOutOfWindowError extends RelayError {
+export class TimestampOutOfWindowError extends HttpRefusal {
   readonly code = 'timestamp_out_of_window';
   constructor(toleranceSeconds: number) {
     super(`X-Service-Timestamp is more than ${toleranceSeconds} seconds from now`);
   }
 }
 
-export class PayloadTooLargeError extends RelayError {
+export class PayloadTooLargeError extends HttpRefusal {
   readonly code = 'payload_too_large';
   constructor(limitBytes: number) {
     super(`body exceeds ${limitBytes} bytes`);
   }
 }
 
-export class MalformedSignatureError extends RelayError {
+export class MalformedSignatureError extends HttpRefusal {
   readonly code = 'malformed_signature';
   constructor() {
     super('X-Service-Signature has no well-formed v1 item');
   }
 }
 
-export class InvalidSignatureError extends RelayError {
+export class InvalidSignatureError extends HttpRefusal {
   readonly code = 'invalid_signature';
   constructor() {
     super('no accepted secret produces this signature');
   }
 }
 
-export class InvalidEventError extends RelayError {
+export class InvalidEventError extends HttpRefusal {
   readonly code = 'invalid_event';
 }
 
-export class DeliveryIdMismatchError extends RelayError {
+export class DeliveryIdMismatchError extends HttpRefusal {
   readonly code = 'delivery_id_mismatch';
   constructor() {
     super('body id differs from X-Service-Delivery');
   }
 }
 
-export class NotFoundError extends RelayError {
+export class NotFoundError extends HttpRefusal {
   readonly code = 'not_found';
   constructor(message = 'not found') {
     super(message);
   }
 }
 
-export class MethodNotAllowedError extends RelayError {
+export class MethodNotAllowedError extends HttpRefusal {
   readonly code = 'method_not_allowed';
   constructor() {
     super('method not allowed');
   }
 }
 
-export class StorageUnavailableError extends RelayError {
+export class StorageUnavailableError extends HttpRefusal {
   readonly code = 'storage_unavailable';
   constructor(options?: ErrorOptions) {
     super('storage cannot commit; retry later', options);
   }
 }
 
-export class UnauthorizedError extends RelayError {
+export class UnauthorizedError extends HttpRefusal {
   readonly code = 'unauthorized';
   constructor() {
     super('missing or invalid bearer token');
   }
 }
 
-export class InvalidRequestError extends RelayError {
+export class InvalidRequestError extends HttpRefusal {
   readonly code = 'invalid_request';
 }
 
 /** A reconciliation run is going on (on this or another replica): one at a time. */
-export class ReconcileInProgressError extends RelayError {
+export class ReconcileInProgressError extends HttpRefusal {
   readonly code = 'reconcile_in_progress';
   constructor() {
     super('a reconciliation run is in progress; see GET /admin/reconcile');
   }
 }
 
-export class ReconcileNotConfiguredError extends RelayError {
+export class ReconcileNotConfiguredError extends HttpRefusal {
   readonly code = 'reconcile_not_configured';
   constructor() {
     super('reconciliation needs BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY');
@@ -250,7 +278,7 @@ export class ReconcileNotConfiguredError extends RelayError {
 }
 
 /** A fault of the relay itself; the cause is logged, never sent. */
-export class InternalError extends RelayError {
+export class InternalError extends HttpRefusal {
   readonly code = 'internal_error';
   constructor(options?: ErrorOptions) {
     super('internal error', options);

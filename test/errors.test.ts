@@ -6,6 +6,8 @@ import { UpstreamUnreachableError } from '../src/upstream/errors.js';
 import { DatabaseBusyError } from '../src/store/database.js';
 import { LeaseLostError } from '../src/reconcile/errors.js';
 import { ConfigError } from '../src/config/load.js';
+import { BusDownError, HookRequestInvalidError, asSinkFailure } from '../src/sinks/failures.js';
+import { FilterError } from '../src/sinks/filter.js';
 
 const systemError = (message: string, code: string) => Object.assign(new Error(message), { code });
 
@@ -18,6 +20,22 @@ describe('one error base', () => {
     expect(new LeaseLostError()).toMatchObject({ code: 'reconcile_lease_lost' });
     expect(new DatabaseBusyError(3)).toMatchObject({ code: 'database_busy', name: 'DatabaseBusyError' });
     expect(new ConfigError(['x: bad'])).toMatchObject({ code: 'invalid_config', name: 'ConfigError' });
+    expect(new BusDownError('amqp')).toBeInstanceOf(RelayError);
+    expect(new BusDownError('amqp')).toMatchObject({ code: 'amqp_down', name: 'BusDownError', retryable: true });
+    expect(new FilterError('no bool')).toMatchObject({ code: 'filter_error', name: 'FilterError' });
+  });
+
+  it('a sink failure is never an HTTP answer, even with a code spelled like one', () => {
+    const hook = new HookRequestInvalidError();
+    expect(hook.code).toBe('invalid_request');
+    expect(isHttpRefusal(hook)).toBe(false);
+    expect(asRelayError(hook)).toMatchObject({ code: 'internal_error', cause: hook });
+  });
+
+  it('a library error met by a sink is retried, told by the one describer', () => {
+    const failure = asSinkFailure(new TypeError('fetch failed', { cause: systemError('x'.repeat(500), 'ECONNRESET') }));
+    expect(failure).toMatchObject({ code: 'sink_error', retryable: true });
+    expect(failure.message).toBe(`fetch failed: ${'x'.repeat(200)}…(500 chars)`);
   });
 
   it('only codes with an HTTP meaning have a status; our other errors answer 500 internal_error', () => {

@@ -1,6 +1,8 @@
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Webhook } from 'standardwebhooks';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hookSchema } from '../src/config/schema.js';
 import type { CloudEvent } from '../src/events/cloudevent.js';
@@ -10,6 +12,7 @@ import { ManualClock } from './support/clock.js';
 import { sqliteFile } from './support/databases.js';
 import { hookServer, type HookServer } from './support/hook-server.js';
 import { requireBuild, runCli } from './support/process.js';
+import { HOOK_SECRET } from './support/admin.js';
 import { SECRET } from './support/sign.js';
 
 const TOKEN = 'Bearer s3cret-token-value';
@@ -79,6 +82,33 @@ describe('hook headers', () => {
       await expect(plain.deliver(deep, new AbortController().signal)).rejects.toMatchObject({ code: 'event_not_serializable', retryable: false });
       await plain.deliver(event('evt_2'), new AbortController().signal);
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_2']);
+    });
+  });
+
+  describe('a signed hook request', () => {
+    let receiver: HookServer | undefined;
+    afterEach(async () => {
+      await receiver?.close();
+      receiver = undefined;
+    });
+
+    it('carries webhook-id, webhook-timestamp and webhook-signature v1,<base64>, verified by the standardwebhooks library', async () => {
+      receiver = await hookServer();
+      const clock = new ManualClock(Date.now());
+      const sink = createHttpHookSink({ hook: hookSchema.parse({ name: 'signed', url: receiver.url, secret: HOOK_SECRET }), clock });
+      const event: CloudEvent = { specversion: '1.0', id: 'evt_signed', source: 'sandbox', type: 'box.ready', subject: 'bx_1', time: new Date(0).toISOString(), datacontenttype: 'application/json', data: { note: 'é' } };
+      await sink.deliver(event, new AbortController().signal);
+      const [request] = await receiver.received(1);
+      const { headers, body } = request!;
+      const timestamp = String(Math.floor(clock.now() / 1000));
+      expect(headers['webhook-id']).toBe('evt_signed');
+      expect(headers['webhook-timestamp']).toBe(timestamp);
+      // The documented scheme, computed here without the library: HMAC-SHA256 of id.timestamp.body under the decoded key.
+      const key = Buffer.from(HOOK_SECRET.slice('whsec_'.length), 'base64');
+      const expected = createHmac('sha256', key).update(`evt_signed.${timestamp}.${body}`).digest('base64');
+      expect(headers['webhook-signature']).toBe(`v1,${expected}`);
+      expect(new Webhook(HOOK_SECRET).verify(body, headers as Record<string, string>)).toMatchObject({ id: 'evt_signed', data: { note: 'é' } });
+      expect(() => new Webhook(`whsec_${Buffer.from('another key').toString('base64')}`).verify(body, headers as Record<string, string>)).toThrow();
     });
   });
 });

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseEvent } from '../src/events/parse-event.js';
-import { DAY_MS } from '../src/store/prune.js';
+import { DAY_MS } from '../src/clock.js';
 import { openStore } from '../src/store/store.js';
 import { sqliteFile } from './support/databases.js';
 import { requireBuild, runCli } from './support/process.js';

@@ -1,6 +1,8 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { z } from 'zod';
 import type { ProxyEnv } from '../egress/proxy-env.js';
+import { describeError } from '../errors.js';
+import { untrusted } from '../log.js';
 import { compileFilter } from '../sinks/filter.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 
@@ -85,7 +87,7 @@ function checkHookFilter(hook: { name: string; filter?: string | undefined }, ct
   try {
     compileFilter(hook.filter);
   } catch (error) {
-    ctx.addIssue({ code: 'custom', path: ['filter'], message: `hook ${hook.name}: filter does not compile: ${(error as Error).message}` });
+    ctx.addIssue({ code: 'custom', path: ['filter'], message: `hook ${hook.name}: filter does not compile: ${describeError(error)}` });
   }
 }
 
@@ -95,7 +97,7 @@ function checkHookFilter(hook: { name: string; filter?: string | undefined }, ct
  */
 function checkHookHeaders(hook: { name: string; headers: Record<string, string> }, ctx: z.RefinementCtx): void {
   for (const [header, value] of Object.entries(hook.headers)) {
-    const shown = JSON.stringify(header.length > 64 ? `${header.slice(0, 64)}…` : header);
+    const shown = JSON.stringify(untrusted(header));
     const problem = (message: string) => ctx.addIssue({ code: 'custom', path: ['headers'], message: `hook ${hook.name}, header ${shown}: ${message}` });
     try {
       validateHeaderName(header);

@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
+import { causeChain } from '../errors.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Outbox } from '../store/outbox.js';
 import type { SinkStates } from '../store/sink-state.js';
@@ -72,19 +73,19 @@ export interface ThreadError {
   cause?: ThreadError;
 }
 
-/** Causes kept at most: a chain that loops must not overflow the stack. */
-const MAX_CAUSES = 8;
-
-function describeError(error: unknown, depth = 0): ThreadError {
-  if (!(error instanceof Error)) return { message: String(error) };
-  const { code } = error as { code?: unknown };
-  return {
-    message: error.message,
-    name: error.name,
-    ...(error.stack === undefined ? {} : { stack: error.stack }),
-    ...(typeof code === 'string' ? { code } : {}),
-    ...(error.cause === undefined || depth >= MAX_CAUSES ? {} : { cause: describeError(error.cause, depth + 1) }),
-  };
+/** An error as it is posted to the other thread: each link of its cause chain (bounded: a chain may loop) as plain data. */
+function serializeError(error: unknown): ThreadError {
+  const links = causeChain(error).map((link): ThreadError => {
+    if (!(link instanceof Error)) return { message: String(link) };
+    const { code } = link as { code?: unknown };
+    return {
+      message: link.message,
+      name: link.name,
+      ...(link.stack === undefined ? {} : { stack: link.stack }),
+      ...(typeof code === 'string' ? { code } : {}),
+    };
+  });
+  return links.reduceRight<ThreadError | undefined>((cause, link) => (cause ? { ...link, cause } : link), undefined) ?? { message: String(error) };
 }
 
 function errorFrom({ message, name, code, stack, cause }: ThreadError): Error {
@@ -100,7 +101,7 @@ export async function answerCall(parts: ServedParts, call: Extract<FromWorker, {
     if (typeof method !== 'function') throw new Error(`${call.part} has no method ${call.method}`);
     post({ kind: 'answer', id: call.id, value: await (method as (...args: unknown[]) => unknown)(...call.args) });
   } catch (error) {
-    post({ kind: 'answer', id: call.id, error: describeError(error) });
+    post({ kind: 'answer', id: call.id, error: serializeError(error) });
   }
 }
 

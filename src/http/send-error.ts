@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
-import { InternalError, InvalidRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError, RelayError } from '../errors.js';
+import { InternalError, InvalidRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError, RelayError, type HttpRefusal } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
-import { isHttpRefusal, statusByCode, type HttpRefusal } from './status.js';
+import { isHttpRefusal, statusByCode } from './status.js';
 
 export interface ErrorBody {
   ok: false;

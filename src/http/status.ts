@@ -1,8 +1,8 @@
-import { RelayError, type HttpErrorCode } from '../errors.js';
+import { HttpRefusal, type HttpErrorCode } from '../errors.js';
 
 /**
  * The one place where error codes become HTTP statuses; closed both ways: a new HTTP code must be
- * mapped here, and a code of another kind (a CLI, storage or upstream failure) cannot be.
+ * mapped here, and a code of another kind (a CLI, storage, upstream or sink failure) cannot be.
  */
 export const statusByCode: Readonly<Record<HttpErrorCode, number>> = {
   missing_header: 400,
@@ -24,10 +24,11 @@ export const statusByCode: Readonly<Record<HttpErrorCode, number>> = {
   internal_error: 500,
 };
 
-/** A RelayError an HTTP client may see as such. */
-export type HttpRefusal = RelayError & { readonly code: HttpErrorCode };
-
-/** True for a refusal with an HTTP status; any other error (ours included) answers 500 `internal_error`. */
+/**
+ * True for a refusal with an HTTP status: an HttpRefusal by class, not by its code's spelling, so a
+ * code of another family that reads like an HTTP one (a hook's `invalid_request`) never becomes an
+ * answer. Any other error (ours included) answers 500 `internal_error`.
+ */
 export function isHttpRefusal(error: unknown): error is HttpRefusal {
-  return error instanceof RelayError && Object.hasOwn(statusByCode, error.code);
+  return error instanceof HttpRefusal;
 }

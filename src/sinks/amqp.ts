@@ -1,9 +1,11 @@
 import { AMQPError, Connection, type Envelope, type Publisher } from 'rabbitmq-client';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
+import { describeError } from '../errors.js';
+import { oncePerReason, untrusted } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
 import { routingTokens } from './nats-subject.js';
-import { oncePerReason } from './once-per-reason.js';
 
 export const AMQP_SINK = 'amqp';
 
@@ -57,7 +59,7 @@ export function createAmqpSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
         return link.up();
       } catch (error) {
         if (current !== generation) return;
-        const reason = `RabbitMQ refused declaring exchange ${exchange}${settings.amqpQueue ? ` and queue ${settings.amqpQueue}` : ''}: ${(error as Error).message}`;
+        const reason = `RabbitMQ refused declaring exchange ${exchange}${settings.amqpQueue ? ` and queue ${settings.amqpQueue}` : ''}: ${describeError(error)}`;
         report(reason);
         if (!connection.ready) return link.down();
         link.refused(reason);
@@ -115,7 +117,7 @@ export function createAmqpSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
       if (!connection) return;
       const closing = Promise.allSettled([publisher?.close(), connection.close()]);
       publisher = undefined;
-      await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, ackTimeoutMs).unref())]);
+      await pTimeout(closing, { milliseconds: ackTimeoutMs, message: false });
     },
   });
 }
@@ -127,7 +129,7 @@ export function createAmqpSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
  */
 function classifyAmqp(error: unknown, routingKey: string): SinkFailure {
   if (!(error instanceof AMQPError)) return asSinkFailure(error);
-  const message = error.message.slice(0, 300);
+  const message = untrusted(error.message, 300);
   const refusedPublish = REFUSALS.has(error.code) && message.startsWith('BasicPublish:');
   const topic = /topic '([^']*)'/.exec(message)?.[1];
   if (refusedPublish && (topic === undefined || topic === routingKey)) {

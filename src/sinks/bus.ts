@@ -1,4 +1,6 @@
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
+import type { BusName } from '../errors.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
@@ -33,7 +35,7 @@ export const DEFAULT_BACKOFF = { minMs: 250, maxMs: 5000 };
 /** One entry of BUSES: a bus is on when its URL is set. */
 export interface BusDefinition {
   /** The sink name, its `/admin/sinks` kind and its `/readyz` check. */
-  readonly name: string;
+  readonly name: BusName;
   url(config: Config): string | undefined;
   create(deps: { config: Config; url: string; logger: Logger; tuning?: BusTuning | undefined }): Bus;
 }
@@ -54,7 +56,7 @@ export interface BusLink {
  * such driver and its definition.
  */
 export interface BusDriver<M> {
-  readonly name: string;
+  readonly name: BusName;
   readonly ordering: 'none' | 'per-box';
   /** Publishes awaiting the broker at once. */
   readonly concurrency: number;
@@ -101,17 +103,11 @@ export function busSink<M>(driver: BusDriver<M>): Bus {
     async deliver(event, _signal, trace) {
       if (status.state !== 'ok') throw new BusDownError(driver.name);
       const message = driver.message(event, eventJson(event), trace?.traceparent);
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(new BusNoAnswerError(driver.name, driver.ackTimeoutMs)), driver.ackTimeoutMs);
-      });
-      try {
-        await Promise.race([driver.publish(message).catch((error: unknown) => Promise.reject(driver.classify(error, message))), late]);
-      } catch (error) {
-        throw asSinkFailure(error);
-      } finally {
-        clearTimeout(timer);
-      }
+      const published = driver.publish(message).catch((error: unknown) => Promise.reject(driver.classify(error, message)));
+      await pTimeout(published, {
+        milliseconds: driver.ackTimeoutMs,
+        fallback: () => Promise.reject(new BusNoAnswerError(driver.name, driver.ackTimeoutMs)),
+      }).catch((error: unknown) => Promise.reject(asSinkFailure(error)));
     },
     async close() {
       status = { state: 'down' };

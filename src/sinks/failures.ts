@@ -1,25 +1,21 @@
+import { RelayError, describeError, type BusName, type SinkFailureCode } from '../errors.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 
 /**
  * Why an attempt on a sink failed: one class per failure, each with a stable `code` (it lands in
- * `last_error`, logs and tests), retryable or permanent.
+ * `last_error`, logs and tests), retryable or permanent. Never an HTTP answer (not an HttpRefusal).
  */
-/**
- * A failed attempt. `code` is stable and short (it lands in `last_error`, logs and tests);
- * `retryable` says whether another attempt may succeed.
- */
-export abstract class SinkFailure extends Error {
+export abstract class SinkFailure extends RelayError {
   abstract readonly retryable: boolean;
   /** A lower bound for the delay before the next attempt (a hook's Retry-After). */
   readonly retryAfterMs: number | undefined;
 
   constructor(
-    readonly code: string,
+    readonly code: SinkFailureCode,
     message: string,
     options?: ErrorOptions & { retryAfterMs?: number | undefined },
   ) {
     super(message, options);
-    this.name = new.target.name;
     this.retryAfterMs = options?.retryAfterMs;
   }
 
@@ -103,28 +99,28 @@ export class HookRejectedError extends PermanentFailure {
 
 /** Not connected: the lane claims nothing for a bus that is down, so this is a publish that raced a disconnect. */
 export class BusDownError extends RetryableFailure {
-  constructor(bus: string) {
+  constructor(bus: BusName) {
     super(`${bus}_down`, `not connected to ${bus}`);
   }
 }
 
 /** The broker did not confirm within the attempt's time; the message may still arrive (at least once). */
 export class BusNoAnswerError extends RetryableFailure {
-  constructor(bus: string, timeoutMs: number) {
+  constructor(bus: BusName, timeoutMs: number) {
     super(`${bus}_timeout`, `no answer from ${bus} within ${timeoutMs} ms`);
   }
 }
 
 /** The broker failed the publish in a way another attempt may not (a channel closed, out of memory, a reconnect). */
 export class BusUnavailableError extends RetryableFailure {
-  constructor(bus: string, reason: string, message: string, options?: ErrorOptions) {
+  constructor(bus: BusName, reason: string, message: string, options?: ErrorOptions) {
     super(`${bus}_${reason}`, message, options);
   }
 }
 
 /** The broker refuses this message for good (access refused on its routing key, too large, no such exchange). */
 export class BusRefusedError extends PermanentFailure {
-  constructor(bus: string, reason: string, message: string, options?: ErrorOptions) {
+  constructor(bus: BusName, reason: string, message: string, options?: ErrorOptions) {
     super(`${bus}_${reason}`, message, options);
   }
 }
@@ -152,8 +148,8 @@ export class NatsNoAckError extends RetryableFailure {
 
 /** Core mode: the server's PONG did not come back in time. */
 export class NatsFlushTimeoutError extends RetryableFailure {
-  constructor(timeoutMs: number) {
-    super('nats_flush_timeout', `no flush from NATS within ${timeoutMs} ms`);
+  constructor(timeoutMs: number, options?: ErrorOptions) {
+    super('nats_flush_timeout', `no flush from NATS within ${timeoutMs} ms`, options);
   }
 }
 
@@ -197,6 +193,5 @@ export function eventJson(event: CloudEvent): string {
 /** Anything a sink threw that is not a SinkFailure is an unexpected library error: retry it. */
 export function asSinkFailure(error: unknown): SinkFailure {
   if (error instanceof SinkFailure) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new UnexpectedSinkError(message, { cause: error });
+  return new UnexpectedSinkError(describeError(error), { cause: error });
 }

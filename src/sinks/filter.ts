@@ -1,5 +1,7 @@
 import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
 type Expr = ReturnType<typeof parse>['expr'];
+import { RelayError } from '../errors.js';
+import { untrusted } from '../log.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 
 /**
@@ -21,12 +23,12 @@ export interface EventFilter {
 }
 
 /** An expression that does not compile (a configuration error naming the hook). */
-export class FilterCompileError extends Error {
+export class FilterCompileError extends RelayError {
   readonly code = 'filter_invalid';
 }
 
 /** An evaluation that did not give `true` or `false`: counted as false. */
-export class FilterError extends Error {
+export class FilterError extends RelayError {
   readonly code = 'filter_error';
 }
 
@@ -182,4 +184,4 @@ function sizeOf(event: CloudEvent, within: (collection: number, chars: number) =
   return { collection, chars };
 }
 
-const firstLine = (error: unknown): string => String((error as Error).message ?? error).split('\n')[0]!.slice(0, 200);
+const firstLine = (error: unknown): string => untrusted(String((error as Error).message ?? error).split('\n')[0]!, 200);

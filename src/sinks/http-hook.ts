@@ -1,12 +1,12 @@
 import type { Clock } from '../clock.js';
 import type { HookConfig } from '../config/schema.js';
 import { readFileSync } from 'node:fs';
+import { Webhook } from 'standardwebhooks';
 import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
 import { proxyRouteOf, type ProxyEnv } from '../egress/proxy-env.js';
 import { readTlsFiles } from '../egress/tls-files.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import { parseRetryAfter } from '../retry-after.js';
-import { computeSignature } from '../verify/signature.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 import {
   HookConnectionError,
@@ -53,13 +53,16 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
   const fetchFn = injected ?? fetchThrough(dispatcher!);
   // undici refuses a second close; a relay may be stopped twice.
   let closed: Promise<void> | undefined;
+  // The secret's key as the schema decoded it (`whsec_<base64>`), given raw: one decoder of secrets.
   const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
+  const signer = key && new Webhook(key, { format: 'raw' });
   let answering = true;
 
   /** The request for an event, or a PermanentFailure when it can never be built. */
   const request = (event: CloudEvent, traceparent: string | undefined): { body: string; headers: Headers } => {
     const body = hook.format === 'slack' ? slackBody(event) : eventJson(event);
-    const timestamp = String(Math.floor(clock.now() / 1000));
+    const now = new Date(clock.now());
+    const timestamp = String(Math.floor(now.getTime() / 1000));
     let headers: Headers;
     try {
       // Extra headers first, so they cannot replace the ones receivers verify.
@@ -75,10 +78,8 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
       // every attempt; the error would quote the value, so it is not kept.
       throw new HookRequestInvalidError();
     }
-    if (key) {
-      const signature = computeSignature(key, event.id, timestamp, Buffer.from(body, 'utf8')).toString('base64');
-      headers.set('webhook-signature', `v1,${signature}`);
-    }
+    // `v1,<base64>` over `<webhook-id>.<webhook-timestamp>.<body>`, the library signing with the same second.
+    if (signer) headers.set('webhook-signature', signer.sign(event.id, now, body));
     return { body, headers };
   };
 

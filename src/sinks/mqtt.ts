@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { connect, ErrorWithReasonCode, type IClientPublishOptions, type MqttClient } from 'mqtt';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
+import { oncePerReason, untrusted } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
 import { routingTokens } from './nats-subject.js';
-import { oncePerReason } from './once-per-reason.js';
 
 export const MQTT_SINK = 'mqtt';
 
@@ -96,7 +97,7 @@ export function createMqttSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
       client = undefined;
       if (!mqtt) return;
       // Not forced: what is in flight is acknowledged first, within the ack timeout.
-      await Promise.race([mqtt.endAsync(false), new Promise((resolve) => setTimeout(resolve, ackTimeoutMs).unref())]).catch(() => {});
+      await pTimeout(mqtt.endAsync(false), { milliseconds: ackTimeoutMs, message: false }).catch(() => {});
       await mqtt.endAsync(true).catch(() => {});
     },
   });
@@ -104,7 +105,7 @@ export function createMqttSink({ settings, url, logger, ackTimeoutMs = DEFAULT_A
 
 function classifyMqtt(error: unknown): SinkFailure {
   if (!(error instanceof Error)) return asSinkFailure(error);
-  const message = error.message.slice(0, 200);
+  const message = untrusted(error.message, 200);
   if (error instanceof ErrorWithReasonCode && REFUSED.has(error.code)) return new BusRefusedError(MQTT_SINK, 'refused', message);
   return new BusUnavailableError(MQTT_SINK, 'unavailable', message);
 }

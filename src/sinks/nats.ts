@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pTimeout from 'p-timeout';
 import {
   JetStreamApiCodes,
   JetStreamApiError,
@@ -20,11 +21,11 @@ import {
 } from '@nats-io/transport-node';
 import type { Config } from '../config/schema.js';
 import type { CloudEvent } from '../events/cloudevent.js';
-import type { Logger } from '../log.js';
-import { DAY_MS } from '../store/prune.js';
+import { DAY_MS } from '../clock.js';
+import { describeError } from '../errors.js';
+import { oncePerReason, untrusted, type Logger } from '../log.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
 import type { Bus, BusDefinition } from './bus.js';
-import { oncePerReason } from './once-per-reason.js';
 import {
   BusDownError,
   NatsFlushTimeoutError,
@@ -66,6 +67,9 @@ export interface NatsSinkOptions {
 }
 
 export const NATS_SINK = 'nats';
+
+/** Subjects come from event types and box ids: cut short to this many characters where they are shown. */
+const SUBJECT_SHOWN = 120;
 
 /**
  * `check()`, the `/readyz` detail: down while disconnected or while the stream is set up (again), error
@@ -210,7 +214,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
         return on({ type: 'streamReady', session });
       } catch (error) {
         if (!settingUp(session)) return;
-        const reason = `JetStream stream ${settings.natsStream} for ${captured} could not be set up: ${(error as Error).message}`;
+        const reason = `JetStream stream ${settings.natsStream} for ${captured} could not be set up: ${describeError(error)}`;
         report(reason);
         on({ type: 'streamRefused', session, error: reason });
       }
@@ -219,7 +223,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
 
   const watch = async (connection: NatsConnection): Promise<void> => {
     const reportDenial = oncePerReason((subject: string) =>
-      log.warn({ subject: shortSubject(subject) }, 'NATS refused a publish (permissions violation); events on that subject are dead letters'),
+      log.warn({ subject: untrusted(subject, SUBJECT_SHOWN) }, 'NATS refused a publish (permissions violation); events on that subject are dead letters'),
     );
     for await (const status of connection.status()) {
       if (status.type === 'disconnect') {
@@ -237,10 +241,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   };
 
   const connectLoop = async (): Promise<void> => {
-    const report = oncePerReason(
-      (error: Error) => log.warn({ err: error }, 'NATS unreachable; deliveries wait in the outbox'),
-      (error) => error.message,
-    );
+    const report = oncePerReason((error: unknown) => log.warn({ err: error }, 'NATS unreachable; deliveries wait in the outbox'), describeError);
     while (!closing.signal.aborted) {
       try {
         const connection = await connect(options);
@@ -256,20 +257,19 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
         });
         return on({ type: 'connected', connection });
       } catch (error) {
-        report(error as Error);
+        report(error);
         await sleep(nextDelay(), undefined, { signal: closing.signal }).catch(() => {});
       }
     }
   };
 
   /** Core publishes have no ack; a flush (the server's PONG) proves the message reached it. */
-  const flushed = async (connection: NatsConnection): Promise<void> => {
-    if (!(await settlesWithin(connection.flush(), ackTimeoutMs))) {
-      throw new NatsFlushTimeoutError(ackTimeoutMs);
-    }
-  };
+  const flushed = (connection: NatsConnection): Promise<void> =>
+    pTimeout(connection.flush(), { milliseconds: ackTimeoutMs }).catch((error: unknown) => {
+      throw new NatsFlushTimeoutError(ackTimeoutMs, { cause: error });
+    });
 
-  const denied = (subject: string) => new NatsPermissionDeniedError(shortSubject(subject));
+  const denied = (subject: string) => new NatsPermissionDeniedError(untrusted(subject, SUBJECT_SHOWN));
 
   return {
     name: NATS_SINK,
@@ -305,9 +305,9 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       } catch (error) {
         const violation = error instanceof RequestError ? error.cause : error;
         if (isPublishDenied(violation) && violation.subject === subject) throw denied(subject);
-        if (!noStreamCaptures(error)) throw new NatsNoAckError((error as Error).message, { cause: error });
+        if (!noStreamCaptures(error)) throw new NatsNoAckError(describeError(error), { cause: error });
         on({ type: 'streamMissing', ready: current });
-        throw new NatsStreamMissingError(shortSubject(subject), { cause: error });
+        throw new NatsStreamMissingError(untrusted(subject, SUBJECT_SHOWN), { cause: error });
       }
     },
     up: () => state.name === 'ready',
@@ -319,7 +319,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (state.name !== 'ready') return { state: 'down' };
       const subject = denials.last();
       // Up for every other subject; the refusal is still worth showing.
-      return subject === undefined ? { state: 'ok' } : { state: 'ok', error: `NATS refused publishing to ${shortSubject(subject)} (permissions violation); such events are dead letters` };
+      return subject === undefined ? { state: 'ok' } : { state: 'ok', error: `NATS refused publishing to ${untrusted(subject, SUBJECT_SHOWN)} (permissions violation); such events are dead letters` };
     },
     /** Sends what is buffered and closes; a connection that is down is just closed. */
     async close() {
@@ -328,7 +328,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       const connection = connectionOf(previous);
       if (!connection || connection.isClosed()) return;
       if (previous.name === 'disconnected') return connection.close();
-      if (!(await settlesWithin(connection.drain(), ackTimeoutMs))) await connection.close();
+      await pTimeout(connection.drain(), { milliseconds: ackTimeoutMs }).catch(() => connection.close());
     },
   };
 }
@@ -407,10 +407,6 @@ function natsMessage(
   return { subject, payload, headers };
 }
 
-/** Subjects come from event types and box ids: cut short where they are shown. */
-function shortSubject(subject: string): string {
-  return subject.length > 120 ? `${subject.slice(0, 120)}…` : subject;
-}
 
 /** The subjects the server refused to take from the relay (permissions), newest last, a bounded few. */
 function createDenials() {
@@ -467,15 +463,4 @@ function steadyUntilPassed(nextDelay: () => number): () => number {
     }
     return current.delay;
   };
-}
-
-/** True when `promise` resolves within `ms`; false when it rejects or takes longer. */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => (timer = setTimeout(resolve, ms, false)));
-  try {
-    return await Promise.race([promise.then(() => true, () => false), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -1,8 +1,9 @@
 import { Redis } from 'ioredis';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
+import { oncePerReason, untrusted } from '../log.js';
 import { busSink, type BusDefinition, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
-import { oncePerReason } from './once-per-reason.js';
 
 export const REDIS_SINK = 'redis';
 
@@ -91,7 +92,7 @@ export function createRedisSink({ settings, url, logger, ackTimeoutMs = DEFAULT_
       client = undefined;
       if (!redis) return;
       if (redis.status !== 'ready') return redis.disconnect();
-      await Promise.race([redis.quit(), new Promise((resolve) => setTimeout(resolve, ackTimeoutMs).unref())]).catch(() => {});
+      await pTimeout(redis.quit(), { milliseconds: ackTimeoutMs, message: false }).catch(() => {});
       redis.disconnect();
     },
   });
@@ -100,7 +101,7 @@ export function createRedisSink({ settings, url, logger, ackTimeoutMs = DEFAULT_
 /** A reply error is refused for good or not by its prefix; anything else (connection, stream closed) is retried. */
 function classifyRedis(error: unknown): SinkFailure {
   if (!(error instanceof Error)) return asSinkFailure(error);
-  const message = error.message.slice(0, 200);
+  const message = untrusted(error.message, 200);
   if (error.name === 'ReplyError' && REFUSED.test(message)) return new BusRefusedError(REDIS_SINK, 'refused', message);
   return new BusUnavailableError(REDIS_SINK, 'unavailable', message);
 }

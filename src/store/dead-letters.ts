@@ -1,7 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
 import type { Database } from './database.js';
-import { DEAD_LETTER, type DeadLetter } from './outbox.js';
+import { DEAD_LETTER, LEASE_CLEARED, type DeadLetter } from './outbox.js';
 import type { OutboxTable, Schema } from './schema.js';
 
 /** Fan-out rows a sink gave up on: listed, sent again with a fresh attempt budget, or discarded. */
@@ -22,7 +22,6 @@ function toDeadLetter(r: Pick<Selectable<OutboxTable>, (typeof deadLetterColumns
 
 export function createDeadLetterStore(database: Database): DeadLetterStore {
   const db: Kysely<Schema> = database.kysely;
-  const leaseCleared = { lease_owner: null, lease_until: null } as const;
   const deadLetters = (sink: string | undefined) =>
     db
       .selectFrom('outbox')
@@ -53,7 +52,7 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
     ): Promise<number> {
       const retry = db
         .updateTable('outbox')
-        .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...leaseCleared })
+        .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...LEASE_CLEARED })
         .where(DEAD_LETTER)
         .where('sink', 'in', configured)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))

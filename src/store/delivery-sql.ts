@@ -1,4 +1,5 @@
 import type { ParsedEvent } from '../events/parse-event.js';
+import { BOX_COLUMNS } from './boxes.js';
 import type { EventOrigin } from './schema.js';
 
 /**
@@ -20,8 +21,6 @@ const APPLIES = `(excluded.state IS NOT NULL AND (boxes.state_changed_at IS NULL
 const ifApplies = (column: string): string =>
   `${column} = CASE WHEN ${APPLIES} THEN excluded.${column} ELSE boxes.${column} END`;
 
-export const BOX_COLUMNS = 'id, name, state, previous_state, state_changed_at, last_event_id, hydrated_at, last_seen_at';
-
 /** What a stored event does to a box row that exists: the upsert's tail, shared by both engines' statements. */
 export const BOX_ON_CONFLICT = `ON CONFLICT (id) DO UPDATE SET
     ${['state', 'previous_state', 'state_changed_at', 'last_event_id'].map(ifApplies).join(',\n    ')},
@@ -30,8 +29,8 @@ export const BOX_ON_CONFLICT = `ON CONFLICT (id) DO UPDATE SET
       THEN excluded.hydrated_at ELSE boxes.hydrated_at END,
     last_seen_at = CASE WHEN excluded.last_seen_at > boxes.last_seen_at THEN excluded.last_seen_at ELSE boxes.last_seen_at END`;
 
-export const UPSERT_BOX = `INSERT INTO boxes (${BOX_COLUMNS})
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+export const UPSERT_BOX = `INSERT INTO boxes (${BOX_COLUMNS.join(', ')})
+  VALUES (${BOX_COLUMNS.map(() => '?').join(', ')})
   ${BOX_ON_CONFLICT}`;
 
 export function toPostgresPlaceholders(sqlText: string): string {

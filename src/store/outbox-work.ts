@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
 import { leaseClock } from './database-clock.js';
-import { DEAD_LETTER, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './outbox.js';
+import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './outbox.js';
 import type { Schema } from './schema.js';
 import { executeUnsynced } from './unsynced.js';
 
@@ -39,7 +39,6 @@ export interface UnservedWork {
 export function createOutboxWork(database: Database): OutboxWork {
   const db: Kysely<Schema> = database.kysely;
   const postgres = database.dialect === 'postgres';
-  const leaseCleared = { lease_owner: null, lease_until: null } as const;
   /** Leases are compared with one clock that every replica shares (the database's on PostgreSQL). */
   const leaseNow = leaseClock(database);
   const leaseFree = (now: number) => sql<boolean>`(lease_until IS NULL OR lease_until <= ${leaseNow(now)})`;
@@ -148,7 +147,7 @@ export function createOutboxWork(database: Database): OutboxWork {
               // A delivery on a first try of this claim keeps the error of an earlier scheduled attempt.
               last_error: lastError ?? eb.ref('last_error'),
               updated_at: now,
-              ...leaseCleared,
+              ...LEASE_CLEARED,
             }))
             .where('id', 'in', group.map((row) => row.id))
             .where('status', '=', 'pending'),
@@ -160,7 +159,7 @@ export function createOutboxWork(database: Database): OutboxWork {
     async scheduleRetry({ id, owner, attempts, lastError, now }: Settled, nextAttemptAt: number): Promise<void> {
       await db
         .updateTable('outbox')
-        .set({ attempts, next_attempt_at: nextAttemptAt, last_error: lastError, updated_at: now, ...leaseCleared })
+        .set({ attempts, next_attempt_at: nextAttemptAt, last_error: lastError, updated_at: now, ...LEASE_CLEARED })
         .where('id', '=', id)
         .where('status', '=', 'pending')
         .where('lease_owner', '=', owner)
@@ -171,7 +170,7 @@ export function createOutboxWork(database: Database): OutboxWork {
     async markDead({ id, owner, attempts, lastError, now }: Settled): Promise<boolean> {
       const result = await db
         .updateTable('outbox')
-        .set({ status: 'dead', attempts, last_error: lastError, updated_at: now, ...leaseCleared })
+        .set({ status: 'dead', attempts, last_error: lastError, updated_at: now, ...LEASE_CLEARED })
         .where('id', '=', id)
         .where('status', '=', 'pending')
         .where('lease_owner', '=', owner)
@@ -184,7 +183,7 @@ export function createOutboxWork(database: Database): OutboxWork {
       if (ids.length === 0) return;
       await db
         .updateTable('outbox')
-        .set(leaseCleared)
+        .set(LEASE_CLEARED)
         .where('id', 'in', ids)
         .where('status', '=', 'pending')
         .where('lease_owner', '=', owner)
@@ -213,7 +212,7 @@ export function createOutboxWork(database: Database): OutboxWork {
     async releaseAll(owner?: string): Promise<number> {
       const result = await db
         .updateTable('outbox')
-        .set(leaseCleared)
+        .set(LEASE_CLEARED)
         .where('status', '=', 'pending')
         .where('lease_owner', owner === undefined ? 'is not' : '=', owner ?? null)
         .executeTakeFirst();
@@ -255,7 +254,7 @@ export function createOutboxWork(database: Database): OutboxWork {
         }
         const result = await db
           .updateTable('outbox')
-          .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...leaseCleared })
+          .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...LEASE_CLEARED })
           .where('status', '=', 'pending')
           .where('sink', '=', sink)
           .where(leaseFree(now))

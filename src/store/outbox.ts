@@ -90,6 +90,9 @@ export const SINK_NOT_CONFIGURED = 'sink not configured';
  */
 export const DEAD_LETTER = sql<boolean>`status IN ('dead', 'set_aside')`;
 
+/** A fan-out row no process holds: set with every write that settles, releases or sets a row aside. */
+export const LEASE_CLEARED = { lease_owner: null, lease_until: null } as const;
+
 /** The fan-out work queue: claims and leases, dead letters, and replay. */
 export interface Outbox extends OutboxWork, DeadLetterStore {
   /** New pending rows for the deliveries received since `since`; returns how many. With `audit`, recorded in the same transaction. */

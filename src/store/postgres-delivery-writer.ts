@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
+import { BOX_COLUMNS } from './boxes.js';
 import {
-  BOX_COLUMNS,
   BOX_ON_CONFLICT,
   INSERT_DELIVERY,
   OUTBOX_COLUMNS,
@@ -27,13 +27,13 @@ const RECORD = `WITH delivered AS (
     SELECT delivered.id, sinks.sink, 'pending', 0, $5, $5, $5, $3, $9 FROM delivered CROSS JOIN unnest($10::text[]) WITH ORDINALITY AS sinks(sink, n)
     ORDER BY sinks.n
   ), boxed AS (
-    INSERT INTO boxes (${BOX_COLUMNS})
+    INSERT INTO boxes (${BOX_COLUMNS.join(', ')})
     SELECT $11::text, $12::text, $13::text, $14::text, $15::text, $16::text, $17::text, $18::bigint FROM delivered WHERE $11::text IS NOT NULL
     ${BOX_ON_CONFLICT}
   )
   SELECT (SELECT count(*) FROM delivered)::int AS inserted, (SELECT payload FROM deliveries WHERE id = $1) AS stored`;
 
-const NO_BOX = Array.from({ length: 8 }, () => null);
+const NO_BOX = BOX_COLUMNS.map(() => null);
 const selectPayload = toPostgresPlaceholders(SELECT_PAYLOAD);
 
 /**

@@ -3,9 +3,6 @@ import { DAY_MS } from '../clock.js';
 import type { Database } from './database.js';
 import { executeUnsynced } from './unsynced.js';
 
-// Until src/sinks/nats.ts imports it from src/clock.ts (its owner switches it), the one DAY_MS is also reachable here.
-export { DAY_MS };
-
 /** Outbox rows that keep their delivery: work, dead letters and set-aside work. */
 const UNSETTLED = sql<boolean>`outbox.status IN ('pending', 'dead', 'set_aside')`;
 

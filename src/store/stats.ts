@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
 import type { Database } from './database.js';
-import type { Schema } from './schema.js';
+import type { Schema, SinkMinutesTable } from './schema.js';
 import { executeUnsynced } from './unsynced.js';
 
 export const MINUTE_MS = 60_000;
@@ -91,14 +91,8 @@ export async function readStats(db: Kysely<Schema>, window: StatsWindow): Promis
   return buckets;
 }
 
-/** Counts of one sink in one minute, to add to the stored ones. */
-export interface SinkMinute {
-  sink: string;
-  /** Epoch ms of the minute's start. */
-  minute: number;
-  delivered: number;
-  failed: number;
-}
+/** Counts of one sink in one minute, to add to the stored ones: a row of `sink_minutes`. */
+export type SinkMinute = SinkMinutesTable;
 
 /**
  * Adds a batch of counts in one statement. A counter lost to a power failure only leaves a chart a

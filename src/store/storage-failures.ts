@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import { causeChain, describeError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { throttledLog, type Logger } from '../log.js';
 
 /**
  * Why storage failed, safe to log and to show on the internal /readyz: the driver's code and
@@ -22,14 +22,9 @@ export interface StorageFailureLogOptions {
  * fails every request, and one line per request would bury everything else.
  */
 export function createStorageFailureLog({ logger, clock, intervalMs = 30_000 }: StorageFailureLogOptions): (error: unknown) => void {
-  const last = new Map<string, { at: number; suppressed: number }>();
-  return (error) => {
-    const reason = storageFailureReason(error);
-    const now = clock.now();
-    const seen = last.get(reason);
-    if (seen && now - seen.at < intervalMs) return void seen.suppressed++;
-    for (const [key, entry] of last) if (now - entry.at >= intervalMs) last.delete(key);
-    logger.error({ reason, suppressed: seen?.suppressed ?? 0 }, 'storage failure');
-    last.set(reason, { at: now, suppressed: 0 });
-  };
+  const report = throttledLog((reason: string, unlogged) => logger.error({ reason, suppressed: unlogged }, 'storage failure'), {
+    keyOf: (reason) => reason,
+    every: { clock, ms: intervalMs },
+  });
+  return (error) => report(storageFailureReason(error));
 }

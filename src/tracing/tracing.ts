@@ -13,6 +13,7 @@ import {
   type Sampler,
 } from '@opentelemetry/sdk-trace-base';
 import { describeError, RelayError } from '../errors.js';
+import { untrusted } from '../log.js';
 
 /** One span of the relay's own (contract section 11); a no-op when tracing is off. */
 export interface TraceSpan {
@@ -71,7 +72,7 @@ export function createTracing(env: Record<string, string | undefined>): Tracing 
   let exporter;
   if (protocol === 'http/json') exporter = new OtlpJsonExporter({ url, headers });
   else if (protocol === 'http/protobuf') exporter = new OtlpProtobufExporter({ url, headers });
-  else throw new TracingConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: ${JSON.stringify(protocol.slice(0, 32))} is not supported; use http/protobuf or http/json`);
+  else throw new TracingConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: ${JSON.stringify(untrusted(protocol, 32))} is not supported; use http/protobuf or http/json`);
 
   const delay = Number(env.OTEL_BSP_SCHEDULE_DELAY ?? 5000);
   const provider = new BasicTracerProvider({
@@ -130,7 +131,7 @@ function samplerOf(name = 'parentbased_always_on', arg?: string): Sampler {
       return new ParentBasedSampler({ root: ratio() });
     default:
       throw new TracingConfigError(
-        `OTEL_TRACES_SAMPLER: ${JSON.stringify(name.slice(0, 32))} is not supported; use always_on, always_off, traceidratio or parentbased_*`,
+        `OTEL_TRACES_SAMPLER: ${JSON.stringify(untrusted(name, 32))} is not supported; use always_on, always_off, traceidratio or parentbased_*`,
       );
   }
 }

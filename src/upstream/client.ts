@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
 import type { ProxyEnv } from '../egress/proxy-env.js';
 import { errorCodeOf } from '../errors.js';
+import { untrusted } from '../log.js';
 import { parseIsoWithZone } from '../iso-time.js';
 import { isRecord } from '../json.js';
 import { parseRetryAfter, waitRestOfRetryAfter } from '../retry-after.js';
@@ -145,14 +146,16 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
   const maxResponseBytes = options.maxResponseBytes ?? 10 * 1024 * 1024;
 
   const sanitize = (text: string): string =>
-    text
-      .split(apiKey)
-      .join('[redacted]')
-      .replace(/Bearer\s+\S+/gi, 'Bearer [redacted]')
-      .replace(/whsec_[A-Za-z0-9+/=_-]*/g, 'whsec_[redacted]')
-      .replace(/\s+/g, ' ')
-      .trim()
-      .slice(0, 300);
+    untrusted(
+      text
+        .split(apiKey)
+        .join('[redacted]')
+        .replace(/Bearer\s+\S+/gi, 'Bearer [redacted]')
+        .replace(/whsec_[A-Za-z0-9+/=_-]*/g, 'whsec_[redacted]')
+        .replace(/\s+/g, ' ')
+        .trim(),
+      300,
+    );
 
   const sanitizeOptional = (text: string | undefined) => (text === undefined ? undefined : sanitize(text));
 
@@ -377,7 +380,7 @@ function checkId(id: string, apiKey: string): string {
   if (typeof id === 'string' && WEBHOOK_ID_PATTERN.test(id)) return id;
   const text = String(id);
   const looksSecret = text.includes('whsec_') || text.includes(apiKey);
-  throw new InvalidWebhookIdError(looksSecret ? '(value hidden: it looks like a secret)' : JSON.stringify(text.slice(0, 40)));
+  throw new InvalidWebhookIdError(looksSecret ? '(value hidden: it looks like a secret)' : JSON.stringify(untrusted(text, 40)));
 }
 
 function parseBaseUrl(baseUrl: string): string {

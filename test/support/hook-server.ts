@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import pTimeout from 'p-timeout';
 
 export interface HookRequest {
   /** Wall-clock ms of arrival. */
@@ -65,9 +66,9 @@ export async function hookServer(answer: (request: HookRequest, index: number) =
   const atLeast = (count: number, timeoutMs = RECEIVE_TIMEOUT_MS): Promise<HookRequest[]> =>
     requests.length >= count
       ? Promise.resolve(requests)
-      : new Promise<HookRequest[]>((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error(`the hook expected ${count} requests within ${timeoutMs} ms, got ${requests.length}`)), timeoutMs);
-          waiters.push({ count, resolve: (all) => (clearTimeout(timer), resolve(all)) });
+      : pTimeout(new Promise<HookRequest[]>((resolve) => waiters.push({ count, resolve })), {
+          milliseconds: timeoutMs,
+          fallback: () => Promise.reject(new Error(`the hook expected ${count} requests within ${timeoutMs} ms, got ${requests.length}`)),
         });
   return {
     url: `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,

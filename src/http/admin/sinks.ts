@@ -1,4 +1,5 @@
 import { NotFoundError } from '../../errors.js';
+import { untrusted } from '../../log.js';
 import type { Pauses } from '../../dispatch/pauses.js';
 import { BUS_NAMES } from '../../config/schema.js';
 import type { Sink } from '../../sinks/sink.js';
@@ -34,7 +35,7 @@ export function sinkRoutes({ sinks, sinkStates, pauses, countBySink, trail }: Si
   };
   const configured = (name: unknown): Pick<Sink, 'name' | 'up' | 'throttled'> => {
     const sink = sinks.find((s) => s.name === name);
-    if (!sink) throw new NotFoundError(`no sink ${JSON.stringify(String(name).slice(0, 64))} is configured`);
+    if (!sink) throw new NotFoundError(`no sink ${JSON.stringify(untrusted(String(name)))} is configured`);
     return sink;
   };
   return {

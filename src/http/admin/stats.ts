@@ -1,8 +1,7 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../../clock.js';
+import { DAY_MS, type Clock } from '../../clock.js';
 import { InvalidRequestError } from '../../errors.js';
 import { requireSince } from '../../iso-time.js';
-import { DAY_MS } from '../../store/prune.js';
 import type { Schema } from '../../store/schema.js';
 import { readStats, statsWindow } from '../../store/stats.js';
 import { methodNotAllowed } from '../send-error.js';

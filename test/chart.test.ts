@@ -119,7 +119,7 @@ function templateFiles(): string[] {
 }
 
 const values = (): Obj => parseYaml(path.join(chartDir, 'values.yaml')) as Obj;
-const pkg = (): { version: string; bin: Record<string, string>; engines?: { node?: string } } =>
+const pkg = (): { version: string; bin: Record<string, string>; engines?: { node?: string }; scripts?: Record<string, string> } =>
   JSON.parse(read(path.join(repoRoot, 'package.json')));
 
 describe('chart: plain YAML files', () => {
@@ -576,6 +576,23 @@ describe('Dockerfile', () => {
     expect(image).toMatch(/^node:\d+-bookworm-slim$/);
     const minNode = Number(/\d+/.exec(pkg().engines?.node ?? '0')![0]);
     expect(Number(/\d+/.exec(image)![0])).toBeGreaterThanOrEqual(minNode);
+  });
+
+  it('the build context (.dockerignore) keeps every file the build script runs', () => {
+    const rules = read(path.join(repoRoot, '.dockerignore'))
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'));
+    // The last rule that matches decides; `!` takes a file back.
+    const ignored = (file: string) =>
+      rules.reduce((out, rule) => {
+        const pattern = rule.replace(/^!/, '');
+        return path.matchesGlob(file, pattern) || file.startsWith(`${pattern}/`) ? !rule.startsWith('!') : out;
+      }, false);
+    const run = [...(pkg().scripts?.build ?? '').matchAll(/\bnode\s+([\w./-]+\.m?js)\b/g)].map((m) => m[1]!);
+    expect(run).toContain('scripts/console-assets.mjs');
+    for (const file of run) expect(ignored(file), file).toBe(false);
+    expect(ignored('scripts/image-test.sh')).toBe(true);
   });
 
   it('ENTRYPOINT runs the package.json bin with node', () => {

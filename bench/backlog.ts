@@ -8,6 +8,7 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { PARTS, partOf } from '../src/store/log/position.js';
 import { boxIdOf, eventBody, newEventId } from './deliveries.js';
 import { runLoad, type LoadResult } from './load.js';
 import { runNode } from './processes.js';
@@ -51,8 +52,8 @@ const HOOK_TARGET = 1000;
 const HOOK = 'bench-hook';
 
 /**
- * A migrated SQLite file holding `count` stored events whose fan-out to `sink` never happened: fresh
- * due rows (attempts 0, due at arrival), which is what an outage leaves, since the dispatcher claims
+ * A migrated SQLite file holding `count` stored events routed to `sink` that it never read: the log
+ * past the sink's cursors (at the start), which is what an outage leaves, since the dispatcher reads
  * nothing for a sink that is down. Arrivals are spread over the outage, which ended just now.
  */
 export async function backlogDatabase(ctx: Context, file: string, count: number, sink: string): Promise<void> {
@@ -61,10 +62,8 @@ export async function backlogDatabase(ctx: Context, file: string, count: number,
   try {
     db.pragma('journal_mode = OFF');
     db.pragma('synchronous = OFF');
-    const insertDelivery = db.prepare('INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload) VALUES (?, ?, ?, ?, ?, 1, ?)');
-    const insertOutbox = db.prepare(
-      `INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id)
-       VALUES (?, ?, 'pending', 0, ?, ?, ?, ?)`,
+    const insertDelivery = db.prepare(
+      'INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, seq, part, sinks) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)',
     );
     const end = Date.now();
     const start = end - count; // 1,000 a second: one a millisecond.
@@ -75,11 +74,12 @@ export async function backlogDatabase(ctx: Context, file: string, count: number,
         const id = newEventId();
         const { type, body } = eventBody(id, i, createdAt);
         const boxId = boxIdOf(i * 7919);
-        insertDelivery.run(id, type, boxId, createdAt, at, body);
-        insertOutbox.run(id, sink, at, at, at, boxId);
+        insertDelivery.run(id, type, boxId, createdAt, at, body, i + 1, partOf(boxId), sink);
       }
     });
     for (let from = 0; from < count; from += 50_000) chunk(from, Math.min(count, from + 50_000));
+    const insertCursor = db.prepare('INSERT INTO log_cursors (sink, part, xid, seq, updated_at) VALUES (?, ?, 0, 0, ?)');
+    for (const part of PARTS) insertCursor.run(sink, part, start);
     db.pragma('journal_mode = WAL');
   } finally {
     db.close();

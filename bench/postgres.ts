@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
+import { openDatabase } from '../src/store/database.js';
+import { createOutbox } from '../src/store/outbox.js';
 import { FanoutCounter } from './fanout.js';
 import { runLoad, type LoadResult } from './load.js';
 import { cpuSecondsOfNamed, machineBusySeconds, runNode, type Spawned } from './processes.js';
@@ -135,12 +137,17 @@ async function checkLoss(
   await client.connect();
   try {
     const count = async (query: string) => Number((await client.query<{ n: string }>(query)).rows[0]?.n);
+    // Pending as the relay counts it: outbox rows, and the log past each sink's cursors.
+    const database = openDatabase({ url: databaseUrl });
+    const pendingNow = async () => Object.values(await createOutbox(database).countBySink('pending')).reduce((sum, n) => sum + n, 0);
     const deadline = Date.now() + timeoutMs;
-    while ((await count(`SELECT count(*) AS n FROM outbox WHERE status = 'pending'`)) > 0 && Date.now() < deadline) {
+    let pending = await pendingNow();
+    while (pending > 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 200));
+      pending = await pendingNow();
     }
+    await database.close();
     const stored = await count('SELECT count(*) AS n FROM deliveries');
-    const pending = await count(`SELECT count(*) AS n FROM outbox`);
     const published = await counter.count();
     const nc = await connect({ servers: natsUrl });
     const inStream = (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;

@@ -199,7 +199,7 @@ export async function runReceiveSteps(options: { tmp: string; iterations?: numbe
 
   const { database } = await openMigrated({ url: join(options.tmp, `receive-steps-${process.pid}.db`), sqliteSynchronous: 'FULL' });
   if (database.dialect !== 'sqlite') throw new Error('the steps bench stores to SQLite');
-  const writer = createSqliteDeliveryWriter(database.sqlite);
+  const writer = createSqliteDeliveryWriter(database);
   const fresh = deliveries(20_000, 1_000_000);
   const receivedAt = Date.now();
   // Unique ids: each write is a new delivery with one fan-out row (NATS) and a box upsert.

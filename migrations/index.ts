@@ -10,6 +10,7 @@ import * as deliveriesTypeIndex from './008_deliveries_type_index.js';
 import * as keptOutcomes from './009_kept_outcomes.js';
 import * as operatorOrigin from './010_operator_origin.js';
 import * as auditAndSinkMinutes from './011_audit_and_sink_minutes.js';
+import * as deliveryLog from './012_delivery_log.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '009_kept_outcomes': keptOutcomes,
   '010_operator_origin': operatorOrigin,
   '011_audit_and_sink_minutes': auditAndSinkMinutes,
+  '012_delivery_log': deliveryLog,
 };

@@ -114,10 +114,10 @@ export async function createRelay({
   const cipher = createSecretCipher(config.secretsEncryptionKey);
   if (config.fanoutThread === 'worker' && (clock !== systemClock || dispatch || busOptions)) throw new InlineFanoutRequiredError();
   // The fan-out exists only once the store is open; commits before that have nothing to wake.
-  let wakeDispatcher = () => {};
+  let wakeDispatcher: Fanout['wake'] = () => {};
   const store: Store = await openStore({
     ...databaseOptionsOf(config),
-    onCommit: () => wakeDispatcher(),
+    onCommit: () => wakeDispatcher('log'),
     onFailure: createStorageFailureLog({ logger: logger.child({ part: 'storage' }), clock }),
   });
   const secretsLogger = logger.child({ part: 'secrets' });

@@ -5,10 +5,14 @@ import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
+import { routedTo } from '../store/log/position.js';
+import type { LogEntry } from '../store/log/read-log.js';
 import type { ClaimedRow, Delivered, Outbox } from '../store/outbox.js';
+import type { NewException } from '../store/outbox-work.js';
 import type { SinkState, SinkStates } from '../store/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
 import type { OperatorEvents } from './operator-events.js';
+import { createLogPartitions } from './log-partitions.js';
 import type { Pauses } from './pauses.js';
 import { logFieldsOf, type Tracing } from '../tracing/tracing.js';
 import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
@@ -45,18 +49,74 @@ export interface Dispatcher {
   /** Identifies this process's leases. */
   readonly owner: string;
   start(): Promise<void>;
-  /** After a commit of new work, a dead letter retry, a replay or a resume. */
-  wake(): void;
+  /**
+   * After a commit of new deliveries (`log`: only the log has new work), or a dead letter retry, a
+   * replay or a resume (`all`: outbox rows too).
+   */
+  wake(scope?: WakeScope): void;
   /** A sink was paused or resumed: its lane reads the state again and looks for work. */
   sinkStateChanged(sink: string): void;
   stop(graceMs: number): Promise<void>;
 }
+
+export type WakeScope = 'log' | 'all';
 
 /** A replica says which sinks it serves several times per grace period, so one late heartbeat never looks like none. */
 const serveIntervalMs = (graceMs: number): number => Math.max(1000, Math.min(30_000, graceMs / 4));
 
 /** How a claimed row is tried: normally, or as the one probe attempt of a sink paused by its failures. */
 type Trial = 'normal' | 'probe';
+
+/** What an attempt run needs of an event, whether a claimed outbox row or a log entry. */
+interface Work {
+  eventId: string;
+  /** The claimed row's id; none for a log entry. */
+  rowId?: number | undefined;
+  /** Attempts made before (0 for a fresh event: quick retries in process). */
+  attempts: number;
+  boxId: string | null;
+  traceparent: string | null;
+  payload: string;
+  origin: string | null;
+}
+
+const workOfRow = (row: ClaimedRow): Work => ({
+  eventId: row.deliveryId,
+  rowId: row.id,
+  attempts: row.attempts,
+  boxId: row.boxId,
+  traceparent: row.traceparent,
+  payload: row.payload ?? '',
+  origin: row.origin,
+});
+
+const workOfEntry = (entry: LogEntry): Work => ({
+  eventId: entry.id,
+  attempts: 0,
+  boxId: entry.boxId,
+  traceparent: entry.traceparent,
+  payload: entry.payload,
+  origin: entry.origin,
+});
+
+/** The outbox row of a log entry's outcome. */
+const exceptionOf = (sink: Sink, entry: LogEntry, outcome: Pick<NewException, 'status' | 'attempts' | 'lastError' | 'nextAttemptAt' | 'now'>): NewException => ({
+  deliveryId: entry.id,
+  sink: sink.name,
+  boxId: entry.boxId,
+  traceparent: entry.traceparent,
+  ...outcome,
+});
+
+/** What an event's attempts come to, to be written down. `wait`: another attempt later (or when a paused sink resumes). */
+type Verdict =
+  | { kind: 'delivered'; attempts: number; lastError: string | null; now: number }
+  | { kind: 'dead'; attempts: number; lastError: string; now: number }
+  | { kind: 'wait'; attempts: number; lastError: string; nextAttemptAt: number; now: number }
+  | { kind: 'undone' };
+
+/** How a log entry ended here: `waiting` for a retry as an outbox row (its box's later events wait behind it), or `undone` (a stop). */
+type EntryFate = 'delivered' | 'dead' | 'waiting' | 'undone';
 
 /**
  * Moves committed outbox rows to the sinks. Each sink has its own lane (claims, concurrency, timers),
@@ -94,7 +154,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     flushing = flushing
       .then(() => outbox.markDelivered(batch))
       // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is no longer pending.
-      .then(wake)
+      .then(() => wake('all'))
       .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not record delivered rows; they will be sent again'))
       .finally(() => batch.forEach((row) => recording.delete(row.id)));
     return flushing;
@@ -137,55 +197,100 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     return true;
   };
 
-  const settle = async (sink: Sink, row: ClaimedRow, event: CloudEvent, outcome: Outcome, trial: Trial, state: SinkState): Promise<void> => {
+  /**
+   * What the outcome of an event's attempts means for the sink (pause bookkeeping, metrics and
+   * logs, the dead letter's operator event), as a verdict the caller writes down: to a claimed
+   * row, or as an outbox row of a log entry.
+   */
+  const judge = async (sink: Sink, work: Work, outcome: Outcome, trial: Trial, state: SinkState): Promise<Verdict> => {
     const labels = { sink: sink.name };
     const paused = await trackFailures(sink, outcome, trial, state);
     const now = clock.now();
-    const context = { sink: sink.name, eventId: row.deliveryId, outboxId: row.id, attempts: outcome.attempts, ...logFieldsOf(row.traceparent) };
+    const context = { sink: sink.name, eventId: work.eventId, outboxId: work.rowId, attempts: outcome.attempts, ...logFieldsOf(work.traceparent) };
     if (outcome.kind !== 'delivered' && outcome.error && paused) {
       // A paused sink's work waits: not dead-lettered, and its attempts while paused do not count.
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures);
       log.info({ ...context, error: outcome.error.summary }, 'delivery failed while the sink is paused; the event waits');
-      return outbox.scheduleRetry({ id: row.id, owner, attempts: row.attempts, lastError: outcome.error.summary, now }, now);
+      return { kind: 'wait', attempts: work.attempts, lastError: outcome.error.summary, nextAttemptAt: now, now };
     }
     const dead = outcome.kind === 'dead';
     metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures - (dead ? 1 : 0));
     if (outcome.kind === 'delivered') {
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'delivered' });
-      return markDelivered({ id: row.id, attempts: outcome.attempts, lastError: outcome.error?.summary ?? null, now });
+      return { kind: 'delivered', attempts: outcome.attempts, lastError: outcome.error?.summary ?? null, now };
     }
-    if (outcome.kind === 'dead') {
-      // Another replica took the row over when this attempt outlived its lease: its outcome counts, not this one.
-      if (!(await outbox.markDead({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now }))) return;
-      metrics.sinkDeliveries.inc({ ...labels, outcome: 'dead_lettered' });
-      log.warn({ ...context, error: outcome.error.summary }, 'delivery failed for good: dead letter');
-      // Operator events that fail are not announced again: that could loop.
-      if (row.origin === 'operator') return;
-      return deps.operatorEvents.announce({
-        type: 'boxrelay.event.dead_lettered',
-        subject: row.boxId ?? undefined,
-        about: sink.name,
-        data: { eventId: row.deliveryId, sink: sink.name, attempts: outcome.attempts, lastError: outcome.error.summary },
-      });
-    }
-    if (!outcome.error) return outbox.release([row.id], owner);
+    if (outcome.kind === 'dead') return { kind: 'dead', attempts: outcome.attempts, lastError: outcome.error.summary, now };
+    if (!outcome.error) return { kind: 'undone' };
     log.info({ ...context, error: outcome.error.summary, nextAttemptAt: new Date(outcome.nextAttemptAt).toISOString() }, 'delivery failed; retry scheduled');
-    return outbox.scheduleRetry({ id: row.id, owner, attempts: outcome.attempts, lastError: outcome.error.summary, now }, outcome.nextAttemptAt);
+    return { kind: 'wait', attempts: outcome.attempts, lastError: outcome.error.summary, nextAttemptAt: outcome.nextAttemptAt, now };
   };
 
-  /** One claimed row tried and settled; true when that may have changed the sink's pause state. */
-  const work = async (sink: Sink, row: ClaimedRow, workMs: number, trial: Trial, state: SinkState): Promise<boolean> => {
-    if (row.payload === null) {
-      // Pruned after the row was written (retention): nothing left to send.
-      await outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
-      return false;
+  /** A dead letter is counted, logged and announced once it is written down. */
+  const deadLettered = async (sink: Sink, work: Work, verdict: Extract<Verdict, { kind: 'dead' }>): Promise<void> => {
+    metrics.sinkDeliveries.inc({ sink: sink.name, outcome: 'dead_lettered' });
+    log.warn(
+      { sink: sink.name, eventId: work.eventId, outboxId: work.rowId, attempts: verdict.attempts, error: verdict.lastError, ...logFieldsOf(work.traceparent) },
+      'delivery failed for good: dead letter',
+    );
+    // Operator events that fail are not announced again: that could loop.
+    if (work.origin === 'operator') return;
+    await deps.operatorEvents.announce({
+      type: 'boxrelay.event.dead_lettered',
+      subject: work.boxId ?? undefined,
+      about: sink.name,
+      data: { eventId: work.eventId, sink: sink.name, attempts: verdict.attempts, lastError: verdict.lastError },
+    });
+  };
+
+  /** A claimed row's verdict, written to the row (while this process still holds it). */
+  const settleRow = async (sink: Sink, row: ClaimedRow, verdict: Verdict): Promise<void> => {
+    const { id } = row;
+    switch (verdict.kind) {
+      case 'delivered':
+        return markDelivered({ id, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now });
+      case 'dead':
+        // Another replica took the row over when this attempt outlived its lease: its outcome counts, not this one.
+        if (await outbox.markDead({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now })) {
+          await deadLettered(sink, workOfRow(row), verdict);
+        }
+        return;
+      case 'undone':
+        return outbox.release([id], owner);
+      case 'wait':
+        return outbox.scheduleRetry({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now }, verdict.nextAttemptAt);
     }
-    const event = toCloudEvent(row.payload, deps.source, row.origin);
+  };
+
+  /**
+   * A log entry's verdict: delivered at its first attempt needs nothing (the cursor passes it); any
+   * other outcome becomes an outbox row, written before the cursor may pass. Undone (a stop) writes
+   * nothing, and the cursor stays before it.
+   */
+  const settleEntry = async (sink: Sink, entry: LogEntry, verdict: Verdict): Promise<EntryFate> => {
+    if (verdict.kind === 'undone') return 'undone';
+    if (verdict.kind === 'delivered' && verdict.attempts <= 1 && verdict.lastError === null) return 'delivered';
+    const waits = verdict.kind === 'wait';
+    await outbox.addExceptions([
+      exceptionOf(sink, entry, {
+        status: waits ? 'pending' : verdict.kind,
+        attempts: verdict.attempts,
+        lastError: verdict.lastError,
+        nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
+        now: verdict.now,
+      }),
+    ]);
+    if (verdict.kind === 'dead') await deadLettered(sink, workOfEntry(entry), verdict);
+    return waits ? 'waiting' : verdict.kind;
+  };
+
+  /** Attempts one event on the sink; true in `changed` when that may have changed the sink's pause state. */
+  const attempt = async (sink: Sink, work: Work, workMs: number, trial: Trial, state: SinkState): Promise<{ verdict: Verdict; changed: boolean }> => {
+    const event = toCloudEvent(work.payload, deps.source, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
     const send = async (signal: AbortSignal): Promise<void> => {
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
       if (!deps.tracing.enabled) return sink.deliver(event, signal);
-      const span = deps.tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', row.traceparent, {
+      const span = deps.tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
         'boxrelay.sink': sink.name,
         'boxrelay.delivery_id': event.id,
         'boxrelay.event_type': event.type,
@@ -202,7 +307,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       send,
       sink,
       event,
-      attempts: row.attempts,
+      attempts: work.attempts,
       workMs,
       // A probe is one attempt: it tells whether the sink is back, not more.
       tuning: trial === 'probe' ? { ...tuning, quickRetries: 0 } : tuning,
@@ -211,8 +316,20 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       cut: cut.signal,
       observe: (seconds) => metrics.sinkDeliveryDuration.observe({ sink: sink.name }, seconds),
     });
-    await settle(sink, row, event, outcome, trial, state);
-    return trial === 'probe' || outcome.kind !== 'delivered' || state.failing_since !== null;
+    const verdict = await judge(sink, work, outcome, trial, state);
+    return { verdict, changed: trial === 'probe' || outcome.kind !== 'delivered' || state.failing_since !== null };
+  };
+
+  /** One claimed row tried and settled; true when that may have changed the sink's pause state. */
+  const workRow = async (sink: Sink, row: ClaimedRow, workMs: number, trial: Trial, state: SinkState): Promise<boolean> => {
+    if (row.payload === null) {
+      // Pruned after the row was written (retention): nothing left to send.
+      await outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
+      return false;
+    }
+    const { verdict, changed } = await attempt(sink, { ...workOfRow(row), payload: row.payload }, workMs, trial, state);
+    await settleRow(sink, row, verdict);
+    return changed;
   };
 
   const createLane = (sink: Sink) => {
@@ -229,12 +346,24 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     let claiming = false;
     let wokenWhileClaiming = false;
     let wakeQueued = false;
+    /** Outbox rows may be due: set by the poll, a due timer and wakes other than a commit; cleared when a claim finds fewer than it asked for. */
+    let rowsMaybeDue = true;
     let dueTimer: NodeJS.Timeout | undefined;
+    /** The poll asked for the partitions to be renewed. */
+    let partitionsDue = false;
     /** The sink's pause state, shared by replicas: read again once per poll interval. */
     let state: SinkState | undefined;
     let stateReadAt = 0;
     /** Counts pauses and resumes told to this lane: a read or a claim under way across one is stale. */
     let stateChanges = 0;
+
+    /** The log partitions this lane reads, and where their cursors may move. */
+    const partitions = createLogPartitions();
+    let cursorTimer: NodeJS.Timeout | undefined;
+    let storingCursors: Promise<void> = Promise.resolve();
+    /** Per-box order on the log: each box's last entry under way here, and how it ended. */
+    const boxTails = new Map<string, Promise<EntryFate>>();
+    const routed = (entry: LogEntry) => routedTo(entry.sinks, sink.name);
 
     const readState = async (): Promise<SinkState> => {
       while (!state || performance.now() - stateReadAt >= tuning.pollMs) {
@@ -266,37 +395,141 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       return busy > 0 && room < minClaim ? 0 : Math.min(room, tuning.batchSize);
     };
 
-    const startWork = (row: ClaimedRow, trial: Trial, current: SinkState) => {
+    /** Runs one piece of work in a slot of the lane; stop() waits for it. */
+    const occupy = (task: () => Promise<void>, context: Record<string, unknown>) => {
+      busy++;
+      const running = task()
+        .catch((error: unknown) => log.error({ err: error, sink: sink.name, ...context }, 'could not settle a delivery; it will be sent again'))
+        .finally(() => {
+          busy--;
+          inFlight.delete(running);
+          wakeLane();
+        });
+      inFlight.add(running);
+    };
+
+    const startRow = (row: ClaimedRow, trial: Trial, current: SinkState) => {
       // Claimed again while still ours: the claim only renewed its lease.
       if (working.has(row.id) || recording.has(row.id)) return;
       working.add(row.id);
-      busy++;
-      const task = work(sink, row, workMs, trial, current)
-        .then((stateChanged) => {
-          if (stateChanged) forgetState();
-        })
-        .catch((error: unknown) => log.error({ err: error, sink: sink.name, outboxId: row.id }, 'could not settle a delivery; its lease will expire'))
-        .finally(() => {
-          working.delete(row.id);
-          busy--;
-          inFlight.delete(task);
-          wakeLane();
+      occupy(
+        () =>
+          workRow(sink, row, workMs, trial, current)
+            .then((stateChanged) => {
+              if (stateChanged) forgetState();
+            })
+            .finally(() => working.delete(row.id)),
+        { outboxId: row.id },
+      );
+    };
+
+    /** Cursor moves are stored together, a few times a second, not per event. */
+    const storeCursors = (): Promise<void> => {
+      clearTimeout(cursorTimer);
+      cursorTimer = undefined;
+      storingCursors = storingCursors.then(async () => {
+        const moved = partitions.moved();
+        if (moved.length === 0) return;
+        try {
+          await outbox.advanceCursors({ sink: sink.name, owner, now: clock.now(), cursors: moved });
+          partitions.stored(moved);
+        } catch (error) {
+          log.error({ err: error, sink: sink.name }, 'could not store how far the sink has read the log; trying again');
+        }
+      });
+      return storingCursors;
+    };
+    const cursorMoved = () => {
+      cursorTimer ??= setTimeout(() => void storeCursors(), tuning.cursorStoreMs).unref();
+    };
+
+    /** A log entry tried (after the entries of its box before it, with per-box order) and written down. */
+    const runEntry = async (entry: LogEntry, trial: Trial, current: SinkState, held: ReadonlySet<string>): Promise<EntryFate> => {
+      const before = ordered && entry.boxId !== null ? boxTails.get(entry.boxId) : undefined;
+      const fate = await (async (): Promise<EntryFate> => {
+        const previous = before ? await before : 'delivered';
+        if (previous === 'undone' || stopping.signal.aborted) return 'undone';
+        if (ordered && entry.boxId !== null && (previous === 'waiting' || held.has(entry.boxId))) {
+          // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
+          const now = clock.now();
+          await outbox.addExceptions([exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now })]);
+          return 'waiting';
+        }
+        const { verdict, changed } = await attempt(sink, workOfEntry(entry), workMs, trial, current);
+        if (changed) forgetState();
+        return settleEntry(sink, entry, verdict);
+      })();
+      if (fate !== 'undone') {
+        partitions.settle(entry);
+        cursorMoved();
+      }
+      return fate;
+    };
+
+    const startEntry = (entry: LogEntry, trial: Trial, current: SinkState, held: ReadonlySet<string>) => {
+      const run = runEntry(entry, trial, current, held);
+      if (ordered && entry.boxId !== null) {
+        const box = entry.boxId;
+        // A failure to write an entry down leaves it undone: the box's later entries wait for the next reader.
+        const tail = run.catch((): EntryFate => 'undone');
+        boxTails.set(box, tail);
+        void tail.then(() => {
+          if (boxTails.get(box) === tail) boxTails.delete(box);
         });
-      inFlight.add(task);
+      }
+      occupy(() => run.then(() => {}), { eventId: entry.id });
+    };
+
+    /**
+     * Reads the log after the held partitions' cursors and starts up to `limit` of the entries
+     * routed to this sink; false when the log has nothing more now.
+     */
+    const readLog = async (limit: number, trial: Trial, current: SinkState): Promise<boolean> => {
+      const after = partitions.readAfter();
+      if (after === null) return false;
+      const entries = await outbox.readLog(after, tuning.batchSize);
+      const taken = partitions.take(entries, limit, routed);
+      cursorMoved();
+      const boxes = ordered ? [...new Set(taken.flatMap((entry) => (entry.boxId === null ? [] : [entry.boxId])))] : [];
+      const held = new Set(boxes.length > 0 ? await outbox.pendingBoxes(sink.name, boxes) : []);
+      for (const entry of taken) startEntry(entry, trial, current, held);
+      return entries.length === tuning.batchSize;
+    };
+
+    /** Takes and renews this lane's partitions of the log, giving back what is beyond its share once it is idle. */
+    const holdPartitions = async (): Promise<void> => {
+      const { held, share } = await outbox.acquireParts({
+        sink: sink.name,
+        owner,
+        now: clock.now(),
+        leaseMs,
+        readerTtlMs: 2 * tuning.pollMs + tuning.leaseMarginMs / 10,
+      });
+      partitions.hold(held);
+      const surplus = partitions.idle().slice(0, Math.max(0, held.length - share));
+      if (surplus.length === 0) return;
+      await storeCursors();
+      await outbox.releaseParts({ sink: sink.name, owner, parts: surplus });
+      partitions.hold(held.filter((part) => !surplus.includes(part.part)));
     };
 
     const claim = (limit: number) => outbox.claim({ sink: sink.name, owner, now: clock.now(), leaseMs, limit, ordered });
 
-    /** A paused sink: nothing is claimed, but one row a minute as a probe when it was paused by its failures. */
+    /**
+     * A paused sink: nothing is claimed, but one event a minute as a probe when it was paused by its
+     * failures: a due outbox row, or else the next event in the log.
+     */
     const probe = async (current: SinkState): Promise<void> => {
       // The probe's time is by the lease clock (the database's on PostgreSQL): takeProbe decides, not this replica's clock.
       if (current.paused_by !== 'failures' || busy > 0) return;
       forgetState();
       if (!(await sinkStates.takeProbe(sink.name, clock.now()))) return;
-      for (const row of await claim(1)) startWork(row, 'probe', current);
+      const rows = await claim(1);
+      for (const row of rows) startRow(row, 'probe', current);
+      if (rows.length === 0) await readLog(1, 'probe', current);
     };
 
-    /** Claims while there is room and due work, then sets a timer for the next due row. */
+    /** Claims due rows, then reads the log, while there is room; then sets a timer for the next due row. */
     const claimAndStart = async (): Promise<void> => {
       if (claiming) return void (wokenWhileClaiming = true);
       claiming = true;
@@ -306,6 +539,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       try {
         do {
           wokenWhileClaiming = false;
+          if (partitionsDue) await renewPartitions();
           const current = await readState();
           if (current.paused_at !== null) {
             if (hasRoom()) await probe(current);
@@ -315,15 +549,22 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
           while (hasRoom()) {
             const limit = claimable();
             if (limit === 0) break;
-            const rows = await claim(limit);
-            if (stateSeen !== stateChanges) {
-              // Paused (or resumed) while claiming: the rows go back (but those still under way here) and the state is read again.
-              await outbox.release(rows.filter((row) => !working.has(row.id) && !recording.has(row.id)).map((row) => row.id), owner);
-              wokenWhileClaiming = true;
-              break;
+            let more = false;
+            if (rowsMaybeDue) {
+              const rows = await claim(limit);
+              if (stateSeen !== stateChanges) {
+                // Paused (or resumed) while claiming: the rows go back (but those still under way here) and the state is read again.
+                await outbox.release(rows.filter((row) => !working.has(row.id) && !recording.has(row.id)).map((row) => row.id), owner);
+                wokenWhileClaiming = true;
+                break;
+              }
+              rows.forEach((row) => startRow(row, 'normal', current));
+              rowsMaybeDue = rows.length === limit;
+              more = rowsMaybeDue;
             }
-            rows.forEach((row) => startWork(row, 'normal', current));
-            if (rows.length < limit) break;
+            const room = claimable();
+            if (room > 0 && stateSeen === stateChanges) more = (await readLog(room, 'normal', current)) || more;
+            if (!more) break;
             // A backlog would otherwise claim and start batch after batch in one turn: webhooks waiting
             // on the socket get their turn between batches.
             await new Promise((resolve) => setImmediate(resolve));
@@ -347,11 +588,12 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       clearTimeout(dueTimer);
       if (due === null || stopping.signal.aborted) return;
       const wait = Math.max(0, due - clock.now());
-      if (wait < tuning.pollMs) dueTimer = setTimeout(wakeLane, wait).unref();
+      if (wait < tuning.pollMs) dueTimer = setTimeout(() => wakeLane('all'), wait).unref();
     };
 
     /** Coalesces the wakes of one turn (commits, completions) into one claim. */
-    const wakeLane = () => {
+    const wakeLane = (scope: WakeScope = 'log') => {
+      if (scope === 'all') rowsMaybeDue = true;
       if (wakeQueued || !running || stopping.signal.aborted) return;
       wakeQueued = true;
       setImmediate(() => {
@@ -360,12 +602,39 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       });
     };
 
-    sink.onUp?.(wakeLane);
-    return { sink, wakeLane, forgetState, stop: () => clearTimeout(dueTimer) };
+    /**
+     * The poll: partitions renewed (and shared) by the next claim round, never while a read of the
+     * log is under way (its entries of a partition given back would be sent here and by the next
+     * holder), then a look for rows and log entries.
+     */
+    const poll = () => {
+      partitionsDue = true;
+      wakeLane('all');
+    };
+    const renewPartitions = async (): Promise<void> => {
+      partitionsDue = false;
+      try {
+        await holdPartitions();
+      } catch (error) {
+        log.error({ err: error, sink: sink.name }, 'could not take or renew the log partitions; trying again at the next poll');
+      }
+    };
+
+    /** What this lane holds goes back: its cursors stored, its partitions released for another process. */
+    const stop = async (): Promise<void> => {
+      clearTimeout(dueTimer);
+      await storeCursors();
+      await outbox.releaseParts({ sink: sink.name, owner, parts: partitions.held() });
+      partitions.hold([]);
+    };
+
+    sink.onUp?.(() => wakeLane('all'));
+    return { sink, wakeLane, forgetState, poll, renewPartitions, stop };
   };
 
   const lanes = deps.sinks.map(createLane);
-  const wake = () => lanes.forEach((lane) => lane.wakeLane());
+  const wake = (scope: WakeScope = 'all') => lanes.forEach((lane) => lane.wakeLane(scope));
+  const poll = () => lanes.forEach((lane) => lane.poll());
   const served = deps.sinks.map((s) => s.name);
 
   /**
@@ -402,31 +671,34 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
           serveIntervalMs(tuning.unservedGraceMs),
         ).unref();
       }
+      // Each lane takes its partitions of the log before it reads.
+      await Promise.all(lanes.map((lane) => lane.renewPartitions()));
       running = true;
-      pollTimer = setInterval(wake, tuning.pollMs).unref();
+      pollTimer = setInterval(poll, tuning.pollMs).unref();
       wake();
     },
     wake,
     sinkStateChanged(sink) {
       const lane = lanes.find((l) => l.sink.name === sink);
       lane?.forgetState();
-      lane?.wakeLane();
+      lane?.wakeLane('all');
     },
     /**
-     * Claims nothing more and ends in-process waits (those rows stay due); sink calls in flight may
-     * finish within `graceMs`, then are cut. Every row ends delivered, scheduled, dead or
-     * released: none is lost.
+     * Claims and reads nothing more and ends in-process waits (those rows stay due); sink calls in
+     * flight may finish within `graceMs`, then are cut. Every row ends delivered, scheduled, dead or
+     * released, and every log entry delivered, written down or left after the stored cursor: none is
+     * lost. Then the lanes store their cursors and give their partitions back.
      */
     async stop(graceMs: number): Promise<void> {
       stopping.abort();
       clearInterval(pollTimer);
       clearInterval(serveTimer);
-      lanes.forEach((lane) => lane.stop());
       const cutTimer = setTimeout(() => cut.abort(), graceMs);
       // A claim that was under way may still start rows: they see the stop and are released.
       while (inFlight.size > 0) await Promise.all([...inFlight]);
       clearTimeout(cutTimer);
       await flushDelivered();
+      await Promise.all(lanes.map((lane) => lane.stop()));
     },
   };
 }

@@ -4,7 +4,7 @@ import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import { destinationOf, type Logger } from '../log.js';
 import { busNames } from '../sinks/buses.js';
-import { leaseOwner, type DispatchMetrics } from './dispatcher.js';
+import { leaseOwner, type DispatchMetrics, type WakeScope } from './dispatcher.js';
 import type { Fanout } from './fanout.js';
 import { answerCall, type FromWorker, type MetricsReport, type ServedParts, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
 
@@ -53,6 +53,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   let crashes = 0;
   let restartTimer: NodeJS.Timeout | undefined;
   let wakeQueued = false;
+  let wakeScope: WakeScope = 'log';
   /** The last exited worker's rows being given back; the store stays open until that is done. */
   let handedBack: Promise<void> = Promise.resolve();
 
@@ -135,13 +136,15 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
         throw error;
       }
     },
-    /** One message per turn, however many commits the turn had. */
-    wake() {
+    /** One message per turn, however many commits the turn had (of the widest scope asked for). */
+    wake(scope = 'all') {
+      if (scope === 'all') wakeScope = 'all';
       if (wakeQueued || !worker) return;
       wakeQueued = true;
       setImmediate(() => {
         wakeQueued = false;
-        post({ kind: 'wake' });
+        post({ kind: 'wake', scope: wakeScope });
+        wakeScope = 'log';
       });
     },
     sinkStateChanged: (sink) => post({ kind: 'sinkStateChanged', sink }),

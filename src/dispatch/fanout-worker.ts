@@ -60,7 +60,7 @@ port.on('message', (message: ToWorker) => {
     case 'answer':
       return caller.answered(message);
     case 'wake':
-      return fanout.wake();
+      return fanout.wake(message.scope);
     case 'sinkStateChanged':
       return fanout.sinkStateChanged(message.sink);
     case 'stop':

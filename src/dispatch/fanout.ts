@@ -6,7 +6,7 @@ import type { Bus, BusTuning } from '../sinks/bus.js';
 import { configuredBuses } from '../sinks/buses.js';
 import { createHttpHookSink } from '../sinks/http-hook.js';
 import type { Sink } from '../sinks/sink.js';
-import { createDispatcher, type DispatcherDeps } from './dispatcher.js';
+import { createDispatcher, type DispatcherDeps, type WakeScope } from './dispatcher.js';
 
 /**
  * The fan-out as the rest of the relay sees it, wherever it runs: on the receiver's event loop
@@ -18,8 +18,8 @@ export interface Fanout {
   /** Each configured bus's `/readyz` check, by bus name. */
   dependencies(): Record<string, DependencyStatus>;
   start(): Promise<void>;
-  /** After a commit of new work, a dead letter retry, a replay or a resume. */
-  wake(): void;
+  /** After a commit of new deliveries (`log`), or a dead letter retry, a replay or a resume (`all`, the default). */
+  wake(scope?: WakeScope): void;
   /** A sink was paused or resumed. */
   sinkStateChanged(sink: string): void;
   /** The dispatcher finishes or releases its rows within `graceMs`; then the sinks close (buses drain). */

@@ -6,6 +6,7 @@ import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Outbox } from '../store/outbox.js';
 import type { SinkStates } from '../store/sink-state.js';
 import type { OperatorEvents } from './operator-events.js';
+import type { WakeScope } from './dispatcher.js';
 import type { Pauses } from './pauses.js';
 
 /**
@@ -57,7 +58,7 @@ export type FromWorker =
 
 export type ToWorker =
   | { kind: 'answer'; id: number; value?: unknown; error?: ThreadError }
-  | { kind: 'wake' }
+  | { kind: 'wake'; scope: WakeScope }
   | { kind: 'sinkStateChanged'; sink: string }
   | { kind: 'stop'; graceMs: number };
 

@@ -2,8 +2,10 @@
 export interface DispatchTuning {
   /** Safety-net poll: work committed elsewhere (CLI, other replicas), expired leases, due retries. */
   pollMs: number;
-  /** Rows claimed by one query at most. */
+  /** Rows claimed, or log entries read, by one query at most. */
   batchSize: number;
+  /** How often a lane stores how far it has read the log (a crash sends what came after again). */
+  cursorStoreMs: number;
   /** In-process retries (p-retry) of a fresh event's retryable failure, before waits move to the database. */
   quickRetries: number;
   /** p-retry's first delay and growth factor (each delay is randomized up to twice as long). */
@@ -46,6 +48,7 @@ export const RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 1_800_000, 7_200_000
 export const defaultTuning: DispatchTuning = {
   pollMs: 2000,
   batchSize: 100,
+  cursorStoreMs: 100,
   quickRetries: 2,
   quickMinDelayMs: 500,
   quickFactor: 2,

@@ -1,18 +1,25 @@
 import type { ParsedEvent } from '../events/parse-event.js';
 import { BOX_COLUMNS } from './boxes.js';
+import { joinSinks, partOf } from './log/position.js';
 import type { EventOrigin } from './schema.js';
 
 /**
  * The statements of the hot write path, written once with `?` placeholders: SQLite runs them as
  * prepared statements, PostgreSQL after `toPostgresPlaceholders`.
  */
-export const INSERT_DELIVERY = `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
+const DELIVERY_COLUMNS = 'id, type, box_id, created_at, received_at, attempt, payload, origin, part, sinks, trace_parent';
 
-export const OUTBOX_COLUMNS = 'delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at, box_id, trace_parent';
+/**
+ * A delivery appended to the log: its position follows the commits. On SQLite the writer holds the
+ * file's write lock for the whole transaction, so the next `seq` is the largest plus one (one seek
+ * down the log index); PostgreSQL's columns default to its sequence and transaction id.
+ */
+export const INSERT_DELIVERY = `INSERT INTO deliveries (${DELIVERY_COLUMNS})
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
 
-export const INSERT_OUTBOX = `INSERT INTO outbox (${OUTBOX_COLUMNS})
-  VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?)`;
+export const INSERT_LOGGED_DELIVERY = `INSERT INTO deliveries (${DELIVERY_COLUMNS}, seq)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+    (SELECT COALESCE(MAX(seq), 0) + 1 FROM deliveries WHERE log_xid = 0 AND seq IS NOT NULL)) ON CONFLICT (id) DO NOTHING`;
 
 export const SELECT_PAYLOAD = 'SELECT payload FROM deliveries WHERE id = ?';
 
@@ -43,11 +50,11 @@ export interface NewDelivery {
   /** Epoch ms. */
   receivedAt: number;
   attempt: number | null;
-  /** Sinks that get a fan-out row with this delivery. */
+  /** The sinks it is routed to: each reads it from the log. */
   sinks: string[];
   /** Set when a reconciliation run or the relay itself, not a webhook, brought the event. */
   origin?: EventOrigin | undefined;
-  /** The span that stores it (tracing on): kept with the fan-out rows. */
+  /** The span that stores it (tracing on): kept with the delivery, so its attempts join that trace. */
   traceparent?: string | undefined;
 }
 
@@ -57,17 +64,25 @@ export interface RecordResult {
   payloadDiffers: boolean;
 }
 
-/** Stores a delivery once, with its fan-out work and box state, in one durable commit. */
+/** Stores a delivery once, in the log with its routed sinks and box state, in one durable commit. */
 export interface DeliveryWriter {
   record(delivery: NewDelivery): Promise<RecordResult>;
 }
 
-export function deliveryParams({ event, receivedAt, attempt, origin }: NewDelivery): unknown[] {
-  return [event.id, event.type, event.boxId, event.createdAtIso, receivedAt, attempt, event.payload, origin ?? null];
-}
-
-export function outboxParams({ event, receivedAt, traceparent }: NewDelivery, sink: string): unknown[] {
-  return [event.id, sink, receivedAt, receivedAt, receivedAt, event.boxId, traceparent ?? null];
+export function deliveryParams({ event, receivedAt, attempt, origin, sinks, traceparent }: NewDelivery): unknown[] {
+  return [
+    event.id,
+    event.type,
+    event.boxId,
+    event.createdAtIso,
+    receivedAt,
+    attempt,
+    event.payload,
+    origin ?? null,
+    partOf(event.boxId),
+    joinSinks(sinks),
+    traceparent ?? null,
+  ];
 }
 
 /** `box.hydrated` records hydratedAt and leaves the state alone (contract section 7). */

@@ -1,14 +1,54 @@
-import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Database } from './database.js';
+import { comparePositions } from './log/position.js';
 import type { EventRow } from './outbox.js';
-import type { Schema } from './schema.js';
 
-/** The outbox rows of one event (one per sink it was routed to, and one per replay), oldest first: what the admin API shows per sink. */
-export async function rowsOfEvent(db: Kysely<Schema>, eventId: string): Promise<EventRow[]> {
+/**
+ * Where one event stands with each sink it was routed to, oldest first (the newest of a sink counts):
+ * first what the log says for each sink it was routed to when accepted (delivered once the sink's
+ * cursor passed it, else pending), then its outbox rows (its exceptions and replays), which say more.
+ */
+export async function rowsOfEvent(database: Database, eventId: string): Promise<EventRow[]> {
+  const db = database.kysely;
   const rows = await db
     .selectFrom('outbox')
     .select(['sink', 'status', 'attempts', 'last_error', 'updated_at'])
     .where('delivery_id', '=', eventId)
     .orderBy('id')
     .execute();
-  return rows.map((r) => ({ sink: r.sink, status: r.status, attempts: r.attempts, lastError: r.last_error, updatedAt: r.updated_at }));
+  const kept = rows.map((r): EventRow => ({ sink: r.sink, status: r.status, attempts: r.attempts, lastError: r.last_error, updatedAt: r.updated_at }));
+  const logged = await db
+    .selectFrom('deliveries')
+    .select(['seq', 'log_xid', 'part', 'sinks', 'received_at'])
+    .where('id', '=', eventId)
+    .executeTakeFirst();
+  if (!logged || logged.seq === null || !logged.sinks) return kept;
+  const position = { xid: Number(logged.log_xid), seq: Number(logged.seq) };
+  const sinks = logged.sinks.split(',');
+  const cursors = await db
+    .selectFrom('log_cursors')
+    .select(['sink', 'xid', 'seq', 'updated_at'])
+    .where('part', '=', logged.part)
+    .where('sink', 'in', sinks)
+    .execute();
+  const fromLog = await Promise.all(
+    sinks.map(async (sink): Promise<EventRow> => {
+      const cursor = cursors.find((c) => c.sink === sink);
+      if (!cursor || comparePositions(position, { xid: Number(cursor.xid), seq: Number(cursor.seq) }) > 0) {
+        return { sink, status: 'pending', attempts: 0, lastError: null, updatedAt: logged.received_at };
+      }
+      const mark = await db
+        .selectFrom('log_marks')
+        .select('at')
+        .where('sink', '=', sink)
+        .where('part', '=', logged.part)
+        .where(sql<boolean>`(xid, seq) >= (${position.xid}, ${position.seq})`)
+        .orderBy('xid')
+        .orderBy('seq')
+        .limit(1)
+        .executeTakeFirst();
+      return { sink, status: 'delivered', attempts: 1, lastError: null, updatedAt: Number(mark?.at ?? cursor.updated_at) };
+    }),
+  );
+  return [...fromLog, ...kept];
 }

@@ -3,6 +3,9 @@ import type { Database } from './database.js';
 import { leaseClock } from './database-clock.js';
 import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './outbox.js';
 import type { Schema } from './schema.js';
+import { atomically } from './atomically.js';
+import { logHead } from './log/cursors.js';
+import { comparePositions, type Position } from './log/position.js';
 import { executeUnsynced } from './unsynced.js';
 
 /** Claiming and leasing fan-out rows, and writing back what their attempts did. */
@@ -22,6 +25,24 @@ export interface OutboxWork {
   announceServed(sinks: string[], now: number): Promise<void>;
   setAsideUnserved(options: UnservedWork): Promise<Record<string, number>>;
   countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>>;
+  /** Rows for log entries whose first attempts did not simply deliver them (or that wait behind their box's). */
+  addExceptions(rows: NewException[]): Promise<void>;
+  /** Of these boxes, those with pending work for the sink (per-box order holds their later events back). */
+  pendingBoxes(sink: string, boxIds: string[]): Promise<string[]>;
+}
+
+/** An outbox row for an event read from the log: how its attempts ended, kept as any row is. */
+export interface NewException {
+  deliveryId: string;
+  sink: string;
+  status: 'pending' | 'delivered' | 'dead';
+  attempts: number;
+  /** Epoch ms: when a pending row is due. */
+  nextAttemptAt: number;
+  lastError: string | null;
+  boxId: string | null;
+  traceparent: string | null;
+  now: number;
 }
 
 export interface UnservedWork {
@@ -206,8 +227,8 @@ export function createOutboxWork(database: Database): OutboxWork {
     },
 
     /**
-     * Clears every lease (SQLite, where only one process serves the file, so any lease is stale at
-     * start), or those of an owner known to be gone (a fan-out worker that died).
+     * Clears every lease of rows and log partitions (SQLite, where only one process serves the file,
+     * so any lease is stale at start), or those of an owner known to be gone (a fan-out worker that died).
      */
     async releaseAll(owner?: string): Promise<number> {
       const result = await db
@@ -216,7 +237,12 @@ export function createOutboxWork(database: Database): OutboxWork {
         .where('status', '=', 'pending')
         .where('lease_owner', owner === undefined ? 'is not' : '=', owner ?? null)
         .executeTakeFirst();
-      return Number(result.numUpdatedRows);
+      const parts = await db
+        .updateTable('log_cursors')
+        .set(LEASE_CLEARED)
+        .where('lease_owner', owner === undefined ? 'is not' : '=', owner ?? null)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) + Number(parts.numUpdatedRows);
     },
 
     async announceServed(sinks: string[], now: number): Promise<void> {
@@ -236,47 +262,53 @@ export function createOutboxWork(database: Database): OutboxWork {
      * rows of each sink were set aside; one statement a sink, each atomic.
      */
     async setAsideUnserved({ configured, graceMs, now }: UnservedWork): Promise<Record<string, number>> {
-      const unknown = await db
+      const pendingSinks = await db
         .selectFrom('outbox')
         .select('sink')
         .distinct()
         .where('status', '=', 'pending')
         .$if(configured.length > 0, (q) => q.where('sink', 'not in', configured))
         .execute();
+      const loggedSinks = await db
+        .selectFrom('log_cursors')
+        .select('sink')
+        .distinct()
+        .$if(configured.length > 0, (q) => q.where('sink', 'not in', configured))
+        .execute();
       const setAside: Record<string, number> = {};
-      for (const { sink } of unknown) {
+      for (const sink of new Set([...pendingSinks, ...loggedSinks].map((row) => row.sink))) {
         if (graceMs > 0) {
           await db
             .insertInto('sink_servers')
             .values({ sink, served_at: leaseNow(now) })
             .onConflict((oc) => oc.column('sink').doNothing())
             .execute();
+          const served = await db
+            .selectFrom('sink_servers')
+            .select('sink')
+            .where('sink', '=', sink)
+            .where('served_at', '>', sql<number>`${leaseNow(now)} - ${graceMs}`)
+            .executeTakeFirst();
+          if (served) continue;
         }
-        const result = await db
+        const rows = await db
           .updateTable('outbox')
           .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...LEASE_CLEARED })
           .where('status', '=', 'pending')
           .where('sink', '=', sink)
           .where(leaseFree(now))
-          .$if(graceMs > 0, (q) =>
-            q.where(({ not, exists, selectFrom }) =>
-              not(
-                exists(
-                  selectFrom('sink_servers')
-                    .select('sink_servers.sink')
-                    .where('sink_servers.sink', '=', sink)
-                    .where('sink_servers.served_at', '>', sql<number>`${leaseNow(now)} - ${graceMs}`),
-                ),
-              ),
-            ),
-          )
           .executeTakeFirst();
-        if (result.numUpdatedRows > 0n) setAside[sink] = Number(result.numUpdatedRows);
+        const total = Number(rows.numUpdatedRows) + (await setAsideLog(database, sink, now));
+        if (total > 0) setAside[sink] = total;
       }
       return setAside;
     },
 
-    /** Pending work, or dead letters (set-aside work included), by sink: each counted in its partial index. */
+    /**
+     * Pending work (the outbox's pending rows and the log past each sink's cursors), or dead letters
+     * (set-aside work included), by sink. The log is counted from each sink's least cursor, one
+     * range of the log index a sink: as long as its backlog.
+     */
     async countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>> {
       const rows = await db
         .selectFrom('outbox')
@@ -284,7 +316,94 @@ export function createOutboxWork(database: Database): OutboxWork {
         .where(kind === 'pending' ? sql<boolean>`status = 'pending'` : DEAD_LETTER)
         .groupBy('sink')
         .execute();
-      return Object.fromEntries(rows.map((r) => [r.sink, Number(r.count)]));
+      const counts = Object.fromEntries(rows.map((r) => [r.sink, Number(r.count)]));
+      if (kind === 'pending') {
+        for (const { sink, backlog } of await countBacklogs(db)) if (backlog > 0) counts[sink] = (counts[sink] ?? 0) + backlog;
+      }
+      return counts;
+    },
+
+    async addExceptions(rows: NewException[]): Promise<void> {
+      if (rows.length === 0) return;
+      await db
+        .insertInto('outbox')
+        .values(
+          rows.map((row) => ({
+            delivery_id: row.deliveryId,
+            sink: row.sink,
+            status: row.status,
+            attempts: row.attempts,
+            next_attempt_at: row.nextAttemptAt,
+            last_error: row.lastError,
+            created_at: row.now,
+            updated_at: row.now,
+            box_id: row.boxId,
+            trace_parent: row.traceparent,
+          })),
+        )
+        .execute();
+    },
+
+    async pendingBoxes(sink: string, boxIds: string[]): Promise<string[]> {
+      if (boxIds.length === 0) return [];
+      const rows = await db
+        .selectFrom('outbox')
+        .select('box_id')
+        .distinct()
+        .where(sql<boolean>`status = 'pending'`)
+        .where('sink', '=', sink)
+        .where('box_id', 'in', boxIds)
+        .execute();
+      return rows.map((row) => row.box_id as string);
     },
   };
+}
+
+/**
+ * Per sink, the routed deliveries past its cursors, less those already written down as an outbox
+ * row (counted there, or settled) while the cursor's move is not yet stored.
+ */
+async function countBacklogs(db: Kysely<Schema>): Promise<{ sink: string; backlog: number }[]> {
+  const least = new Map<string, Position>();
+  for (const row of await db.selectFrom('log_cursors').select(['sink', 'xid', 'seq']).execute()) {
+    const cursor = { xid: Number(row.xid), seq: Number(row.seq) };
+    const known = least.get(row.sink);
+    if (known === undefined || comparePositions(cursor, known) < 0) least.set(row.sink, cursor);
+  }
+  return Promise.all(
+    [...least].map(async ([sink, from]) => {
+      const { rows } = await sql<{ backlog: number }>`
+        SELECT count(*) AS backlog FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
+        WHERE d.seq IS NOT NULL AND (d.log_xid, d.seq) > (${from.xid}, ${from.seq}) AND (d.log_xid, d.seq) > (c.xid, c.seq)
+          AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
+          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`.execute(db);
+      return { sink, backlog: Number(rows[0]?.backlog ?? 0) };
+    }),
+  );
+}
+
+/**
+ * The log of a sink no replica serves: its routed deliveries past the cursors of partitions no live
+ * lease holds become set-aside rows, and those cursors move to the head, in one transaction.
+ */
+async function setAsideLog(database: Database, sink: string, now: number): Promise<number> {
+  const db = database.kysely;
+  const leaseNow = leaseClock(database);
+  const head = logHead(database);
+  const { rows } = await sql<{ xid: number; seq: number }>`SELECT ${head.xid} AS xid, ${head.seq} AS seq`.execute(db);
+  const to = { xid: Number(rows[0]?.xid ?? 0), seq: Number(rows[0]?.seq ?? 0) };
+  const free = sql<boolean>`(c.lease_until IS NULL OR c.lease_until <= ${leaseNow(now)})`;
+  const insert = sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
+    SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
+    FROM log_cursors c JOIN deliveries d ON d.part = c.part
+    WHERE c.sink = ${sink} AND ${free} AND d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (d.log_xid, d.seq) <= (${to.xid}, ${to.seq})
+      AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
+    ORDER BY d.log_xid, d.seq`.compile(db);
+  const move = sql`UPDATE log_cursors SET xid = ${to.xid}, seq = ${to.seq}, updated_at = ${now}
+    WHERE sink = ${sink} AND (lease_until IS NULL OR lease_until <= ${leaseNow(now)}) AND (xid, seq) < (${to.xid}, ${to.seq})`.compile(db);
+  return atomically(database, function* () {
+    const { changed } = yield insert;
+    yield move;
+    return changed;
+  });
 }

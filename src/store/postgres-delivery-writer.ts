@@ -4,7 +4,6 @@ import { BOX_COLUMNS } from './boxes.js';
 import {
   BOX_ON_CONFLICT,
   INSERT_DELIVERY,
-  OUTBOX_COLUMNS,
   SELECT_PAYLOAD,
   boxParams,
   deliveryParams,
@@ -13,22 +12,18 @@ import {
 } from './delivery-sql.js';
 
 /**
- * A delivery, its fan-out rows and its box in one statement, so one round trip and one commit: as
+ * A delivery (appended to the log) and its box in one statement, so one round trip and one commit: as
  * BEGIN, three inserts and COMMIT, each waiting for the server, the relay spent most of a request
- * waiting on the pool. The outbox and box inserts take their rows from the delivery's insert, so a
+ * waiting on the pool. The box insert takes its row from the delivery's insert, so a
  * duplicate (no row inserted) writes nothing else. The final SELECT sees the table as the statement
  * started: the first copy's payload when this one is a duplicate. Prepared once per connection (by
  * name): parsing and planning it each time cost the server more than running it.
  */
 const RECORD = `WITH delivered AS (
     ${toPostgresPlaceholders(INSERT_DELIVERY)} RETURNING id
-  ), fanned_out AS (
-    INSERT INTO outbox (${OUTBOX_COLUMNS})
-    SELECT delivered.id, sinks.sink, 'pending', 0, $5, $5, $5, $3, $9 FROM delivered CROSS JOIN unnest($10::text[]) WITH ORDINALITY AS sinks(sink, n)
-    ORDER BY sinks.n
   ), boxed AS (
     INSERT INTO boxes (${BOX_COLUMNS.join(', ')})
-    SELECT $11::text, $12::text, $13::text, $14::text, $15::text, $16::text, $17::text, $18::bigint FROM delivered WHERE $11::text IS NOT NULL
+    SELECT $12::text, $13::text, $14::text, $15::text, $16::text, $17::text, $18::text, $19::bigint FROM delivered WHERE $12::text IS NOT NULL
     ${BOX_ON_CONFLICT}
   )
   SELECT (SELECT count(*) FROM delivered)::int AS inserted, (SELECT payload FROM deliveries WHERE id = $1) AS stored`;
@@ -41,7 +36,11 @@ const selectPayload = toPostgresPlaceholders(SELECT_PAYLOAD);
  * another replica waits on the primary key and then sees the conflict, so each id is stored and
  * fanned out once.
  */
-export function createPostgresDeliveryWriter(connect: () => Promise<pg.PoolClient>, onCommit: () => void = () => {}): DeliveryWriter {
+export function createPostgresDeliveryWriter(
+  connect: () => Promise<pg.PoolClient>,
+  ensureCursors: (sinks: string[]) => Promise<void>,
+  onCommit: () => void = () => {},
+): DeliveryWriter {
   const query = async <R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<R | undefined> => {
     const client = await connect();
     try {
@@ -53,8 +52,10 @@ export function createPostgresDeliveryWriter(connect: () => Promise<pg.PoolClien
   return {
     async record(delivery) {
       try {
-        const { event, sinks, traceparent } = delivery;
-        const params = [...deliveryParams(delivery), traceparent ?? null, sinks, ...(boxParams(delivery) ?? NO_BOX)];
+        const { event } = delivery;
+        // A sink routed to for the first time gets its cursors at the head first: this delivery is after it.
+        await ensureCursors(delivery.sinks);
+        const params = [...deliveryParams(delivery), ...(boxParams(delivery) ?? NO_BOX)];
         const result = await query<{ inserted: number; stored: string | null }>({ name: 'boxrelay_record_delivery', text: RECORD, values: params });
         if (result?.inserted === 1) {
           onCommit();

@@ -34,6 +34,10 @@ export interface PruneResult {
   audit: number;
 }
 
+/** A delivery no sink it was routed to still has to read from the log (past its cursor). */
+const NOT_IN_ANY_BACKLOG = sql<boolean>`NOT EXISTS (SELECT 1 FROM log_cursors c WHERE c.part = d.part AND d.seq IS NOT NULL
+  AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (',' || d.sinks || ',') LIKE ('%,' || c.sink || ',%'))`;
+
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -65,9 +69,11 @@ async function deleteInBatches(
 
 /**
  * Retention: removes deliveries older than `retentionDays` with their settled outbox rows
- * (delivered, discarded), boxes not heard of for as long, audit entries and delivery counts as old,
+ * (delivered, discarded), boxes not heard of for as long, audit entries, delivery counts and
+ * cursor marks as old,
  * and signing secrets past their expiry. A
- * delivery stays while any of its outbox rows is unsettled (pending, a dead letter, set aside), so
+ * delivery stays while any of its outbox rows is unsettled (pending, a dead letter, set aside), or
+ * while a sink it was routed to has not read it from the log, so
  * retention never loses undelivered events. Removing a delivery ends its dedup protection: the
  * dedup window is the retention period. Every statement stands alone (no transaction), as the
  * SQLite connection is shared with the group-commit writer; each commits without an fsync of its own
@@ -90,6 +96,7 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
         .where(({ not, exists, selectFrom }) =>
           not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'd.id').where(UNSETTLED))),
         )
+        .where(NOT_IN_ANY_BACKLOG)
         .limit(batchSize)
         .execute();
       if (expired.length === 0) return [];
@@ -126,6 +133,9 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
     ? 0
     : (await executeUnsynced(database, kysely.deleteFrom('audit').where('at', '<', cutoff).returning('id'))).length;
   if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('sink_minutes').where('minute', '<', cutoff));
+  // When cursors passed positions that retention has removed, and readers long gone.
+  if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_marks').where('at', '<', cutoff));
+  if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_readers').where('seen_at', '<', cutoff));
 
   // An expired secret verifies nothing any more; kept, it would only be a secret at rest.
   const expiredSecrets = options.signal?.aborted

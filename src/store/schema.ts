@@ -17,6 +17,16 @@ export interface DeliveriesTable {
    * (`operator`, its operator events); null for a received webhook. Free text: no migration per value.
    */
   origin: EventOrigin | null;
+  /** Log position (migration 012): null for deliveries stored before, which the log never reads. */
+  seq: number | null;
+  /** PostgreSQL: the inserting transaction's id; SQLite: 0. With `seq`, the position. */
+  log_xid: Generated<number>;
+  /** Which partition of each sink's log the event is in (by its box). */
+  part: Generated<number>;
+  /** The sinks it was routed to when accepted, comma-joined; null before migration 012. */
+  sinks: string | null;
+  /** W3C traceparent of the span that stored it (tracing on): its attempts join that trace. */
+  trace_parent: string | null;
 }
 
 /** How a reconciliation run found an event (contract section 9, `boxrelayorigin`). */
@@ -153,6 +163,33 @@ export interface SinkServersTable {
   served_at: number;
 }
 
+/** Per sink and log partition: done up to this position, and which process reads it now. */
+export interface LogCursorsTable {
+  sink: string;
+  part: number;
+  xid: number;
+  seq: number;
+  lease_owner: string | null;
+  lease_until: number | null;
+  updated_at: number;
+}
+
+/** When a cursor passed a position (the acknowledgement time of events delivered at their first attempt). */
+export interface LogMarksTable {
+  sink: string;
+  part: number;
+  xid: number;
+  seq: number;
+  at: number;
+}
+
+/** Processes reading a sink's log, and when they last said so. */
+export interface LogReadersTable {
+  sink: string;
+  owner: string;
+  seen_at: number;
+}
+
 export interface Schema {
   deliveries: DeliveriesTable;
   outbox: OutboxTable;
@@ -166,4 +203,7 @@ export interface Schema {
   audit: AuditTable;
   sink_minutes: SinkMinutesTable;
   sink_servers: SinkServersTable;
+  log_cursors: LogCursorsTable;
+  log_marks: LogMarksTable;
+  log_readers: LogReadersTable;
 }

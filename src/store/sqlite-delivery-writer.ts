@@ -1,17 +1,16 @@
-import type BetterSqlite3 from 'better-sqlite3';
 import { StorageUnavailableError } from '../errors.js';
+import type { Database } from './database.js';
 import {
-  INSERT_DELIVERY,
-  INSERT_OUTBOX,
+  INSERT_LOGGED_DELIVERY,
   SELECT_PAYLOAD,
   UPSERT_BOX,
   boxParams,
   deliveryParams,
-  outboxParams,
   type DeliveryWriter,
   type NewDelivery,
   type RecordResult,
 } from './delivery-sql.js';
+import { ensureCursorsQuery } from './log/cursors.js';
 
 interface Pending {
   delivery: NewDelivery;
@@ -24,21 +23,28 @@ interface Pending {
  * transaction and so one fsync, which is what makes synchronous=FULL affordable. Each caller's
  * promise settles only after that commit.
  */
-export function createSqliteDeliveryWriter(
-  sqlite: BetterSqlite3.Database,
-  onCommit: () => void = () => {},
-): DeliveryWriter {
-  const insertDelivery = sqlite.prepare(INSERT_DELIVERY);
-  const insertOutbox = sqlite.prepare(INSERT_OUTBOX);
+export function createSqliteDeliveryWriter(database: Extract<Database, { dialect: 'sqlite' }>, onCommit: () => void = () => {}): DeliveryWriter {
+  const { sqlite } = database;
+  /** Sinks known to have their log cursors: one routed to for the first time gets them, at the head, in the same transaction. */
+  const withCursors = new Set<string>();
+  const ensureCursors = (sinks: string[]): void => {
+    for (const sink of sinks) {
+      if (withCursors.has(sink)) continue;
+      const { sql, parameters } = ensureCursorsQuery(database.kysely, database, sink, Date.now()).compile();
+      database.prepare(sql).run(...parameters);
+      withCursors.add(sink);
+    }
+  };
+  const insertDelivery = sqlite.prepare(INSERT_LOGGED_DELIVERY);
   const upsertBox = sqlite.prepare(UPSERT_BOX);
   const selectPayload = sqlite.prepare<[string], { payload: string }>(SELECT_PAYLOAD);
 
   const writeOne = (delivery: NewDelivery): RecordResult => {
+    ensureCursors(delivery.sinks);
     if (insertDelivery.run(...deliveryParams(delivery)).changes === 0) {
       const stored = selectPayload.get(delivery.event.id);
       return { duplicate: true, payloadDiffers: stored?.payload !== delivery.event.payload };
     }
-    for (const sink of delivery.sinks) insertOutbox.run(...outboxParams(delivery, sink));
     const box = boxParams(delivery);
     if (box) upsertBox.run(...box);
     return { duplicate: false, payloadDiffers: false };

@@ -1,6 +1,7 @@
 import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
 import type { Database, DatabaseOptions } from './database.js';
 import type { DeliveryWriter } from './delivery-sql.js';
+import { createLogCursors } from './log/cursors.js';
 import { openMigrated } from './migrate.js';
 import { createPostgresDeliveryWriter } from './postgres-delivery-writer.js';
 import { createSqliteDeliveryWriter } from './sqlite-delivery-writer.js';
@@ -26,8 +27,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   const { database } = await openMigrated({ onConnectionError: onFailure, ...options });
   const engineWriter =
     database.dialect === 'sqlite'
-      ? createSqliteDeliveryWriter(database.sqlite, options.onCommit)
-      : createPostgresDeliveryWriter(database.connect, options.onCommit);
+      ? createSqliteDeliveryWriter(database, options.onCommit)
+      : createPostgresDeliveryWriter(database.connect, createLogCursors(database).ensureCursors, options.onCommit);
   let checkpointer: { stop(): Promise<void> } | undefined;
   if (database.dialect === 'sqlite' && options.url !== ':memory:') {
     database.sqlite.pragma(`wal_autocheckpoint = ${SERVING_AUTOCHECKPOINT_PAGES}`);

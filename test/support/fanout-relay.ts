@@ -4,6 +4,7 @@ import { afterEach } from 'vitest';
 import type { HookConfig } from '../../src/config/schema.js';
 import type { DispatchTuning } from '../../src/dispatch/tuning.js';
 import type { OutboxStatus, OutboxTable } from '../../src/store/schema.js';
+import { createOutbox } from '../../src/store/outbox.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { waitFor } from './fanout.js';
 import { hookServer, type HookServer } from './hook-server.js';
@@ -49,9 +50,19 @@ export function advanceAndWake(t: TestRelay, ms: number): void {
   t.relay.fanout.wake();
 }
 
-/** Waits until a sink has no unsettled outbox row left (nothing pending, no dead letter). */
+/** A sink's pending work: its pending outbox rows and the routed events its cursors have not passed. */
+export async function pendingCount(t: TestRelay | Store, sink: string): Promise<number> {
+  const store = 'relay' in t ? t.relay.store : t;
+  return (await createOutbox(store.database).countBySink('pending'))[sink] ?? 0;
+}
+
+/** Waits until a sink has no work left (nothing pending in the outbox or its log, no dead letter). */
 export async function allDelivered(t: TestRelay | Store, sink: string, timeoutMs?: number): Promise<void> {
-  await waitFor(async () => (await outboxRows(t, sink)).length === 0, `every ${sink} row to be delivered`, timeoutMs);
+  await waitFor(
+    async () => (await outboxRows(t, sink)).length === 0 && (await pendingCount(t, sink)) === 0,
+    `every ${sink} event to be delivered`,
+    timeoutMs,
+  );
 }
 
 /** The same, read through a store of its own (for a relay already stopped). */

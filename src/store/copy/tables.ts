@@ -44,6 +44,13 @@ export const COPIED: readonly CopiedTable[] = [
   { table: 'secrets', label: 'upstream secrets', key: ['id'] },
   { table: 'audit', label: 'audit entries', key: ['id'] },
   { table: 'sink_minutes', label: 'delivery counts per minute', key: ['minute', 'sink'] },
+  {
+    table: 'log_cursors',
+    label: 'log cursors (per sink and partition)',
+    key: ['sink', 'part'],
+    // Held by processes of the old relay; the new ones take the partitions afresh.
+    cleared: ['lease_owner', 'lease_until'],
+  },
 ];
 
 /** Tables the relay keeps that are deliberately not copied, and why. */
@@ -51,6 +58,8 @@ export const NOT_COPIED: Readonly<Record<string, string>> = {
   leases: 'held by running processes; the new relay takes its own',
   heartbeat: "the readiness probe's scratch row",
   sink_servers: 'heartbeats of running replicas; the new relays announce their own sinks',
+  log_readers: 'heartbeats of running log readers; the new relays announce their own',
+  log_marks: "when the old relay's cursors passed each position: events delivered before the move show their cursor's last move instead",
   kysely_migration: 'each database records its own migrations',
   kysely_migration_lock: 'each database records its own migrations',
 };

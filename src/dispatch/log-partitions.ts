@@ -1,0 +1,123 @@
+import { comparePositions, type Position } from '../store/log/position.js';
+import type { HeldPart } from '../store/log/cursors.js';
+import type { LogEntry } from '../store/log/read-log.js';
+
+interface Slot {
+  position: Position;
+  done: boolean;
+}
+
+interface Partition {
+  /** Done up to here: every routed entry at or before it is settled (delivered, or an outbox row). */
+  cursor: Position;
+  /** The cursor as last stored. */
+  stored: Position;
+  /** Read up to here: an entry at or before it is not taken again. */
+  seen: Position;
+  /** Entries taken and not yet settled, in log order, with "seen up to" marks between them. */
+  slots: Slot[];
+}
+
+/**
+ * One lane's view of the log partitions it holds (pure bookkeeping, no storage): which entries it
+ * has taken, and how far each partition's cursor may move. A cursor moves over an entry only once
+ * the entry is settled, so entries still under way (or left undone at a stop) are read again by
+ * whoever holds the partition next.
+ */
+export interface LogPartitions {
+  /** The partitions held now, with their stored cursors: new ones are read from their cursor; lost ones are forgotten. */
+  hold(held: HeldPart[]): void;
+  held(): number[];
+  /** Where the next read starts after: the least `seen` of the held partitions; null when none is held. */
+  readAfter(): Position | null;
+  /**
+   * The entries of a read to work on, at most `max`: those of held partitions, not taken before,
+   * for which `wanted` holds; everything up to the last entry examined counts as seen.
+   */
+  take(entries: LogEntry[], max: number, wanted: (entry: LogEntry) => boolean): LogEntry[];
+  /** A taken entry is settled: its partition's cursor may move over it. */
+  settle(entry: LogEntry): void;
+  /** Partitions whose cursor moved since it was last stored, with the new cursor; `stored` marks them stored. */
+  moved(): HeldPart[];
+  stored(parts: HeldPart[]): void;
+  /** Held partitions with nothing under way: they can be given back as they are stored. */
+  idle(): number[];
+}
+
+const later = (a: Position, b: Position) => comparePositions(a, b) > 0;
+
+export function createLogPartitions(): LogPartitions {
+  const parts = new Map<number, Partition>();
+
+  const advance = (partition: Partition) => {
+    while (partition.slots[0]?.done) partition.cursor = (partition.slots.shift() as Slot).position;
+  };
+
+  return {
+    hold(held) {
+      const keep = new Set(held.map((h) => h.part));
+      for (const part of [...parts.keys()]) if (!keep.has(part)) parts.delete(part);
+      for (const { part, xid, seq } of held) {
+        if (parts.has(part)) continue;
+        const position = { xid, seq };
+        parts.set(part, { cursor: position, stored: position, seen: position, slots: [] });
+      }
+    },
+    held: () => [...parts.keys()],
+    readAfter() {
+      let least: Position | null = null;
+      for (const { seen } of parts.values()) if (least === null || later(least, seen)) least = seen;
+      return least;
+    },
+    take(entries, max, wanted) {
+      const taken: LogEntry[] = [];
+      let last: Position | undefined;
+      for (const entry of entries) {
+        if (taken.length === max) break;
+        last = entry;
+        const partition = parts.get(entry.part);
+        if (!partition || !later(entry, partition.seen)) continue;
+        partition.seen = { xid: entry.xid, seq: entry.seq };
+        if (!wanted(entry)) {
+          partition.slots.push({ position: partition.seen, done: true });
+          continue;
+        }
+        partition.slots.push({ position: partition.seen, done: false });
+        taken.push(entry);
+      }
+      if (last !== undefined) {
+        const seenUpTo = { xid: last.xid, seq: last.seq };
+        for (const partition of parts.values()) {
+          if (!later(seenUpTo, partition.seen)) continue;
+          partition.seen = seenUpTo;
+          partition.slots.push({ position: seenUpTo, done: true });
+        }
+      }
+      for (const partition of parts.values()) {
+        // Marks between undone entries say the same as the last of them: keep one.
+        partition.slots = partition.slots.filter((slot, i, all) => !slot.done || !all[i + 1]?.done);
+        advance(partition);
+      }
+      return taken;
+    },
+    settle(entry) {
+      const partition = parts.get(entry.part);
+      const slot = partition?.slots.find((s) => s.position.xid === entry.xid && s.position.seq === entry.seq);
+      if (!partition || !slot) return;
+      slot.done = true;
+      advance(partition);
+    },
+    moved() {
+      const moved: HeldPart[] = [];
+      for (const [part, partition] of parts) if (later(partition.cursor, partition.stored)) moved.push({ part, ...partition.cursor });
+      return moved;
+    },
+    stored(stored) {
+      for (const { part, xid, seq } of stored) {
+        const partition = parts.get(part);
+        if (partition && later({ xid, seq }, partition.stored)) partition.stored = { xid, seq };
+      }
+    },
+    idle: () => [...parts].filter(([, p]) => p.slots.every((slot) => slot.done)).map(([part]) => part),
+  };
+}

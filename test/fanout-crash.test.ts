@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { beforeAll, expect, it } from 'vitest';
 import { openStore } from '../src/store/store.js';
 import { requireBuild } from './support/process.js';
-import { fanoutFixture, outboxRows } from './support/fanout-relay.js';
+import { fanoutFixture, unfinishedIds } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { SECRET, delivery } from './support/sign.js';
@@ -56,16 +56,15 @@ it('delivers all 100 to NATS and the hook after a SIGKILL right after the last 2
 
   const store = await openStore({ url: env.BOXRELAY_DATABASE });
   defer(() => store.close());
-  const unfinished = new Set((await outboxRows(store, 'crash')).map((r) => r.delivery_id));
+  const unfinished = await unfinishedIds(store, 'crash');
   expect(unfinished.size).toBeGreaterThan(0);
   const stored = await store.database.kysely.selectFrom('deliveries').select('id').execute();
   expect(new Set(stored.map((d) => d.id))).toEqual(new Set(posted));
 
   const second = await serve(env);
   await waitFor(async () => {
-    const rows = [...(await outboxRows(store, 'nats')), ...(await outboxRows(store, 'crash'))];
-    return rows.length === 0;
-  }, `every row to be delivered (${second.lines.join('\n')})`, 25_000);
+    return (await unfinishedIds(store, 'nats')).size + (await unfinishedIds(store, 'crash')).size === 0;
+  }, `every event to be delivered (${second.lines.join('\n')})`, 25_000);
 
   // NATS: exactly once in the stream (a re-publish after the kill is dropped by Nats-Msg-Id).
   expect((await client.jsm.streams.info(stream)).state.messages).toBe(100);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createOutbox } from '../src/store/outbox.js';
 import { openStore } from '../src/store/store.js';
 import { postgresSchema } from './support/databases.js';
-import { allDelivered, fanoutFixture, hook, storedRows } from './support/fanout-relay.js';
+import { allDelivered, fanoutFixture, hook, storedWork } from './support/fanout-relay.js';
 import { recordEvent } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
 
@@ -45,20 +45,16 @@ describe('dispatcher', () => {
     await a.post();
     await slow.received(1);
     await a.close();
-    expect(await storedRows(a, 'h')).toEqual([]);
+    expect(await storedWork(a, 'h')).toEqual({ unfinished: new Set(), rows: [], held: [] });
 
     const silent = await server(() => 'hang');
     const b = await relay({ hooks: [hook('h', silent.url, { concurrency: 2 })], shutdownTimeoutMs: 200 });
     for (let i = 0; i < 3; i++) await b.post();
     await silent.received(2);
     await b.close();
-    const rows = await storedRows(b, 'h');
-    // A cut attempt is not counted against the hook (issue 12): released as if never tried.
-    expect(rows.map((r) => [r.status, r.attempts, r.lease_owner, r.next_attempt_at <= b.clock.now(), r.last_error])).toEqual([
-      ['pending', 0, null, true, null],
-      ['pending', 0, null, true, null],
-      ['pending', 0, null, true, null],
-    ]);
+    // A cut attempt is not counted against the hook (issue 12): left in the log after the stored cursor, as if never tried.
+    const { unfinished, rows, held } = await storedWork(b, 'h');
+    expect([unfinished.size, rows, held]).toEqual([3, [], []]);
 
     const answering = await server();
     await relay({ database: b.config.database, hooks: [hook('h', answering.url)] });

@@ -1,11 +1,12 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { postgresSchema } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
+import { allSettled, leasedWork } from './support/leased-work.js';
 import { requireBuild, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 
@@ -48,15 +49,8 @@ describe('per-box order across two replicas on PostgreSQL', () => {
     const db = new pg.Client(database);
     await db.connect();
     defer(() => db.end());
-    /** Pending rows under a live lease of `relay` (lease owners are `host:pid:random`), by the database's clock. */
-    const heldBy = async (relay: RelayProcess): Promise<string[]> =>
-      (
-        await db.query(
-          `SELECT delivery_id FROM outbox WHERE status = 'pending' AND lease_owner LIKE $1
-             AND lease_until > (extract(epoch from clock_timestamp()) * 1000)`,
-          [`${hostname()}:${relay.child.pid}:%`],
-        )
-      ).rows.map((r: { delivery_id: string }) => r.delivery_id);
+    /** Work under a live lease of `relay`: its leased rows and the events past its partitions' cursors. */
+    const heldBy = async (relay: RelayProcess): Promise<string[]> => (await leasedWork(db, relay, { live: true })).map((r) => r.delivery_id);
     let heldWhenKilled: string[] = [];
     let arrivedBeforeKill = 0;
 
@@ -83,11 +77,7 @@ describe('per-box order across two replicas on PostgreSQL', () => {
     }
     expect(heldWhenKilled.length).toBeGreaterThan(0);
 
-    await waitFor(
-      async () => (await db.query(`SELECT count(*)::int AS n FROM outbox WHERE status <> 'delivered'`)).rows[0].n === 0,
-      'every row to be delivered',
-      30_000,
-    );
+    await waitFor(() => allSettled(db), 'every event to be delivered', 30_000);
     // The killed replica's rows were taken over and sent by the survivor.
     const sentAfterKill = new Set(arrivals.slice(arrivedBeforeKill).map((x) => x.id));
     expect(heldWhenKilled.filter((id) => !sentAfterKill.has(id))).toEqual([]);

@@ -22,7 +22,8 @@ describe.each(engines)('migration 012 on $name', (engine) => {
     const url = await engine.url();
     const hookServer = await server();
     const pausedServer = await server();
-    const now = Date.now();
+    // Long before the test relay's clock: every row is due.
+    const now = 1_000_000;
     const before = openDatabase({ url });
     try {
       const schema = engine.name === 'postgres' ? (await sql<{ s: string }>`SELECT current_schema() AS s`.execute(before.kysely)).rows[0]!.s : undefined;

@@ -1,11 +1,12 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { postgresSchema } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
+import { allSettled, leasedWork } from './support/leased-work.js';
 import type { HookAnswer } from './support/hook-server.js';
 import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, type RelayProcess } from './support/process.js';
@@ -117,10 +118,7 @@ async function replicas(env: Record<string, string> = {}, hookAnswer: HookAnswer
     published,
     storedIds: async () => (await query<{ id: string }>('SELECT id FROM deliveries')).map((r) => r.id),
     /** Every fan-out row is delivered (none pending, none dead). */
-    allDone: async () => {
-      const [row] = await query<{ left: number }>(`SELECT count(*)::int AS left FROM outbox WHERE status <> 'delivered'`);
-      return row!.left === 0;
-    },
+    allDone: () => allSettled(db),
     /** The event ids in the stream, one per stored message. */
     async streamIds(): Promise<string[]> {
       const { state } = await nats.jsm.streams.info(stream);
@@ -130,11 +128,8 @@ async function replicas(env: Record<string, string> = {}, hookAnswer: HookAnswer
       }
       return ids;
     },
-    /** Rows left pending under the lease of a process (the owner is `host:pid:random`). */
-    leasedBy: async (relay: RelayProcess) =>
-      query<{ delivery_id: string; sink: string }>(`SELECT delivery_id, sink FROM outbox WHERE status = 'pending' AND lease_owner LIKE $1`, [
-        `${hostname()}:${relay.child.pid}:%`,
-      ]),
+    /** Work left under the lease of a process: its leased rows and the events past its partitions' cursors. */
+    leasedBy: (relay: RelayProcess) => leasedWork(db, relay),
     /** SIGTERM: resolves with the exit code (0 when the stop was clean). */
     stop: async (relay: RelayProcess) => {
       relay.child.kill('SIGTERM');

@@ -242,6 +242,11 @@ export function createOutboxWork(database: Database): OutboxWork {
         .set(LEASE_CLEARED)
         .where('lease_owner', owner === undefined ? 'is not' : '=', owner ?? null)
         .executeTakeFirst();
+      // Gone readers no longer count toward the share of the live ones.
+      await db
+        .deleteFrom('log_readers')
+        .$if(owner !== undefined, (q) => q.where('owner', '=', owner as string))
+        .execute();
       return Number(result.numUpdatedRows) + Number(parts.numUpdatedRows);
     },
 

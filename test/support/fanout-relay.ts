@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Registry } from 'prom-client';
 import { afterEach } from 'vitest';
 import type { HookConfig } from '../../src/config/schema.js';
@@ -56,6 +56,24 @@ export async function pendingCount(t: TestRelay | Store, sink: string): Promise<
   return (await createOutbox(store.database).countBySink('pending'))[sink] ?? 0;
 }
 
+/**
+ * The events a sink has not settled: its unsettled outbox rows (pending, dead letters, set aside)
+ * and the routed deliveries its cursors have not passed (less those with an outbox row of the sink).
+ */
+export async function unfinishedIds(t: TestRelay | Store, sink: string): Promise<Set<string>> {
+  const store = 'relay' in t ? t.relay.store : t;
+  const { rows } = await sql<{ id: string }>`SELECT d.id FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
+    WHERE d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
+      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`.execute(store.database.kysely);
+  return new Set([...rows.map((row) => row.id), ...(await outboxRows(t, sink)).map((row) => row.delivery_id)]);
+}
+
+/** Log partitions some process holds (a lease not cleared): a process that stopped or was cleaned up after holds none. */
+export async function heldPartitions(t: TestRelay | Store): Promise<{ sink: string; part: number; lease_owner: string | null }[]> {
+  const store = 'relay' in t ? t.relay.store : t;
+  return store.database.kysely.selectFrom('log_cursors').select(['sink', 'part', 'lease_owner']).where('lease_owner', 'is not', null).execute();
+}
+
 /** Waits until a sink has no work left (nothing pending in the outbox or its log, no dead letter). */
 export async function allDelivered(t: TestRelay | Store, sink: string, timeoutMs?: number): Promise<void> {
   await waitFor(
@@ -65,11 +83,14 @@ export async function allDelivered(t: TestRelay | Store, sink: string, timeoutMs
   );
 }
 
-/** The same, read through a store of its own (for a relay already stopped). */
-export async function storedRows(t: TestRelay, sink: string): Promise<Selectable<OutboxTable>[]> {
+/**
+ * A stopped relay's work for a sink, read through a store of its own: the events it has not settled,
+ * its unsettled outbox rows, and the log partitions still held (a clean stop leaves none).
+ */
+export async function storedWork(t: TestRelay, sink: string) {
   const store = await openStore({ url: t.config.database });
   try {
-    return await outboxRows(store, sink);
+    return { unfinished: await unfinishedIds(store, sink), rows: await outboxRows(store, sink), held: await heldPartitions(store) };
   } finally {
     await store.close();
   }

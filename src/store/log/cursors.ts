@@ -135,7 +135,8 @@ export function createLogCursors(database: Database, clock: () => number = Date.
                     .selectFrom('log_cursors as free')
                     .select('free.part')
                     .where('free.sink', '=', sink)
-                    .where((w) => w.or([w('free.lease_until', 'is', null), w('free.lease_until', '<=', leaseNow(now)), w('free.lease_owner', '=', owner)]))
+                    // Its own live partitions were renewed above: only others' (free) are taken here.
+                    .where((w) => w.or([w('free.lease_until', 'is', null), w('free.lease_until', '<=', leaseNow(now))]))
                     .orderBy('free.part')
                     .limit(wanted)
                     .$if(postgres, (q) => q.forUpdate().skipLocked()),

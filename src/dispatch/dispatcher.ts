@@ -431,6 +431,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         const moved = partitions.moved();
         if (moved.length === 0) return;
         try {
+          cursorsStoredAt = performance.now();
           await outbox.advanceCursors({ sink: sink.name, owner, now: clock.now(), cursors: moved });
           partitions.stored(moved);
         } catch (error) {
@@ -439,8 +440,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       });
       return storingCursors;
     };
+    /** Stored soon after a move (a crash sends again only what settled since), but at most once per `cursorStoreMs`. */
+    let cursorsStoredAt = -Infinity;
     const cursorMoved = () => {
-      cursorTimer ??= setTimeout(() => void storeCursors(), tuning.cursorStoreMs).unref();
+      cursorTimer ??= setTimeout(() => void storeCursors(), Math.max(0, cursorsStoredAt + tuning.cursorStoreMs - performance.now())).unref();
     };
 
     /** A log entry tried (after the entries of its box before it, with per-box order) and written down. */

@@ -4,7 +4,7 @@ export interface DispatchTuning {
   pollMs: number;
   /** Rows claimed, or log entries read, by one query at most. */
   batchSize: number;
-  /** How often a lane stores how far it has read the log (a crash sends what came after again). */
+  /** The least time between two stores of how far a lane has settled the log (a crash sends again what settled since the last). */
   cursorStoreMs: number;
   /** In-process retries (p-retry) of a fresh event's retryable failure, before waits move to the database. */
   quickRetries: number;
@@ -48,7 +48,7 @@ export const RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 1_800_000, 7_200_000
 export const defaultTuning: DispatchTuning = {
   pollMs: 2000,
   batchSize: 100,
-  cursorStoreMs: 100,
+  cursorStoreMs: 10,
   quickRetries: 2,
   quickMinDelayMs: 500,
   quickFactor: 2,

@@ -192,7 +192,7 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
         for (const sink of new Set([...options.sinks, ...Object.keys(counts)])) this.set({ sink }, counts[sink] ?? 0);
       },
     });
-  bySinkGauge('outbox_pending', 'Fan-out rows waiting for delivery, by sink', sources.pendingBySink);
+  bySinkGauge('outbox_pending', 'Events waiting for delivery (outbox rows and the log past the cursors), by sink', sources.pendingBySink);
   bySinkGauge('dead_letters', 'Dead letters waiting to be retried or discarded, by sink', sources.deadLettersBySink);
 
   new Gauge({

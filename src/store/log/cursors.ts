@@ -153,20 +153,19 @@ export function createLogCursors(database: Database, clock: () => number = Date.
      * fsync of their own. A partition another process took over meanwhile is not moved.
      */
     async advanceCursors({ sink, owner, now, cursors }: AdvanceCursors): Promise<void> {
-      for (const { part, xid, seq } of cursors) {
-        await executeUnsynced(
-          database,
-          db
-            .updateTable('log_cursors')
-            .set({ xid, seq, updated_at: now })
-            .where('sink', '=', sink)
-            .where('part', '=', part)
-            .where('lease_owner', '=', owner),
-        );
-      }
-      if (cursors.length > 0) {
-        await executeUnsynced(database, db.insertInto('log_marks').values(cursors.map(({ part, xid, seq }) => ({ sink, part, xid, seq, at: now }))));
-      }
+      if (cursors.length === 0) return;
+      // One statement for every partition that moved (SQLite and PostgreSQL both take UPDATE … FROM).
+      const moves = sql.join(
+        cursors.map(({ part, xid, seq }) => sql`SELECT CAST(${part} AS integer) AS part, CAST(${xid} AS bigint) AS xid, CAST(${seq} AS bigint) AS seq`),
+        sql` UNION ALL `,
+      );
+      const update = sql<{ part: number }>`UPDATE log_cursors SET xid = m.xid, seq = m.seq, updated_at = ${now} FROM (${moves}) AS m
+        WHERE log_cursors.sink = ${sink} AND log_cursors.part = m.part AND log_cursors.lease_owner = ${owner}
+        RETURNING log_cursors.part`;
+      const moved = await executeUnsynced(database, { compile: () => update.compile(db), execute: async () => (await update.execute(db)).rows });
+      const stored = new Set(moved.map((row) => Number(row.part)));
+      const marks = cursors.filter(({ part }) => stored.has(part)).map(({ part, xid, seq }) => ({ sink, part, xid, seq, at: now }));
+      if (marks.length > 0) await executeUnsynced(database, db.insertInto('log_marks').values(marks));
     },
 
     async releaseParts({ sink, owner, parts }: { sink: string; owner: string; parts: number[] }): Promise<void> {

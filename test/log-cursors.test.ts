@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { openMigrated } from '../src/store/migrate.js';
+import { createOutbox } from '../src/store/outbox.js';
+import { engines } from './support/databases.js';
+
+/** The partitions of a sink's log are shared fairly among the live processes that read it (contract: replicas). */
+describe.each(engines)('log partitions on $name', (engine) => {
+  it('gives each live reader its share, takes over what a gone reader held, and never gives one partition to two', async () => {
+    const { database } = await openMigrated({ url: await engine.url() });
+    try {
+      const outbox = createOutbox(database);
+      const now = Date.now();
+      const acquire = (owner: string) => outbox.acquireParts({ sink: 'h', owner, now, leaseMs: 60_000, readerTtlMs: 60_000 });
+
+      const first = await acquire('a');
+      expect([first.held.length, first.share]).toEqual([16, 16]);
+      // A second reader: its share is half, but nothing is free until the first gives back its surplus.
+      const second = await acquire('b');
+      expect([second.held.length, second.share]).toEqual([0, 8]);
+      const again = await acquire('a');
+      expect([again.held.length, again.share]).toEqual([16, 8]);
+      await outbox.releaseParts({ sink: 'h', owner: 'a', parts: again.held.slice(8).map((p) => p.part) });
+      const shared = await acquire('b');
+      expect(shared.held.map((p) => p.part)).toEqual([8, 9, 10, 11, 12, 13, 14, 15]);
+      expect((await acquire('a')).held.map((p) => p.part)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+
+      // The first reader is gone (its worker died): its partitions and its place in the share go at once.
+      await outbox.releaseAll('a');
+      const alone = await acquire('b');
+      expect([alone.held.length, alone.share]).toEqual([16, 16]);
+    } finally {
+      await database.close();
+    }
+  });
+
+  it('moves a cursor only for the process holding its partition, and notes when', async () => {
+    const { database } = await openMigrated({ url: await engine.url() });
+    try {
+      const outbox = createOutbox(database);
+      const now = Date.now();
+      const { held } = await outbox.acquireParts({ sink: 'h', owner: 'a', now, leaseMs: 60_000, readerTtlMs: 60_000 });
+      const start = held[0]!;
+      await outbox.advanceCursors({ sink: 'h', owner: 'b', now, cursors: [{ part: 0, xid: start.xid + 1, seq: 1 }] });
+      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 5, cursors: [{ part: 1, xid: start.xid + 1, seq: 2 }] });
+      const cursors = await database.kysely.selectFrom('log_cursors').select(['part', 'xid', 'seq']).where('part', 'in', [0, 1]).orderBy('part').execute();
+      expect(cursors.map((c) => [c.part, Number(c.xid), Number(c.seq)])).toEqual([
+        [0, start.xid, start.seq],
+        [1, start.xid + 1, 2],
+      ]);
+      const marks = await database.kysely.selectFrom('log_marks').select(['part', 'at']).execute();
+      expect(marks.map((m) => [m.part, Number(m.at)])).toEqual([[1, now + 5]]);
+    } finally {
+      await database.close();
+    }
+  });
+});

@@ -6,7 +6,7 @@
  */
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
-import { isPostgresUrl } from '../src/store/database.js';
+import { isPostgresUrl } from '../src/store/engines/database.js';
 
 const ID = "'evt_00000000000000000000000000000000'";
 const NOW = String(Date.now());

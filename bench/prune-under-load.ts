@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import pg from 'pg';
-import { isPostgresUrl } from '../src/store/database.js';
+import { isPostgresUrl } from '../src/store/engines/database.js';
 import { DAY_MS } from '../src/clock.js';
 import { runLoad } from './load.js';
 import { prefill, type Span } from './prefill.js';
@@ -32,7 +32,7 @@ export interface PruneLoadResult {
 }
 
 const TARGET_P99_MS = 100;
-/** The relay's daily retention run starts this long after `serve` starts (src/store/prune-schedule.ts). */
+/** The relay's daily retention run starts this long after `serve` starts (src/store/retention/prune-schedule.ts). */
 const FIRST_PRUNE_MS = 30_000;
 
 interface Answer {

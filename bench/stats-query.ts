@@ -1,5 +1,5 @@
-import { openDatabase } from '../src/store/database.js';
-import { readStats, statsWindow } from '../src/store/stats.js';
+import { openDatabase } from '../src/store/engines/database.js';
+import { readStats, statsWindow } from '../src/store/state/stats.js';
 
 const MINUTE_MS = 60_000;
 const RUNS = 5;

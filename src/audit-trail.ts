@@ -1,6 +1,6 @@
 import type { Clock } from './clock.js';
 import { untrusted, type Logger } from './log.js';
-import type { AuditNote } from './store/audit.js';
+import type { AuditNote } from './store/state/audit.js';
 
 /** Who asked for a change, and what they asked: the audit entry less its time. */
 export type AuditChange = Omit<AuditNote, 'at'>;

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { getBox } from '../src/store/boxes.js';
+import { getBox } from '../src/store/state/boxes.js';
 import { engines } from './support/databases.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 import { eventId } from './support/sign.js';

@@ -3,7 +3,7 @@ import { describeError, errorCodeOf, InvalidEventError, RelayError, StorageUnava
 import { isHttpRefusal, statusByCode } from '../src/http/status.js';
 import { asRelayError } from '../src/http/send-error.js';
 import { UpstreamUnreachableError } from '../src/upstream/errors.js';
-import { DatabaseBusyError } from '../src/store/database.js';
+import { DatabaseBusyError } from '../src/store/engines/database.js';
 import { LeaseLostError } from '../src/reconcile/errors.js';
 import { ConfigError } from '../src/config/load.js';
 import { BusDownError, HookRequestInvalidError, asSinkFailure } from '../src/sinks/failures.js';

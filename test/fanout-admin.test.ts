@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createOutbox } from '../src/store/outbox.js';
+import { createOutbox } from '../src/store/exceptions/outbox.js';
 import { requireBuild, runCli } from './support/process.js';
 import { ManualClock } from './support/clock.js';
 import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';

@@ -3,7 +3,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer, type CheckpointResult } from '../src/store/checkpointer.js';
+import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer, type CheckpointResult } from '../src/store/engines/checkpointer.js';
 import { openStore } from '../src/store/store.js';
 import { sqliteFile } from './support/databases.js';
 import { allDelivered, fanoutFixture, fastTuning, hook, outboxRows } from './support/fanout-relay.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createOutbox } from '../src/store/outbox.js';
+import { createOutbox } from '../src/store/exceptions/outbox.js';
 import { openStore } from '../src/store/store.js';
 import { postgresSchema } from './support/databases.js';
 import { allDelivered, fanoutFixture, hook, storedWork } from './support/fanout-relay.js';

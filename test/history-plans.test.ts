@@ -1,13 +1,13 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect, type CompiledQuery } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Database } from '../src/store/database.js';
-import { listEvents, type EventQuery } from '../src/store/events.js';
-import { queueReplay } from '../src/store/replay.js';
-import { openMigrated } from '../src/store/migrate.js';
+import type { Database } from '../src/store/engines/database.js';
+import { listEvents, type EventQuery } from '../src/store/state/events.js';
+import { queueReplay } from '../src/store/exceptions/replay.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
 import type { Schema } from '../src/store/schema.js';
-import { acceptedCounts, sinkCounts, statsWindow } from '../src/store/stats.js';
-import { statementCache } from '../src/store/statement-cache.js';
+import { acceptedCounts, sinkCounts, statsWindow } from '../src/store/state/stats.js';
+import { statementCache } from '../src/store/engines/statement-cache.js';
 import { sqliteFile } from './support/databases.js';
 
 /**

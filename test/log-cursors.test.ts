@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { openMigrated } from '../src/store/migrate.js';
-import { createOutbox } from '../src/store/outbox.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
+import { createOutbox } from '../src/store/exceptions/outbox.js';
 import { engines } from './support/databases.js';
 
 /** The partitions of a sink's log are shared fairly among the live processes that read it (contract: replicas). */

@@ -23,7 +23,7 @@ describe('log partitions', () => {
       { part: 0, xid: 0, seq: 0 },
       { part: 1, xid: 0, seq: 0 },
     ]);
-    const taken = parts.take([entry(1, 0), entry(2, 1), entry(3, 0, 'other'), entry(4, 1)], 10, routed);
+    const { taken } = parts.take([entry(1, 0), entry(2, 1), entry(3, 0, 'other'), entry(4, 1)], 10, routed);
     expect(taken.map((e) => e.seq)).toEqual([1, 2, 4]);
     expect(parts.moved()).toEqual([]);
 
@@ -47,10 +47,10 @@ describe('log partitions', () => {
   it('takes no more than asked, and reads again from where it stopped', () => {
     const parts = createLogPartitions();
     parts.hold([{ part: 0, xid: 0, seq: 0 }]);
-    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 2, routed).map((e) => e.seq)).toEqual([1, 2]);
+    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 2, routed)).toMatchObject({ taken: [{ seq: 1 }, { seq: 2 }], examined: 2 });
     expect(parts.readAfter()).toEqual({ xid: 0, seq: 2 });
     // Read again from there: the first two are not taken twice.
-    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 5, routed).map((e) => e.seq)).toEqual([3]);
+    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 5, routed).taken.map((e) => e.seq)).toEqual([3]);
   });
 
   it('reads a partition taken over from its stored cursor, and forgets one lost', () => {
@@ -64,7 +64,7 @@ describe('log partitions', () => {
       { part: 1, xid: 0, seq: 3 },
     ]);
     expect(parts.readAfter()).toEqual({ xid: 0, seq: 3 });
-    expect(parts.take([entry(4, 1), entry(5, 0), entry(6, 1)], 10, routed).map((e) => e.seq)).toEqual([4, 6]);
+    expect(parts.take([entry(4, 1), entry(5, 0), entry(6, 1)], 10, routed).taken.map((e) => e.seq)).toEqual([4, 6]);
     parts.hold([{ part: 1, xid: 0, seq: 3 }]);
     expect(parts.held()).toEqual([1]);
     // Entries of a partition no longer held settle without moving anything.
@@ -78,7 +78,7 @@ describe('log partitions', () => {
     const later = { ...entry(5, 0), xid: 11 };
     const earlier = { ...entry(200, 0), xid: 10 };
     const older = { ...entry(50, 0), xid: 10 };
-    expect(parts.take([older, earlier, later], 10, routed).map((e) => [e.xid, e.seq])).toEqual([
+    expect(parts.take([older, earlier, later], 10, routed).taken.map((e) => [e.xid, e.seq])).toEqual([
       [10, 200],
       [11, 5],
     ]);

@@ -2,7 +2,7 @@ import { Migrator, sql } from 'kysely';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
-import { openDatabase } from '../src/store/database.js';
+import { openDatabase } from '../src/store/engines/database.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { adminAuth, fanoutFixture, hook, pendingCount } from './support/fanout-relay.js';

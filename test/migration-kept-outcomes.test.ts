@@ -1,8 +1,8 @@
 import { Migrator, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
-import { openDatabase } from '../src/store/database.js';
-import { openMigrated } from '../src/store/migrate.js';
+import { openDatabase } from '../src/store/engines/database.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
 import { engines } from './support/databases.js';
 
 describe.each(engines)('migration 009 on $name', (engine) => {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { openDatabase, type Database } from '../src/store/database.js';
-import { createMigrator, migrateToLatest } from '../src/store/migrate.js';
+import { openDatabase, type Database } from '../src/store/engines/database.js';
+import { createMigrator, migrateToLatest } from '../src/store/engines/migrate.js';
 import { engines } from './support/databases.js';
 
 describe.each(engines)('migration 010 on $name: operator events stored before it keep their origin', (engine) => {

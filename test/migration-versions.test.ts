@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
-import { appliedMigrations, createMigrator } from '../src/store/migrate.js';
-import { databaseLocation, openDatabase } from '../src/store/database.js';
+import { appliedMigrations, createMigrator } from '../src/store/engines/migrate.js';
+import { databaseLocation, openDatabase } from '../src/store/engines/database.js';
 import { engines } from './support/databases.js';
 import { requireBuild, runCli } from './support/process.js';
 import { SECRET } from './support/sign.js';

@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
-import { MigrationError, openMigrated } from '../src/store/migrate.js';
+import { MigrationError, openMigrated } from '../src/store/engines/migrate.js';
 import { POSTGRES_URL, postgresSchema, sqliteFile } from './support/databases.js';
 
 /** Each engine: a fresh database URL, a way to break migration 001 on it, and whether a connection is left open. */

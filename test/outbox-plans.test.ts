@@ -1,9 +1,9 @@
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Database } from '../src/store/database.js';
-import { openMigrated } from '../src/store/migrate.js';
-import { createOutbox } from '../src/store/outbox.js';
-import { pruneExpired } from '../src/store/prune.js';
+import type { Database } from '../src/store/engines/database.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
+import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { pruneExpired } from '../src/store/retention/prune.js';
 import { engines } from './support/databases.js';
 
 /** Settled rows kept for the statuses: many, so a statement that reads them all shows in its plan. */

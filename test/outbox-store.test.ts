@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSinkRouter } from '../src/sinks/route.js';
-import { SINK_NOT_CONFIGURED, createOutbox, type Outbox } from '../src/store/outbox.js';
+import { createOutbox, type Outbox } from '../src/store/exceptions/outbox.js';
+import { SINK_NOT_CONFIGURED } from '../src/store/exceptions/rows.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines } from './support/databases.js';
 import { recordEvent } from './support/fanout.js';

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DAY_MS } from '../src/clock.js';
-import { pruneExpired } from '../src/store/prune.js';
+import { pruneExpired } from '../src/store/retention/prune.js';
 import type { OutboxStatus } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
 import { testRelay, type TestRelay } from './support/relay.js';

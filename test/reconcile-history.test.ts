@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
-import type { Run } from '../src/store/reconcile-runs.js';
+import type { Run } from '../src/store/state/reconcile-runs.js';
 import type { Timers } from '../src/schedule.js';
 import { engines } from './support/databases.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
-import type { Run } from '../src/store/reconcile-runs.js';
+import type { Run } from '../src/store/state/reconcile-runs.js';
 import { adminAuth, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { startFakeSandbox, type FakeSandbox } from './support/fake-sandbox.js';
 import { waitFor } from './support/fanout.js';

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Database } from '../src/store/database.js';
-import { openMigrated } from '../src/store/migrate.js';
-import { createSecretsStore } from '../src/store/secrets-store.js';
+import type { Database } from '../src/store/engines/database.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
+import { createSecretsStore } from '../src/store/state/secrets-store.js';
 import { createSecretCipher } from '../src/upstream/secret-cipher.js';
 import { ManualClock } from './support/clock.js';
 import { engines } from './support/databases.js';

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../src/store/store.js';
-import { createSinkStates, PROBE_INTERVAL_MS } from '../src/store/sink-state.js';
+import { createSinkStates, PROBE_INTERVAL_MS } from '../src/store/state/sink-state.js';
 import { engines } from './support/databases.js';
 
 describe.each(engines)('sink pause state ($name)', (engine) => {

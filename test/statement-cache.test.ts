@@ -1,6 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { expect, it } from 'vitest';
-import { statementCache } from '../src/store/statement-cache.js';
+import { statementCache } from '../src/store/engines/statement-cache.js';
 
 const sqlite = new BetterSqlite3(':memory:');
 

@@ -1,9 +1,9 @@
 import { Kysely, PostgresDialect, sql, type CompiledQuery } from 'kysely';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openMigrated } from '../src/store/migrate.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
 import type { Schema } from '../src/store/schema.js';
-import { acceptedCounts, sinkCounts, statsWindow } from '../src/store/stats.js';
+import { acceptedCounts, sinkCounts, statsWindow } from '../src/store/state/stats.js';
 import { postgresSchema } from './support/databases.js';
 
 const DAY = 86_400_000;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../src/errors.js';
-import { createStorageFailureLog, storageFailureReason } from '../src/store/storage-failures.js';
+import { createStorageFailureLog, storageFailureReason } from '../src/store/engines/storage-failures.js';
 import { ManualClock } from './support/clock.js';
 import { captureLogs } from './support/log-capture.js';
 

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openMigrated } from '../src/store/migrate.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
 import { POSTGRES_URL, sqliteFile } from './support/databases.js';
 import { killIfRunning, requireBuild, runCli, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery, eventId } from './support/sign.js';

@@ -1,7 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { COPIED, NOT_COPIED } from '../src/store/copy/tables.js';
-import { openMigrated } from '../src/store/migrate.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
 import { sqliteFile } from './support/databases.js';
 
 /**

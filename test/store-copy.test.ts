@@ -5,7 +5,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { COPIED } from '../src/store/copy/tables.js';
-import { databaseLocation, openDatabase } from '../src/store/database.js';
+import { databaseLocation, openDatabase } from '../src/store/engines/database.js';
 import { ADMIN_TOKEN } from './support/admin.js';
 import { postgresSchema, sqliteFile } from './support/databases.js';
 import { startFakeSandbox, type FakeSandbox } from './support/fake-sandbox.js';

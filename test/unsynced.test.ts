@@ -1,8 +1,8 @@
 import type { CompiledQuery } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase, type Database } from '../src/store/database.js';
-import { migrateToLatest } from '../src/store/migrate.js';
-import { executeUnsynced } from '../src/store/unsynced.js';
+import { openDatabase, type Database } from '../src/store/engines/database.js';
+import { migrateToLatest } from '../src/store/engines/migrate.js';
+import { executeUnsynced } from '../src/store/engines/unsynced.js';
 import { sqliteFile } from './support/databases.js';
 
 describe('executeUnsynced on SQLite', () => {

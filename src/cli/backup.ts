@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import type { Config } from '../config/schema.js';
-import { backupSqlite } from '../store/backup.js';
-import { isPostgresUrl } from '../store/database.js';
+import { backupSqlite } from '../store/copy/backup.js';
+import { isPostgresUrl } from '../store/engines/database.js';
 import { exitMisconfigured } from './misconfigured.js';
 
 /** `boxrelay backup <file>` (contract section 13): a checked copy of the SQLite database, taken while the relay serves. */

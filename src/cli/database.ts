@@ -1,6 +1,6 @@
 import type { Config } from '../config/schema.js';
-import { databaseOptionsOf } from '../store/database.js';
-import { openMigrated, type MigratedDatabase } from '../store/migrate.js';
+import { databaseOptionsOf } from '../store/engines/database.js';
+import { openMigrated, type MigratedDatabase } from '../store/engines/migrate.js';
 
 /** The database named by the config, opened and migrated as `serve` opens it. */
 export function openConfiguredDatabase(config: Config): Promise<MigratedDatabase> {

@@ -9,12 +9,12 @@ import { createMetrics } from '../metrics/metrics.js';
 import { reconcileConfigured, reconcilerFromConfig } from '../reconcile/create.js';
 import { filterErrorReporter } from '../sinks/filter-errors.js';
 import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
-import { acceptEvent } from '../store/accept-event.js';
-import { leaseClock } from '../store/database-clock.js';
-import { databaseOptionsOf } from '../store/database.js';
-import { lastSuccessAt } from '../store/reconcile-runs.js';
+import { acceptEvent } from '../store/write/accept-event.js';
+import { leaseClock } from '../store/engines/database-clock.js';
+import { databaseOptionsOf } from '../store/engines/database.js';
+import { lastSuccessAt } from '../store/state/reconcile-runs.js';
 import { openStore } from '../store/store.js';
-import type { Run } from '../store/reconcile-runs.js';
+import type { Run } from '../store/state/reconcile-runs.js';
 import type { Tracing } from '../tracing/tracing.js';
 
 /**

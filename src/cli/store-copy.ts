@@ -3,9 +3,9 @@ import { clearLine, cursorTo } from 'node:readline';
 import { Command } from 'commander';
 import type { Config } from '../config/schema.js';
 import { CopyTargetNotEmptyError, copyStore, countKinds, targetHoldings, type CopyProgress, type KindCount } from '../store/copy/copy-store.js';
-import { databaseOptionsOf, isPostgresUrl, type Database } from '../store/database.js';
-import { migrateChecked, openMigrated, openReachable } from '../store/migrate.js';
-import { acquireWriterLock } from '../store/writer-lock.js';
+import { databaseOptionsOf, isPostgresUrl, type Database } from '../store/engines/database.js';
+import { migrateChecked, openMigrated, openReachable } from '../store/engines/migrate.js';
+import { acquireWriterLock } from '../store/engines/writer-lock.js';
 import { exitMisconfigured } from './misconfigured.js';
 
 /** On a terminal, one line rewritten as rows are copied; elsewhere (logs, CI) nothing until the counts. */

@@ -5,7 +5,7 @@ import { describeError, RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { BOX_EVENT_TYPES } from '../events/types.js';
 import { openConfiguredDatabase } from './database.js';
-import { createSecretsStore, type SecretsStore } from '../store/secrets-store.js';
+import { createSecretsStore, type SecretsStore } from '../store/state/secrets-store.js';
 import type { UpstreamClient, Webhook } from '../upstream/client.js';
 import { createSecretCipher, type SecretCipher } from '../upstream/secret-cipher.js';
 

@@ -1,4 +1,4 @@
-import type { EventRow } from '../store/outbox.js';
+import type { EventRow } from '../store/exceptions/rows.js';
 import type { OutboxStatus } from '../store/schema.js';
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'dead_lettered' | 'discarded' | 'set_aside';

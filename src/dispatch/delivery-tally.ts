@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
-import { MINUTE_MS, type SinkMinute } from '../store/stats.js';
+import { MINUTE_MS, type SinkMinute } from '../store/state/stats.js';
 import type { DispatchMetrics } from './dispatcher.js';
 
 export interface DeliveryTallyDeps {

@@ -7,9 +7,10 @@ import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
 import { routedTo } from '../store/log/position.js';
 import type { LogEntry } from '../store/log/read-log.js';
-import type { ClaimedRow, Delivered, Outbox } from '../store/outbox.js';
-import type { NewException } from '../store/outbox-work.js';
-import type { SinkState, SinkStates } from '../store/sink-state.js';
+import type { Outbox } from '../store/exceptions/outbox.js';
+import type { ClaimedRow, Delivered } from '../store/exceptions/rows.js';
+import type { NewException } from '../store/exceptions/claims.js';
+import type { SinkState, SinkStates } from '../store/state/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
 import type { OperatorEvents } from './operator-events.js';
 import { createLogPartitions } from './log-partitions.js';
@@ -364,6 +365,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     /** Per-box order on the log: each box's last entry under way here, and how it ended. */
     const boxTails = new Map<string, Promise<EntryFate>>();
     const routed = (entry: LogEntry) => routedTo(entry.sinks, sink.name);
+    /** Entries read and not yet looked at (a narrow lane takes a few of a read at a time); `readFull`: the read was a full batch. */
+    let readAhead: LogEntry[] = [];
+    let readFull = false;
 
     const readState = async (): Promise<SinkState> => {
       while (!state || performance.now() - stateReadAt >= tuning.pollMs) {
@@ -488,15 +492,19 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
      * routed to this sink; false when the log has nothing more now.
      */
     const readLog = async (limit: number, trial: Trial, current: SinkState): Promise<boolean> => {
-      const after = partitions.readAfter();
-      if (after === null) return false;
-      const entries = await outbox.readLog(after, tuning.batchSize);
-      const taken = partitions.take(entries, limit, routed);
+      if (readAhead.length === 0) {
+        const after = partitions.readAfter();
+        if (after === null) return false;
+        readAhead = await outbox.readLog(after, tuning.batchSize);
+        readFull = readAhead.length === tuning.batchSize;
+      }
+      const { taken, examined } = partitions.take(readAhead, limit, routed);
+      readAhead = readAhead.slice(examined);
       cursorMoved();
       const boxes = ordered ? [...new Set(taken.flatMap((entry) => (entry.boxId === null ? [] : [entry.boxId])))] : [];
       const held = new Set(boxes.length > 0 ? await outbox.pendingBoxes(sink.name, boxes) : []);
       for (const entry of taken) startEntry(entry, trial, current, held);
-      return entries.length === tuning.batchSize;
+      return readAhead.length > 0 || readFull;
     };
 
     /** Takes and renews this lane's partitions of the log, giving back what is beyond its share once it is idle. */
@@ -509,6 +517,8 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         readerTtlMs: 2 * tuning.pollMs + tuning.leaseMarginMs / 10,
       });
       partitions.hold(held);
+      // A partition taken over is read from its own cursor: what was read ahead may skip past it.
+      readAhead = [];
       const surplus = partitions.idle().slice(0, Math.max(0, held.length - share));
       if (surplus.length === 0) return;
       await storeCursors();

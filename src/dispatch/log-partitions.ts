@@ -32,9 +32,10 @@ export interface LogPartitions {
   readAfter(): Position | null;
   /**
    * The entries of a read to work on, at most `max`: those of held partitions, not taken before,
-   * for which `wanted` holds; everything up to the last entry examined counts as seen.
+   * for which `wanted` holds; everything up to the last entry examined counts as seen. `examined`:
+   * how many of `entries` were looked at (the rest are for the next take).
    */
-  take(entries: LogEntry[], max: number, wanted: (entry: LogEntry) => boolean): LogEntry[];
+  take(entries: LogEntry[], max: number, wanted: (entry: LogEntry) => boolean): { taken: LogEntry[]; examined: number };
   /** A taken entry is settled: its partition's cursor may move over it. */
   settle(entry: LogEntry): void;
   /** Partitions whose cursor moved since it was last stored, with the new cursor; `stored` marks them stored. */
@@ -72,8 +73,10 @@ export function createLogPartitions(): LogPartitions {
     take(entries, max, wanted) {
       const taken: LogEntry[] = [];
       let last: Position | undefined;
+      let examined = 0;
       for (const entry of entries) {
         if (taken.length === max) break;
+        examined++;
         last = entry;
         const partition = parts.get(entry.part);
         if (!partition || !later(entry, partition.seen)) continue;
@@ -98,7 +101,7 @@ export function createLogPartitions(): LogPartitions {
         partition.slots = partition.slots.filter((slot, i, all) => !slot.done || !all[i + 1]?.done);
         advance(partition);
       }
-      return taken;
+      return { taken, examined };
     },
     settle(entry) {
       const partition = parts.get(entry.part);

@@ -2,7 +2,8 @@ import type { AuditTrail } from '../audit-trail.js';
 import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
 import { requireSince } from '../iso-time.js';
-import type { DeadLetter, Outbox, Replay } from '../store/outbox.js';
+import type { Outbox } from '../store/exceptions/outbox.js';
+import type { DeadLetter, Replay } from '../store/exceptions/rows.js';
 
 export interface OperationsDeps {
   outbox: Outbox;

@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js';
 import { parseEvent } from '../events/parse-event.js';
 import type { Logger } from '../log.js';
 import type { StoredEvent } from '../sinks/route.js';
-import type { DeliveryWriter } from '../store/delivery-sql.js';
+import type { DeliveryWriter } from '../store/write/delivery-sql.js';
 
 /** What an operator must act on (contract section 5, "Operator events"). */
 export type OperatorEventType = 'boxrelay.sink.paused' | 'boxrelay.sink.resumed' | 'boxrelay.event.dead_lettered' | 'boxrelay.reconcile.failed';

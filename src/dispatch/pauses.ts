@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import type { AuditNote } from '../store/audit.js';
-import type { SinkStates } from '../store/sink-state.js';
+import type { AuditNote } from '../store/state/audit.js';
+import type { SinkStates } from '../store/state/sink-state.js';
 import type { OperatorEvents } from './operator-events.js';
 
 export interface Pauses {

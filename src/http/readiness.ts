@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js';
-import { storageFailureReason } from '../store/storage-failures.js';
+import { storageFailureReason } from '../store/engines/storage-failures.js';
 
 import type { CheckState, DependencyStatus } from '../dependency-status.js';
 

@@ -4,7 +4,7 @@ import { InternalError } from '../errors.js';
 import { parseEvent, type ParsedEvent } from '../events/parse-event.js';
 import { untrusted, type Logger } from '../log.js';
 import type { Metrics, WebhookOutcome } from '../metrics/metrics.js';
-import type { AcceptEvent } from '../store/accept-event.js';
+import type { AcceptEvent } from '../store/write/accept-event.js';
 import { checkTimestamp, readDeliveryHeaders } from '../verify/delivery-headers.js';
 import type { SecretRing } from '../verify/secrets.js';
 import type { Tracing } from '../tracing/tracing.js';

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { Timers } from '../schedule.js';
-import type { Leases } from '../store/leases.js';
+import type { Leases } from '../store/state/leases.js';
 import { LeaseLostError } from './errors.js';
 
 export interface KeptLease {

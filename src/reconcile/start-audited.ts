@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { AuditTrail } from '../audit-trail.js';
-import { recordAudit } from '../store/audit.js';
+import { recordAudit } from '../store/state/audit.js';
 import type { Schema } from '../store/schema.js';
 import type { Reconciler, StartedRun } from './reconciler.js';
 

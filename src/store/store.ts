@@ -1,10 +1,10 @@
-import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
-import type { Database, DatabaseOptions } from './database.js';
-import type { DeliveryWriter } from './delivery-sql.js';
+import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer } from './engines/checkpointer.js';
+import type { Database, DatabaseOptions } from './engines/database.js';
+import type { DeliveryWriter } from './write/delivery-sql.js';
 import { createLogCursors } from './log/cursors.js';
-import { openMigrated } from './migrate.js';
-import { createPostgresDeliveryWriter } from './postgres-delivery-writer.js';
-import { createSqliteDeliveryWriter } from './sqlite-delivery-writer.js';
+import { openMigrated } from './engines/migrate.js';
+import { createPostgresDeliveryWriter } from './write/postgres-delivery-writer.js';
+import { createSqliteDeliveryWriter } from './write/sqlite-delivery-writer.js';
 
 export interface Store {
   database: Database;

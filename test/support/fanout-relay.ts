@@ -4,7 +4,7 @@ import { afterEach } from 'vitest';
 import type { HookConfig } from '../../src/config/schema.js';
 import type { DispatchTuning } from '../../src/dispatch/tuning.js';
 import type { OutboxStatus, OutboxTable } from '../../src/store/schema.js';
-import { createOutbox } from '../../src/store/outbox.js';
+import { createOutbox } from '../../src/store/exceptions/outbox.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { waitFor } from './fanout.js';
 import { hookServer, type HookServer } from './hook-server.js';

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { InvalidRequestError } from '../../errors.js';
-import { AUDIT_ACTIONS, listAudit, type AuditAction } from '../../store/audit.js';
+import { AUDIT_ACTIONS, listAudit, type AuditAction } from '../../store/state/audit.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';

@@ -1,7 +1,7 @@
 import type { AuditTrail } from '../../audit-trail.js';
 import { InvalidRequestError, NotFoundError } from '../../errors.js';
-import { forgetBoxAudited, getBox, listBoxes } from '../../store/boxes.js';
-import type { Database } from '../../store/database.js';
+import { forgetBoxAudited, getBox, listBoxes } from '../../store/state/boxes.js';
+import type { Database } from '../../store/engines/database.js';
 import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';
 import { requester } from './requester.js';

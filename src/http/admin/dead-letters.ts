@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import type { Operations } from '../../dispatch/operations.js';
 import { InvalidRequestError } from '../../errors.js';
-import type { DeadLetter } from '../../store/outbox.js';
+import type { DeadLetter } from '../../store/exceptions/rows.js';
 import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage } from './pagination.js';
 import { requester } from './requester.js';

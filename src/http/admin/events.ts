@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { InvalidRequestError } from '../../errors.js';
 import { toCloudEvent } from '../../events/cloudevent.js';
 import { requireSince } from '../../iso-time.js';
-import { listEvents, type EventPosition } from '../../store/events.js';
+import { listEvents, type EventPosition } from '../../store/state/events.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
 import { pageOf, queryText, readPage, type Page } from './pagination.js';

@@ -3,7 +3,7 @@ import { untrusted } from '../../log.js';
 import type { Pauses } from '../../dispatch/pauses.js';
 import { BUS_NAMES } from '../../config/schema.js';
 import type { Sink } from '../../sinks/sink.js';
-import type { SinkStates } from '../../store/sink-state.js';
+import type { SinkStates } from '../../store/state/sink-state.js';
 import { methodNotAllowed } from '../send-error.js';
 import type { AuditTrail } from '../../audit-trail.js';
 import { requester } from './requester.js';

@@ -3,7 +3,7 @@ import { DAY_MS, type Clock } from '../../clock.js';
 import { InvalidRequestError } from '../../errors.js';
 import { requireSince } from '../../iso-time.js';
 import type { Schema } from '../../store/schema.js';
-import { readStats, statsWindow } from '../../store/stats.js';
+import { readStats, statsWindow } from '../../store/state/stats.js';
 import { methodNotAllowed } from '../send-error.js';
 import { queryText } from './pagination.js';
 import type { AdminRoutes } from './router.js';

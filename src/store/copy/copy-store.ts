@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import { describeError, RelayError } from '../../errors.js';
-import { databaseLocation, type Database } from '../database.js';
+import { databaseLocation, type Database } from '../engines/database.js';
 import { COPIED, type CopiedTable } from './tables.js';
 
 /** The target already holds a relay's data and `--resume` was not given. */

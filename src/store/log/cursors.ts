@@ -1,8 +1,8 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { Database } from '../database.js';
-import { leaseClock } from '../database-clock.js';
+import type { Database } from '../engines/database.js';
+import { leaseClock } from '../engines/database-clock.js';
 import type { Schema } from '../schema.js';
-import { executeUnsynced } from '../unsynced.js';
+import { executeUnsynced } from '../engines/unsynced.js';
 import { PARTS, PART_COUNT, type Position } from './position.js';
 
 /** A partition of a sink's log that this process reads, and where it is done up to. */

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Database } from '../database.js';
+import type { Database } from '../engines/database.js';
 import type { Position } from './position.js';
 
 /** A delivery as a sink's lane reads it from the log. */

@@ -3,9 +3,9 @@ import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
-import type { Config } from '../config/schema.js';
-import { describeError, RelayError } from '../errors.js';
-import type { Schema } from './schema.js';
+import type { Config } from '../../config/schema.js';
+import { describeError, RelayError } from '../../errors.js';
+import type { Schema } from '../schema.js';
 import { statementCache } from './statement-cache.js';
 
 export interface DatabaseOptions {

@@ -1,6 +1,6 @@
-import type { Clock } from '../clock.js';
-import { causeChain, describeError } from '../errors.js';
-import { throttledLog, type Logger } from '../log.js';
+import type { Clock } from '../../clock.js';
+import { causeChain, describeError } from '../../errors.js';
+import { throttledLog, type Logger } from '../../log.js';
 
 /**
  * Why storage failed, safe to log and to show on the internal /readyz: the driver's code and

@@ -1,8 +1,8 @@
 import type { Kysely, Selectable } from 'kysely';
-import { writeAudited, type AuditNote } from './audit.js';
-import type { Database } from './database.js';
-import { DEAD_LETTER, LEASE_CLEARED, type DeadLetter } from './outbox.js';
-import type { OutboxTable, Schema } from './schema.js';
+import { writeAudited, type AuditNote } from '../state/audit.js';
+import type { Database } from '../engines/database.js';
+import { DEAD_LETTER, LEASE_CLEARED, type DeadLetter } from './rows.js';
+import type { OutboxTable, Schema } from '../schema.js';
 
 /** Fan-out rows a sink gave up on: listed, sent again with a fresh attempt budget, or discarded. */
 export interface DeadLetterStore {

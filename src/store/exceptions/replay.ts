@@ -1,9 +1,9 @@
 import { sql, type CompiledQuery, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
-import { atomically } from './atomically.js';
-import { insertAudit, type AuditNote } from './audit.js';
-import type { Database } from './database.js';
-import type { Replay } from './outbox.js';
-import type { Schema } from './schema.js';
+import { atomically } from '../engines/atomically.js';
+import { insertAudit, type AuditNote } from '../state/audit.js';
+import type { Database } from '../engines/database.js';
+import type { Replay } from './rows.js';
+import type { Schema } from '../schema.js';
 
 /** Stored events read at a time for the hooks with a filter (evaluated here per event), and ids queued per statement. */
 const FILTER_PAGE = 500;

@@ -1,15 +1,15 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from './database.js';
-import { leaseClock } from './database-clock.js';
-import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './outbox.js';
-import type { Schema } from './schema.js';
-import { atomically } from './atomically.js';
-import { logHead } from './log/cursors.js';
-import { comparePositions, type Position } from './log/position.js';
-import { executeUnsynced } from './unsynced.js';
+import type { Database } from '../engines/database.js';
+import { leaseClock } from '../engines/database-clock.js';
+import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './rows.js';
+import type { Schema } from '../schema.js';
+import { atomically } from '../engines/atomically.js';
+import { logHead } from '../log/cursors.js';
+import { comparePositions, type Position } from '../log/position.js';
+import { executeUnsynced } from '../engines/unsynced.js';
 
 /** Claiming and leasing fan-out rows, and writing back what their attempts did. */
-export interface OutboxWork {
+export interface OutboxClaims {
   claim(claim: Claim): Promise<ClaimedRow[]>;
   nextDueAt(sink: string, owner: string): Promise<number | null>;
   /** Rows the sink acknowledged, kept with their attempts and last error (whoever holds them now). */
@@ -57,7 +57,7 @@ export interface UnservedWork {
  * Every write is one statement, atomic by itself: on SQLite the connection is shared with the
  * group-commit writer, so no Kysely transaction may be opened on it.
  */
-export function createOutboxWork(database: Database): OutboxWork {
+export function createOutboxClaims(database: Database): OutboxClaims {
   const db: Kysely<Schema> = database.kysely;
   const postgres = database.dialect === 'postgres';
   /** Leases are compared with one clock that every replica shares (the database's on PostgreSQL). */

@@ -1,7 +1,7 @@
 import type { CompiledQuery, Kysely } from 'kysely';
-import { atomically, type Compilable, type StatementResult, type Steps } from './atomically.js';
-import type { Database } from './database.js';
-import type { AuditAction, Schema } from './schema.js';
+import { atomically, type Compilable, type StatementResult, type Steps } from '../engines/atomically.js';
+import type { Database } from '../engines/database.js';
+import type { AuditAction, Schema } from '../schema.js';
 
 export type { AuditAction };
 

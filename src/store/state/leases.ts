@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
-import type { LeaseNow } from './database-clock.js';
-import type { Schema } from './schema.js';
+import type { LeaseNow } from '../engines/database-clock.js';
+import type { Schema } from '../schema.js';
 
 /**
  * Named leases that keep a job to one process at a time across replicas. Every comparison and every

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Schema } from './schema.js';
+import type { Schema } from '../schema.js';
 
 /** The position of an event in the listing order: receipt time, then id for events of the same ms. */
 export interface EventPosition {

@@ -1,15 +1,11 @@
 import { sql } from 'kysely';
-import type { AuditNote } from './audit.js';
-import type { StoredEvent } from '../sinks/route.js';
-import type { Database } from './database.js';
-import { createDeadLetterStore, type DeadLetterStore } from './dead-letters.js';
-import { createOutboxWork, type OutboxWork } from './outbox-work.js';
-import { rowsOfEvent } from './event-rows.js';
-import { createLogCursors, type LogCursors } from './log/cursors.js';
-import type { Position } from './log/position.js';
-import { readLog, type LogEntry } from './log/read-log.js';
-import { queueReplay } from './replay.js';
-import type { OutboxStatus } from './schema.js';
+import type { StoredEvent } from '../../sinks/route.js';
+import type { OutboxStatus } from '../schema.js';
+
+/**
+ * The outbox rows (the fan-out's exceptions: retries, dead letters, held and replayed work) as the
+ * store and the dispatcher pass them, and the SQL pieces every query of them shares.
+ */
 
 /** A row the dispatcher holds a lease on, with the stored event (null when pruned meanwhile). */
 export interface ClaimedRow {
@@ -95,25 +91,3 @@ export const DEAD_LETTER = sql<boolean>`status IN ('dead', 'set_aside')`;
 
 /** A fan-out row no process holds: set with every write that settles, releases or sets a row aside. */
 export const LEASE_CLEARED = { lease_owner: null, lease_until: null } as const;
-
-/**
- * The fan-out's storage: the delivery log read by cursors, and the exceptions (outbox rows: retries,
- * dead letters, held and replayed work) with their claims and leases.
- */
-export interface Outbox extends OutboxWork, DeadLetterStore, LogCursors {
-  /** New pending rows for the deliveries received since `since`; returns how many. With `audit`, recorded in the same transaction. */
-  replay(replay: Replay, audit?: AuditNote): Promise<number>;
-  rowsOfEvent(eventId: string): Promise<EventRow[]>;
-  readLog(after: Position, limit: number): Promise<LogEntry[]>;
-}
-
-export function createOutbox(database: Database): Outbox {
-  return {
-    ...createOutboxWork(database),
-    ...createDeadLetterStore(database),
-    ...createLogCursors(database),
-    replay: (replay, audit) => queueReplay(database, replay, audit),
-    rowsOfEvent: (eventId) => rowsOfEvent(database, eventId),
-    readLog: (after, limit) => readLog(database, after, limit),
-  };
-}

@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../clock.js';
-import type { Logger } from '../log.js';
-import { SecretCipherError, type SecretCipher } from '../upstream/secret-cipher.js';
-import type { DatabaseSecrets, SigningSecret } from '../verify/secrets.js';
-import type { Schema } from './schema.js';
+import type { Clock } from '../../clock.js';
+import type { Logger } from '../../log.js';
+import { SecretCipherError, type SecretCipher } from '../../upstream/secret-cipher.js';
+import type { DatabaseSecrets, SigningSecret } from '../../verify/secrets.js';
+import type { Schema } from '../schema.js';
 
 /**
  * The signing secrets `boxrelay upstream register|rotate` received, shared by every replica through

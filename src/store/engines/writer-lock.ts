@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { RelayError } from '../errors.js';
+import { RelayError } from '../../errors.js';
 import { DatabaseOpenError, isPostgresUrl } from './database.js';
 
 /** Another process holds the file's writer lock: a relay serves it, or `store copy` reads it. */

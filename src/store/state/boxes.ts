@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
-import type { Database } from './database.js';
-import type { BoxesTable, Schema } from './schema.js';
+import type { Database } from '../engines/database.js';
+import type { BoxesTable, Schema } from '../schema.js';
 
 /** A box as the admin API shows it (contract section 6). */
 export interface Box {

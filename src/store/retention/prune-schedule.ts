@@ -1,6 +1,6 @@
-import { DAY_MS } from '../clock.js';
-import type { Logger } from '../log.js';
-import { scheduleRepeating, type Schedule, type Timers } from '../schedule.js';
+import { DAY_MS } from '../../clock.js';
+import type { Logger } from '../../log.js';
+import { scheduleRepeating, type Schedule, type Timers } from '../../schedule.js';
 import { describePrune, type PruneResult } from './prune.js';
 
 export type { Timers };

@@ -1,8 +1,8 @@
 import { renameSync, rmSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { RelayError } from '../errors.js';
-import { DatabaseOpenError } from './database.js';
+import { RelayError } from '../../errors.js';
+import { DatabaseOpenError } from '../engines/database.js';
 
 /** The copy failed SQLite's integrity check (or the backup could not be written). */
 export class BackupFailedError extends RelayError {

@@ -1,8 +1,8 @@
 import { sql, type Kysely } from 'kysely';
-import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
-import type { Database } from './database.js';
-import type { Schema, SinkMinutesTable } from './schema.js';
-import { executeUnsynced } from './unsynced.js';
+import { OPERATOR_EVENT_PREFIX } from '../../events/parse-event.js';
+import type { Database } from '../engines/database.js';
+import type { Schema, SinkMinutesTable } from '../schema.js';
+import { executeUnsynced } from '../engines/unsynced.js';
 
 export const MINUTE_MS = 60_000;
 

@@ -1,6 +1,6 @@
 import { DEFAULT_MIGRATION_TABLE, Migrator, sql, type MigrationResult, type MigrationResultSet } from 'kysely';
-import { migrations } from '../../migrations/index.js';
-import { describeError, RelayError } from '../errors.js';
+import { migrations } from '../../../migrations/index.js';
+import { describeError, RelayError } from '../../errors.js';
 import { DatabaseOpenError, databaseLocation, openDatabase, type Database, type DatabaseOptions } from './database.js';
 
 export class MigrationError extends RelayError {

@@ -1,7 +1,7 @@
-import type { ParsedEvent } from '../events/parse-event.js';
-import { BOX_COLUMNS } from './boxes.js';
-import { joinSinks, partOf } from './log/position.js';
-import type { EventOrigin } from './schema.js';
+import type { ParsedEvent } from '../../events/parse-event.js';
+import { BOX_COLUMNS } from '../state/boxes.js';
+import { joinSinks, partOf } from '../log/position.js';
+import type { EventOrigin } from '../schema.js';
 
 /**
  * The statements of the hot write path, written once with `?` placeholders: SQLite runs them as

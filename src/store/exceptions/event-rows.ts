@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
-import type { Database } from './database.js';
-import { comparePositions } from './log/position.js';
-import type { EventRow } from './outbox.js';
+import type { Database } from '../engines/database.js';
+import { comparePositions } from '../log/position.js';
+import type { EventRow } from './rows.js';
 
 /**
  * Where one event stands with each sink it was routed to, oldest first (the newest of a sink counts):

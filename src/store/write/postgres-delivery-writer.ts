@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { StorageUnavailableError } from '../errors.js';
-import { BOX_COLUMNS } from './boxes.js';
+import { StorageUnavailableError } from '../../errors.js';
+import { BOX_COLUMNS } from '../state/boxes.js';
 import {
   BOX_ON_CONFLICT,
   INSERT_DELIVERY,

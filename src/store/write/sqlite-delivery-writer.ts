@@ -1,5 +1,5 @@
-import { StorageUnavailableError } from '../errors.js';
-import type { Database } from './database.js';
+import { StorageUnavailableError } from '../../errors.js';
+import type { Database } from '../engines/database.js';
 import {
   INSERT_LOGGED_DELIVERY,
   SELECT_PAYLOAD,
@@ -10,7 +10,7 @@ import {
   type NewDelivery,
   type RecordResult,
 } from './delivery-sql.js';
-import { ensureCursorsQuery } from './log/cursors.js';
+import { ensureCursorsQuery } from '../log/cursors.js';
 
 interface Pending {
   delivery: NewDelivery;

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
-import { DAY_MS } from '../clock.js';
-import type { Database } from './database.js';
-import { executeUnsynced } from './unsynced.js';
+import { DAY_MS } from '../../clock.js';
+import type { Database } from '../engines/database.js';
+import { executeUnsynced } from '../engines/unsynced.js';
 
 /** Outbox rows that keep their delivery: work, dead letters and set-aside work. */
 const UNSETTLED = sql<boolean>`outbox.status IN ('pending', 'dead', 'set_aside')`;
@@ -79,7 +79,7 @@ async function deleteInBatches(
  * SQLite connection is shared with the group-commit writer; each commits without an fsync of its own
  * (a delete lost to a power failure is only done again on the next run), as an fsync per batch
  * would stall the receive path. The pages they dirty are copied into the database file by the
- * background checkpointer (src/store/checkpointer.ts), not on this connection.
+ * background checkpointer (src/store/engines/checkpointer.ts), not on this connection.
  */
 export async function pruneExpired(database: Database, options: PruneOptions): Promise<PruneResult> {
   const { kysely } = database;

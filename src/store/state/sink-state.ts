@@ -1,8 +1,8 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
-import type { Database } from './database.js';
-import { leaseClock } from './database-clock.js';
-import type { Schema, SinkStateTable } from './schema.js';
+import type { Database } from '../engines/database.js';
+import { leaseClock } from '../engines/database-clock.js';
+import type { Schema, SinkStateTable } from '../schema.js';
 
 export type SinkState = Selectable<SinkStateTable>;
 

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Schema } from './schema.js';
+import type { Schema } from '../schema.js';
 
 export type RunOutcome = 'succeeded' | 'failed' | 'dry-run';
 

@@ -1,0 +1,17 @@
+import { openStore } from '/work/main/dist/src/store/store.js';
+import { parseEvent } from '/work/main/dist/src/events/parse-event.js';
+import pg from 'pg';
+const schema = 'try_' + Date.now();
+const c = new pg.Client('postgres://postgres@127.0.0.1:5432/test'); await c.connect(); await c.query(`CREATE SCHEMA ${schema}`);
+const store = await openStore({ url: `postgres://postgres@127.0.0.1:5432/test?options=-c%20search_path%3D${schema}`, onFailure: (e) => console.error('FAIL', e) });
+const id = 'evt_' + Date.now();
+const payload = JSON.stringify({ id, type: 'box.ready', createdAt: new Date().toISOString(), data: { box: { id: 'bx_1' }, state: 'ready' } });
+const event = parseEvent(Buffer.from(payload), id);
+console.log(await store.writer.record({ event, receivedAt: Date.now(), attempt: 1, sinks: ['nats', 'h1'] }));
+const { createOutbox } = await import('/work/main/dist/src/store/outbox.js');
+const outbox = createOutbox(store.database);
+console.log(await outbox.acquireParts({ sink: 'nats', owner: 'me', now: Date.now(), leaseMs: 10000, readerTtlMs: 5000 }));
+console.log(await outbox.readLog({ xid: 0, seq: 0 }, 10));
+console.log(await outbox.countBySink('pending'));
+console.log(await outbox.rowsOfEvent(id));
+await store.close(); await c.query(`DROP SCHEMA ${schema} CASCADE`); await c.end();

@@ -1,0 +1,32 @@
+import type { AuditNote } from '../state/audit.js';
+import type { Database } from '../engines/database.js';
+import { createDeadLetterStore, type DeadLetterStore } from './dead-letters.js';
+import { createOutboxClaims, type OutboxClaims } from './claims.js';
+import { rowsOfEvent } from './event-rows.js';
+import { createLogCursors, type LogCursors } from '../log/cursors.js';
+import type { Position } from '../log/position.js';
+import { readLog, type LogEntry } from '../log/read-log.js';
+import { queueReplay } from './replay.js';
+import type { EventRow, Replay } from './rows.js';
+
+/**
+ * The fan-out's storage: the delivery log read by cursors, and the exceptions (outbox rows: retries,
+ * dead letters, held and replayed work) with their claims and leases.
+ */
+export interface Outbox extends OutboxClaims, DeadLetterStore, LogCursors {
+  /** New pending rows for the deliveries received since `since`; returns how many. With `audit`, recorded in the same transaction. */
+  replay(replay: Replay, audit?: AuditNote): Promise<number>;
+  rowsOfEvent(eventId: string): Promise<EventRow[]>;
+  readLog(after: Position, limit: number): Promise<LogEntry[]>;
+}
+
+export function createOutbox(database: Database): Outbox {
+  return {
+    ...createOutboxClaims(database),
+    ...createDeadLetterStore(database),
+    ...createLogCursors(database),
+    replay: (replay, audit) => queueReplay(database, replay, audit),
+    rowsOfEvent: (eventId) => rowsOfEvent(database, eventId),
+    readLog: (after, limit) => readLog(database, after, limit),
+  };
+}

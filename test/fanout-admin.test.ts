@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createOutbox } from '../src/store/exceptions/outbox.js';
 import { requireBuild, runCli } from './support/process.js';
 import { ManualClock } from './support/clock.js';
-import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
+import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows, readWholeLog } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 
 const { server, relay } = fanoutFixture();
@@ -113,11 +113,23 @@ describe('CLI: dead-letters and replay on the database', () => {
     const since = new Date(t.clock.now() - 1000).toISOString();
     const posted: string[] = [];
     for (let i = 0; i < 4; i++) posted.push((await t.post({ boxId: `bx_${i}` })).deliveryId);
-    // Make dead letters by hand: three for `alerts`, one for a sink no longer configured.
+    // Make dead letters by hand, as a dispatcher that read the log leaves them: three for `alerts`, one for a sink no longer configured.
     const outbox = createOutbox(t.relay.store.database);
-    const rows = await outbox.claim({ sink: 'alerts', owner: 'test', now: t.clock.now(), leaseMs: 1000, limit: 10 });
-    for (const row of rows) await outbox.markDead({ id: row.id, owner: 'test', attempts: 8, lastError: 'http_500: hook answered 500', now: t.clock.now() });
-    await t.relay.store.database.kysely.updateTable('outbox').set({ sink: 'gone' }).where('id', '=', rows[3]!.id).execute();
+    await readWholeLog(t);
+    await outbox.addExceptions(
+      posted.map((deliveryId, i) => ({
+        deliveryId,
+        sink: i < 3 ? 'alerts' : 'gone',
+        status: 'dead' as const,
+        attempts: 8,
+        nextAttemptAt: t.clock.now(),
+        lastError: 'http_500: hook answered 500',
+        boxId: `bx_${i}`,
+        traceparent: null,
+        now: t.clock.now(),
+      })),
+    );
+    const rows = await outbox.listDeadLetters({ limit: 10 });
     const ids = rows.map((r) => r.id);
 
     const hooksFile = join(dirname(t.config.database), 'hooks.yaml');

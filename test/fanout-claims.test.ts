@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer, type CheckpointResult } from '../src/store/engines/checkpointer.js';
 import { openStore } from '../src/store/store.js';
 import { sqliteFile } from './support/databases.js';
-import { allDelivered, fanoutFixture, fastTuning, hook, outboxRows } from './support/fanout-relay.js';
+import { recordWork } from './support/fanout.js';
+import { allDelivered, fanoutFixture, fastTuning, hook, outboxRows, unfinishedIds } from './support/fanout-relay.js';
 
 /**
  * A hook that holds every request until `release` of them are in flight, then answers them all,
@@ -56,15 +57,27 @@ describe('fan-out claims', () => {
     expect(target.most()).toBe(concurrency);
   });
 
-  it('leases no more rows than the lane works on, however large the claim batch', async () => {
+  it('leases no more outbox rows than the lane works on, however large the claim batch', async () => {
     const hanging = await server(() => 'hang');
     const t = await relay({ hooks: [hook('h', hanging.url, { concurrency: 8 })], shutdownTimeoutMs: 200 }, { start: false, dispatch: { ...fastTuning, batchSize: 500 } });
-    for (let i = 0; i < 30; i++) await t.post({ boxId: `bx_${i}` });
+    // Outbox rows (as a replay leaves them), which replicas share row by row.
+    for (let i = 0; i < 30; i++) await recordWork(t.relay.store, { receivedAt: t.clock.now(), sinks: ['h'], boxId: `bx_${i}` });
     await t.relay.start();
     await hanging.received(8);
     const rows = await outboxRows(t, 'h');
     expect(rows.filter((r) => r.lease_owner !== null)).toHaveLength(8);
     expect(rows).toHaveLength(30);
+  });
+
+  it('takes no more from the log than the lane works on, and its cursor stays before what is under way', async () => {
+    const hanging = await server(() => 'hang');
+    const t = await relay({ hooks: [hook('h', hanging.url, { concurrency: 8 })], shutdownTimeoutMs: 200 }, { start: false, dispatch: { ...fastTuning, batchSize: 500 } });
+    for (let i = 0; i < 30; i++) await t.post({ boxId: `bx_${i}` });
+    await t.relay.start();
+    await hanging.received(8);
+    // All 30 wait: 8 under way (the cursors stay before them), 22 not taken; none became an outbox row.
+    expect((await unfinishedIds(t, 'h')).size).toBe(30);
+    expect(await outboxRows(t, 'h')).toEqual([]);
   });
 });
 

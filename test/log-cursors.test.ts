@@ -33,19 +33,21 @@ describe.each(engines)('log partitions on $name', (engine) => {
     }
   });
 
-  it('moves a cursor only for the process holding its partition, and notes when', async () => {
+  it('moves a cursor only for the process holding its partition, and notes when when asked', async () => {
     const { database } = await openMigrated({ url: await engine.url() });
     try {
       const outbox = createOutbox(database);
       const now = Date.now();
       const { held } = await outbox.acquireParts({ sink: 'h', owner: 'a', now, leaseMs: 60_000, readerTtlMs: 60_000 });
       const start = held[0]!;
-      await outbox.advanceCursors({ sink: 'h', owner: 'b', now, cursors: [{ part: 0, xid: start.xid + 1, seq: 1 }] });
-      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 5, cursors: [{ part: 1, xid: start.xid + 1, seq: 2 }] });
-      const cursors = await database.kysely.selectFrom('log_cursors').select(['part', 'xid', 'seq']).where('part', 'in', [0, 1]).orderBy('part').execute();
+      await outbox.advanceCursors({ sink: 'h', owner: 'b', now, cursors: [{ part: 0, xid: start.xid + 1, seq: 1 }], mark: true });
+      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 5, cursors: [{ part: 1, xid: start.xid + 1, seq: 2 }], mark: true });
+      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 9, cursors: [{ part: 2, xid: start.xid + 1, seq: 3 }], mark: false });
+      const cursors = await database.kysely.selectFrom('log_cursors').select(['part', 'xid', 'seq']).where('part', 'in', [0, 1, 2]).orderBy('part').execute();
       expect(cursors.map((c) => [c.part, Number(c.xid), Number(c.seq)])).toEqual([
         [0, start.xid, start.seq],
         [1, start.xid + 1, 2],
+        [2, start.xid + 1, 3],
       ]);
       const marks = await database.kysely.selectFrom('log_marks').select(['part', 'at']).execute();
       expect(marks.map((m) => [m.part, Number(m.at)])).toEqual([[1, now + 5]]);

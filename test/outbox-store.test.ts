@@ -5,7 +5,7 @@ import { createOutbox, type Outbox } from '../src/store/exceptions/outbox.js';
 import { SINK_NOT_CONFIGURED } from '../src/store/exceptions/rows.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines } from './support/databases.js';
-import { recordEvent } from './support/fanout.js';
+import { recordEvent, recordWork } from './support/fanout.js';
 
 const T0 = Date.UTC(2026, 10, 21, 10, 0, 0);
 const DB_NOW_MS = sql<number>`(extract(epoch from clock_timestamp()) * 1000)`;
@@ -34,8 +34,8 @@ describe.each(engines)('outbox on $name', (engine) => {
   it('claims due rows of one sink in arrival order, leased to one owner at a time', async () => {
     await open();
     const ids = [];
-    for (let i = 0; i < 5; i++) ids.push(await recordEvent(store, { receivedAt: T0 + i, sinks: ['nats'] }));
-    await recordEvent(store, { receivedAt: T0 + 10, sinks: ['all'] });
+    for (let i = 0; i < 5; i++) ids.push(await recordWork(store, { receivedAt: T0 + i, sinks: ['nats'] }));
+    await recordWork(store, { receivedAt: T0 + 10, sinks: ['all'] });
 
     const first = await outbox.claim({ sink: 'nats', owner: 'a', now: T0 + 100, leaseMs: 1000, limit: 3 });
     expect(first.map((r) => r.deliveryId)).toEqual(ids.slice(0, 3));
@@ -64,8 +64,8 @@ describe.each(engines)('outbox on $name', (engine) => {
 
   it('answers when a lane should look again, ignoring its own leases', async () => {
     await open();
-    await recordEvent(store, { receivedAt: T0, sinks: ['nats'] });
-    await recordEvent(store, { receivedAt: T0 + 50, sinks: ['nats'] });
+    await recordWork(store, { receivedAt: T0, sinks: ['nats'] });
+    await recordWork(store, { receivedAt: T0 + 50, sinks: ['nats'] });
     expect(await outbox.nextDueAt('nats', 'me')).toBe(T0);
     const [row] = await outbox.claim({ sink: 'nats', owner: 'me', now: T0 + 10, leaseMs: 1000, limit: 1 });
     expect(await outbox.nextDueAt('nats', 'me')).toBe(T0 + 50);
@@ -82,7 +82,7 @@ describe.each(engines)('outbox on $name', (engine) => {
 
   it('keeps delivered rows with their attempts and last error, records retries and dead letters; only the lease holder settles a retry', async () => {
     await open();
-    for (let i = 0; i < 5; i++) await recordEvent(store, { receivedAt: T0, sinks: ['alerts'] });
+    for (let i = 0; i < 5; i++) await recordWork(store, { receivedAt: T0, sinks: ['alerts'] });
     const [a, b, c, d, e] = await outbox.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
 
     await outbox.scheduleRetry({ id: e!.id, owner: 'me', attempts: 3, lastError: 'http_503', now: T0 + 1 }, T0 + 2);
@@ -122,7 +122,7 @@ describe.each(engines)('outbox on $name', (engine) => {
 
   it('releases leases: a stopping owner its own, a dead worker\'s all of its own, SQLite start every one', async () => {
     await open();
-    await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'all'] });
+    await recordWork(store, { receivedAt: T0, sinks: ['nats', 'all'] });
     const [row] = await outbox.claim({ sink: 'nats', owner: 'me', now: T0, leaseMs: 60_000, limit: 1 });
     await outbox.release([row!.id], 'other');
     expect((await status(row!.id)).lease_owner).toBe('me');
@@ -140,7 +140,7 @@ describe.each(engines)('outbox on $name', (engine) => {
 
   it('sets aside work of sinks no longer configured, out of the pending counts, and listed as dead letters', async () => {
     await open();
-    await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'alerts', 'gone'] });
+    await recordWork(store, { receivedAt: T0, sinks: ['nats', 'alerts', 'gone'] });
     expect(await outbox.setAsideUnserved({ configured: ['nats', 'alerts'], graceMs: 0, now: T0 + 1 })).toEqual({ gone: 1 });
     expect(await outbox.countBySink('pending')).toEqual({ nats: 1, alerts: 1 });
     expect(await outbox.countBySink('deadLetters')).toEqual({ gone: 1 });
@@ -159,9 +159,30 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect(await outbox.countBySink('deadLetters')).toEqual({ alerts: 1 });
   });
 
+  it('counts the log past the cursors as pending, and sets aside the log of a sink no longer served', async () => {
+    await open();
+    // Stored through the write path only: the work is the log past each sink's cursors (at the head before).
+    const first = await recordEvent(store, { receivedAt: T0, sinks: ['nats', 'gone'] });
+    const second = await recordEvent(store, { receivedAt: T0 + 1, sinks: ['gone'] });
+    expect(await outbox.countBySink('pending')).toEqual({ nats: 1, gone: 2 });
+    // An event with an outbox row for the sink is counted there once, not again from the log.
+    await outbox.addExceptions([{ deliveryId: first, sink: 'gone', status: 'dead', attempts: 3, nextAttemptAt: T0, lastError: 'http_500', boxId: null, traceparent: null, now: T0 }]);
+    expect(await outbox.countBySink('pending')).toEqual({ nats: 1, gone: 1 });
+
+    expect(await outbox.setAsideUnserved({ configured: ['nats'], graceMs: 0, now: T0 + 5 })).toEqual({ gone: 1 });
+    expect(await outbox.countBySink('pending')).toEqual({ nats: 1 });
+    const deadLetters = await outbox.listDeadLetters({ sink: 'gone', limit: 10 });
+    expect(deadLetters.map((d) => [d.eventId, d.lastError])).toEqual([
+      [first, 'http_500'],
+      [second, SINK_NOT_CONFIGURED],
+    ]);
+    // The cursors moved past it: nothing more to set aside, and retention may take the events.
+    expect(await outbox.setAsideUnserved({ configured: ['nats'], graceMs: 0, now: T0 + 6 })).toEqual({});
+  });
+
   it('lists dead letters by page and sink, retries and discards them', async () => {
     await open();
-    for (let i = 0; i < 5; i++) await recordEvent(store, { receivedAt: T0 + i, sinks: ['alerts', 'all'] });
+    for (let i = 0; i < 5; i++) await recordWork(store, { receivedAt: T0 + i, sinks: ['alerts', 'all'] });
     for (const sink of ['alerts', 'all']) {
       for (const row of await outbox.claim({ sink, owner: 'me', now: T0 + 10, leaseMs: 1000, limit: 10 })) {
         await outbox.markDead({ id: row.id, owner: 'me', attempts: 3, lastError: 'http_500', now: T0 + 20 });
@@ -194,11 +215,11 @@ describe.each(engines)('outbox on $name', (engine) => {
 
   it('replays stored deliveries since a time, through each sink event filter', async () => {
     await open();
-    await recordEvent(store, { receivedAt: T0, type: 'box.error', sinks: [] });
+    await recordWork(store, { receivedAt: T0, type: 'box.error', sinks: [] });
     const recent = [
-      await recordEvent(store, { receivedAt: T0 + 100, type: 'box.ready', sinks: [] }),
-      await recordEvent(store, { receivedAt: T0 + 200, type: 'box.error', sinks: [] }),
-      await recordEvent(store, { receivedAt: T0 + 300, type: 'box.archived', sinks: [] }),
+      await recordWork(store, { receivedAt: T0 + 100, type: 'box.ready', sinks: [] }),
+      await recordWork(store, { receivedAt: T0 + 200, type: 'box.error', sinks: [] }),
+      await recordWork(store, { receivedAt: T0 + 300, type: 'box.archived', sinks: [] }),
     ];
     expect(await outbox.replay({ since: T0 + 100, now: T0 + 1000, sinksFor, sink: 'alerts' })).toBe(1);
     expect(await outbox.replay({ since: T0 + 100, now: T0 + 1000, sinksFor })).toBe(3 + 1 + 3);
@@ -222,7 +243,7 @@ describe.each(engines)('outbox on $name', (engine) => {
     // More events than one page, three to a millisecond (pages end between equal times).
     for (let i = 0; i < 1100; i++) {
       const name = i % 4 === 0 ? `prod-${i}` : `dev-${i}`;
-      const id = await recordEvent(store, { receivedAt: T0 + Math.floor(i / 3), type: i % 2 === 0 ? 'box.error' : 'box.ready', boxName: name, sinks: [] });
+      const id = await recordWork(store, { receivedAt: T0 + Math.floor(i / 3), type: i % 2 === 0 ? 'box.error' : 'box.ready', boxName: name, sinks: [] });
       if (i % 4 === 0) prod.push(id);
     }
     expect(filtered(`box.error`, { payload: JSON.stringify({ id: 'x', type: 'box.error', createdAt: new Date(T0).toISOString(), data: { box: { id: 'b', name: 'prod-1' } } }) })).toEqual(['prod', 'alerts']);

@@ -3,6 +3,7 @@ import { DAY_MS } from '../src/clock.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import type { OutboxStatus } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
+import { readWholeLog } from './support/fanout-relay.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
 const RETENTION_DAYS = 30;
@@ -14,7 +15,7 @@ for (const engine of engines) {
       t = await testRelay({
         database: await engine.url(),
         retentionDays: RETENTION_DAYS,
-        // Every event goes to `alerts`; box.error also to `audit`: two outbox rows.
+        // Every event goes to `alerts`; box.error also to `audit`.
         hooks: [
           { name: 'alerts', url: 'http://127.0.0.1:9/a' },
           { name: 'audit', url: 'http://127.0.0.1:9/b', events: ['box.error'] },
@@ -25,9 +26,21 @@ for (const engine of engines) {
 
     const database = () => t.relay.store.database;
     const db = () => database().kysely;
-    /** As the dispatcher or an operator leaves a row: delivered, a dead letter, discarded, set aside. */
-    const setOutbox = (deliveryId: string, sink: string, status: OutboxStatus) =>
-      db().updateTable('outbox').set({ status }).where('delivery_id', '=', deliveryId).where('sink', '=', sink).execute();
+    const logRead = () => readWholeLog(t);
+    /**
+     * How the dispatcher or an operator leaves an event read from the log: delivered (at its first
+     * attempt: no row; later: a `delivered` row), or an outbox row that is pending (a retry), a dead
+     * letter, discarded or set aside.
+     */
+    const setOutbox = async (deliveryId: string, sink: string, status: OutboxStatus) => {
+      const changed = await db().updateTable('outbox').set({ status }).where('delivery_id', '=', deliveryId).where('sink', '=', sink).executeTakeFirst();
+      if (status === 'delivered' || changed.numUpdatedRows > 0n) return;
+      const at = t.clock.now();
+      await db()
+        .insertInto('outbox')
+        .values({ delivery_id: deliveryId, sink, status, attempts: 1, next_attempt_at: at, created_at: at, updated_at: at, box_id: null, trace_parent: null })
+        .execute();
+    };
     const deliveryIds = async () => (await db().selectFrom('deliveries').select('id').orderBy('id').execute()).map((r) => r.id).sort();
     const outboxRows = async () =>
       (await db().selectFrom('outbox').select(['delivery_id', 'sink', 'status']).execute())
@@ -47,33 +60,30 @@ for (const engine of engines) {
       const oldOfLiveBox = (await t.post({ boxId: 'bx_live' })).deliveryId;
       t.clock.set(now - (RETENTION_DAYS - 1) * DAY_MS);
       const recent = (await t.post({ boxId: 'bx_live' })).deliveryId;
+      await logRead();
+      // Old, but after every cursor: `alerts` has not read it yet.
+      t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
+      const unread = (await t.post({ boxId: 'bx_live' })).deliveryId;
       t.clock.set(now);
       for (const id of [handled, oldOfLiveBox, recent]) await setOutbox(id, 'alerts', 'delivered');
+      await setOutbox(pending, 'alerts', 'pending');
       await setOutbox(dead, 'alerts', 'dead');
       await setOutbox(setAside, 'alerts', 'set_aside');
       await setOutbox(discarded, 'alerts', 'discarded');
-      await setOutbox(half, 'alerts', 'delivered'); // its `audit` row is still pending
+      await setOutbox(half, 'audit', 'pending'); // delivered to `alerts`, still pending for `audit`
 
       const result = await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
-      // Settled rows (delivered, discarded) go with their delivery; unsettled ones keep it.
+      // Settled events (delivered, discarded) go; unsettled ones keep their delivery, and so does an event a sink has not read.
       expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 3, boxes: 1, expiredSecrets: 0, audit: 0 });
-      expect(await deliveryIds()).toEqual([pending, dead, setAside, half, recent].sort());
-      expect(await outboxRows()).toEqual(
-        [
-          `${pending}/alerts/pending`,
-          `${dead}/alerts/dead`,
-          `${setAside}/alerts/set_aside`,
-          `${half}/alerts/delivered`,
-          `${half}/audit/pending`,
-          `${recent}/alerts/delivered`,
-        ].sort(),
-      );
+      expect(await deliveryIds()).toEqual([pending, dead, setAside, half, recent, unread].sort());
+      expect(await outboxRows()).toEqual([`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${setAside}/alerts/set_aside`, `${half}/audit/pending`].sort());
       expect(await boxIds()).toEqual(['bx_live']);
 
-      // Once handled, the kept delivery goes on the next run.
+      // Once handled (and read), the kept deliveries go on the next run.
       await setOutbox(pending, 'alerts', 'delivered');
-      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1, boxes: 0 });
+      await logRead();
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 2, boxes: 0 });
       expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0, boxes: 0 });
     });
 
@@ -84,7 +94,7 @@ for (const engine of engines) {
       expect((await t.post({ id })).body.duplicate).toBe(false);
       t.clock.set(now);
       expect((await t.post({ id })).body.duplicate).toBe(true);
-      await setOutbox(id, 'alerts', 'delivered');
+      await logRead();
       expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1 });
       expect((await t.post({ id })).body.duplicate).toBe(false);
     });
@@ -101,7 +111,8 @@ for (const engine of engines) {
     it('yields to the event loop between batches, and stops there when aborted', async () => {
       const now = t.clock.now();
       t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
-      for (let i = 0; i < 6; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'delivered');
+      for (let i = 0; i < 6; i++) await t.post({ boxId: `bx_${i}` });
+      await logRead();
       t.clock.set(now);
       const stop = new AbortController();
       // Runs only if the prune lets the event loop turn; then the prune must stop at its next batch.
@@ -118,7 +129,8 @@ for (const engine of engines) {
     if (engine.name === 'sqlite') it('commits its batches unsynced and leaves the connection at synchronous=FULL for the deliveries', async () => {
       const now = t.clock.now();
       t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
-      for (let i = 0; i < 3; i++) await setOutbox((await t.post({ boxId: `bx_${i}` })).deliveryId, 'alerts', 'delivered');
+      for (let i = 0; i < 3; i++) await t.post({ boxId: `bx_${i}` });
+      await logRead();
       t.clock.set(now);
       const opened = database();
       if (opened.dialect !== 'sqlite') throw new Error('SQLite only');

@@ -146,14 +146,16 @@ describe('boxrelay store copy', () => {
     const second = await post(sqliteRelay, { secret, boxId: 'bx_two' });
     expect([first.status, second.status]).toEqual([200, 200]);
 
-    // alerts failed its first attempts and waits for a scheduled retry; audit refused (dead letters); held is paused.
+    // alerts failed its first attempts and waits for a scheduled retry; audit refused (dead letters):
+    // outbox rows. held is paused: its events wait in the log, after its cursors.
     await until(
       'the fan-out to settle',
       () => sqliteRows(file, "SELECT sink, status, attempts, lease_owner FROM outbox ORDER BY sink, id"),
       (rows) =>
-        rows.length === 9 &&
-        rows.every((r) => r.lease_owner === null && (r.sink === 'alerts' ? r.status === 'pending' && r.attempts === 3 : r.sink === 'audit' ? r.status === 'dead' : r.attempts === 0)),
+        rows.length === 6 &&
+        rows.every((r) => r.lease_owner === null && (r.sink === 'alerts' ? r.status === 'pending' && r.attempts === 3 : r.sink === 'audit' && r.status === 'dead')),
     );
+    expect((await admin(sqliteRelay).sinks()).held).toMatchObject({ paused: true, pending: 3 });
     const scheduled = sqliteRows(file, "SELECT next_attempt_at FROM outbox WHERE sink = 'alerts'");
     expect(scheduled.every((r) => (r.next_attempt_at as number) > Date.now() + 60_000)).toBe(true);
     await stop(sqliteRelay);
@@ -167,9 +169,12 @@ describe('boxrelay store copy', () => {
       'boxrelay.sink.paused',
     ]);
     expect(sqliteRows(file, 'SELECT count(*) AS n FROM boxes WHERE repaired_up_to IS NOT NULL')[0]!.n).toBe(1);
-    // A relay killed mid-attempt leaves its lease on a row: the copy must not carry it over.
+    // A relay killed mid-attempt leaves its leases on a row and a log partition: the copy must not carry them over.
     new BetterSqlite3(file)
-      .exec(`UPDATE outbox SET lease_owner = 'dead-replica', lease_until = ${Date.now() + 3_600_000} WHERE id = (SELECT min(id) FROM outbox WHERE sink = 'held')`)
+      .exec(
+        `UPDATE outbox SET lease_owner = 'dead-replica', lease_until = ${Date.now() + 3_600_000} WHERE id = (SELECT min(id) FROM outbox WHERE sink = 'alerts');
+         UPDATE log_cursors SET lease_owner = 'dead-replica', lease_until = ${Date.now() + 3_600_000} WHERE sink = 'held'`,
+      )
       .close();
 
     const target = await postgresSchema();
@@ -178,8 +183,8 @@ describe('boxrelay store copy', () => {
     expect(copy.code).toBe(0);
     expect(parseCounts(copy.stdout)).toEqual({
       'deliveries (dedup history)': [7, 7],
-      'fan-out rows': [9, 9],
-      'pending fan-out work': [6, 6],
+      'fan-out rows': [6, 6],
+      'pending fan-out work': [3, 3],
       'dead letters': [3, 3],
       'delivered or discarded (kept for their status)': [0, 0],
       'box states': [3, 3],
@@ -194,12 +199,15 @@ describe('boxrelay store copy', () => {
       'audit entries': [2, 2],
       // alerts' failed attempts and audit's refusals, by minute (both in one minute, or across two).
       'delivery counts per minute': expect.anything(),
+      // alerts, audit and held: 16 partitions each.
+      'log cursors (per sink and partition)': [48, 48],
     });
     const [minutesInSource, minutesInTarget] = parseCounts(copy.stdout)['delivery counts per minute']!;
     expect(minutesInSource).toBeGreaterThan(0);
     expect(minutesInTarget).toBe(minutesInSource);
     const [source, copied] = await Promise.all([tablesOf(file), tablesOf(target)]);
-    expect(copied).toEqual({ ...source, outbox: source.outbox!.map((row) => ({ ...row, lease_owner: null, lease_until: null })) });
+    const leaseCleared = (rows: Record<string, unknown>[] | undefined) => rows!.map((row) => ({ ...row, lease_owner: null, lease_until: null }));
+    expect(copied).toEqual({ ...source, outbox: leaseCleared(source.outbox), log_cursors: leaseCleared(source.log_cursors) });
 
     const targetDb = openDatabase({ url: target });
     try {

@@ -62,6 +62,9 @@ export interface Dispatcher {
 
 export type WakeScope = 'log' | 'all';
 
+/** How often a lane notes when its cursors moved (the delivery time an event's status shows is at most this late). */
+const MARK_EVERY_MS = 1000;
+
 /** A replica says which sinks it serves several times per grace period, so one late heartbeat never looks like none. */
 const serveIntervalMs = (graceMs: number): number => Math.max(1000, Math.min(30_000, graceMs / 4));
 
@@ -436,7 +439,11 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         if (moved.length === 0) return;
         try {
           cursorsStoredAt = performance.now();
-          await outbox.advanceCursors({ sink: sink.name, owner, now: clock.now(), cursors: moved });
+          const now = clock.now();
+          // When a cursor passed an event is its delivery time in the event's status: to the second is enough.
+          const mark = now - markedAt >= MARK_EVERY_MS;
+          await outbox.advanceCursors({ sink: sink.name, owner, now, cursors: moved, mark });
+          if (mark) markedAt = now;
           partitions.stored(moved);
         } catch (error) {
           log.error({ err: error, sink: sink.name }, 'could not store how far the sink has read the log; trying again');
@@ -446,6 +453,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     };
     /** Stored soon after a move (a crash sends again only what settled since), but at most once per `cursorStoreMs`. */
     let cursorsStoredAt = -Infinity;
+    let markedAt = -Infinity;
     const cursorMoved = () => {
       cursorTimer ??= setTimeout(() => void storeCursors(), Math.max(0, cursorsStoredAt + tuning.cursorStoreMs - performance.now())).unref();
     };

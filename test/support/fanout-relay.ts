@@ -68,6 +68,16 @@ export async function unfinishedIds(t: TestRelay | Store, sink: string): Promise
   return new Set([...rows.map((row) => row.id), ...(await outboxRows(t, sink)).map((row) => row.delivery_id)]);
 }
 
+/** Every sink has read the whole log (its cursors at the head), as a dispatcher that handled every event leaves it. */
+export async function readWholeLog(t: TestRelay | Store): Promise<void> {
+  const db = ('relay' in t ? t.relay.store : t).database.kysely;
+  const head = await db
+    .selectFrom('deliveries')
+    .select([(eb) => eb.fn.max('log_xid').as('xid'), (eb) => eb.fn.max('seq').as('seq')])
+    .executeTakeFirstOrThrow();
+  await db.updateTable('log_cursors').set({ xid: Number(head.xid), seq: Number(head.seq) }).execute();
+}
+
 /** Log partitions some process holds (a lease not cleared): a process that stopped or was cleaned up after holds none. */
 export async function heldPartitions(t: TestRelay | Store): Promise<{ sink: string; part: number; lease_owner: string | null }[]> {
   const store = 'relay' in t ? t.relay.store : t;

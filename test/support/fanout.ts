@@ -1,4 +1,5 @@
 import { parseEvent } from '../../src/events/parse-event.js';
+import { createOutbox } from '../../src/store/exceptions/outbox.js';
 import type { Store } from '../../src/store/store.js';
 import { delivery, type DeliveryOptions } from './sign.js';
 
@@ -10,6 +11,33 @@ export async function recordEvent(
   const d = delivery({ timestamp: Math.floor(options.receivedAt / 1000), ...options });
   await store.writer.record({ event: parseEvent(d.body, d.id), receivedAt: options.receivedAt, attempt: 1, sinks: options.sinks });
   return d.id;
+}
+
+/**
+ * Stores one delivery through the real write path, routed to no sink from the log, and gives each
+ * of `sinks` a pending outbox row due at its arrival, as a replay leaves it: the work the outbox's
+ * claims and leases are about.
+ */
+export async function recordWork(
+  store: Store,
+  options: { receivedAt: number; sinks: string[] } & Partial<DeliveryOptions>,
+): Promise<string> {
+  const id = await recordEvent(store, { ...options, sinks: [] });
+  const { box_id: boxId } = await store.database.kysely.selectFrom('deliveries').select('box_id').where('id', '=', id).executeTakeFirstOrThrow();
+  await createOutbox(store.database).addExceptions(
+    options.sinks.map((sink) => ({
+      deliveryId: id,
+      sink,
+      status: 'pending' as const,
+      attempts: 0,
+      nextAttemptAt: options.receivedAt,
+      lastError: null,
+      boxId,
+      traceparent: null,
+      now: options.receivedAt,
+    })),
+  );
+  return id;
 }
 
 /** Resolves once `check` holds, polling the (real) state it reads; fails with `what` after `timeoutMs`. */

@@ -389,7 +389,8 @@ async function countBacklogs(db: Kysely<Schema>): Promise<{ sink: string; backlo
 
 /**
  * The log of a sink no replica serves: its routed deliveries past the cursors of partitions no live
- * lease holds become set-aside rows, and those cursors move to the head, in one transaction.
+ * lease holds (and without a row of that sink: those are set aside as rows) become set-aside rows,
+ * and those cursors move to the head, in one transaction.
  */
 async function setAsideLog(database: Database, sink: string, now: number): Promise<number> {
   const db = database.kysely;
@@ -403,6 +404,7 @@ async function setAsideLog(database: Database, sink: string, now: number): Promi
     FROM log_cursors c JOIN deliveries d ON d.part = c.part
     WHERE c.sink = ${sink} AND ${free} AND d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (d.log_xid, d.seq) <= (${to.xid}, ${to.seq})
       AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
+      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})
     ORDER BY d.log_xid, d.seq`.compile(db);
   const move = sql`UPDATE log_cursors SET xid = ${to.xid}, seq = ${to.seq}, updated_at = ${now}
     WHERE sink = ${sink} AND (lease_until IS NULL OR lease_until <= ${leaseNow(now)}) AND (xid, seq) < (${to.xid}, ${to.seq})`.compile(db);

@@ -31,6 +31,8 @@ export interface AdvanceCursors {
   owner: string;
   now: number;
   cursors: HeldPart[];
+  /** Also note when (`log_marks`): a lane does so about once a second, not at every move. */
+  mark: boolean;
 }
 
 /** Each sink's cursors per partition of the log, and which process reads which partition. */
@@ -38,7 +40,7 @@ export interface LogCursors {
   /** Creates the sink's cursors at the log's head when it has none (a sink routed to for the first time). */
   ensureCursors(sinks: string[]): Promise<void>;
   acquireParts(request: AcquireParts): Promise<AcquiredParts>;
-  /** Moves this process's cursors (of partitions it still holds) forward, noting when. */
+  /** Moves this process's cursors (of partitions it still holds) forward, with `mark` noting when. */
   advanceCursors(advance: AdvanceCursors): Promise<void>;
   releaseParts(release: { sink: string; owner: string; parts: number[] }): Promise<void>;
 }
@@ -152,7 +154,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
      * Cursor moves lost to a power failure only send events again (at least once), so they need no
      * fsync of their own. A partition another process took over meanwhile is not moved.
      */
-    async advanceCursors({ sink, owner, now, cursors }: AdvanceCursors): Promise<void> {
+    async advanceCursors({ sink, owner, now, cursors, mark }: AdvanceCursors): Promise<void> {
       if (cursors.length === 0) return;
       // One statement for every partition that moved (SQLite and PostgreSQL both take UPDATE … FROM).
       const moves = sql.join(
@@ -163,6 +165,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
         WHERE log_cursors.sink = ${sink} AND log_cursors.part = m.part AND log_cursors.lease_owner = ${owner}
         RETURNING log_cursors.part`;
       const moved = await executeUnsynced(database, { compile: () => update.compile(db), execute: async () => (await update.execute(db)).rows });
+      if (!mark) return;
       const stored = new Set(moved.map((row) => Number(row.part)));
       const marks = cursors.filter(({ part }) => stored.has(part)).map(({ part, xid, seq }) => ({ sink, part, xid, seq, at: now }));
       if (marks.length > 0) await executeUnsynced(database, db.insertInto('log_marks').values(marks));

@@ -1,4 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3';
+import { partOf } from '../src/store/log/position.js';
 import { BOX_COUNT, STORED_BODY_BYTES, boxIdOf, eventBody, newEventId } from './deliveries.js';
 
 /** `count` deliveries received evenly between two epoch ms. */
@@ -10,9 +11,10 @@ export interface Span {
 
 /**
  * Fills an already migrated SQLite file with delivered events as the relay would have left them: the
- * deliveries (~300-byte bodies) and the boxes' last state (a delivered event leaves no outbox row).
+ * deliveries (~300-byte bodies) in the log, routed to NATS, and the boxes' last state (a delivered
+ * event leaves no outbox row; NATS's cursors, made by the relay at its start, begin after them).
  * Rows go in in receipt order with random ids, with the indexes in place, as production writes them:
- * the rowid table grows at its end while the id and box indexes take random inserts and are left
+ * the rowid table and the log index grow at their end while the id and box indexes take random inserts and are left
  * as fragmented as a relay leaves them (building them afterwards would pack them unrealistically
  * well). Direct inserts in big unsynchronised transactions, since only the end state matters.
  */
@@ -24,7 +26,7 @@ export function prefill(file: string, spans: Span[]): void {
     db.pragma('synchronous = OFF');
     db.pragma('cache_size = -2097152');
     const insertDelivery = db.prepare(
-      'INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload) VALUES (?, ?, ?, ?, ?, 1, ?)',
+      "INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, seq, part, sinks) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, 'nats')",
     );
     const insertBox = db.prepare(
       `INSERT INTO boxes (id, name, state, previous_state, state_changed_at, last_event_id, hydrated_at, last_seen_at)
@@ -37,7 +39,8 @@ export function prefill(file: string, spans: Span[]): void {
         const createdAt = new Date(at - 50).toISOString();
         const id = newEventId();
         const { type, body } = eventBody(id, n, createdAt, STORED_BODY_BYTES);
-        insertDelivery.run(id, type, boxIdOf(n * 7919), createdAt, at, body);
+        const boxId = boxIdOf(n * 7919);
+        insertDelivery.run(id, type, boxId, createdAt, at, body, n + 1, partOf(boxId));
       }
     });
     let last = 0;

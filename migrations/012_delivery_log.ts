@@ -48,6 +48,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('updated_at', 'bigint', (c) => c.notNull())
     .addPrimaryKeyConstraint('log_cursors_pk', ['sink', 'part'])
     .execute();
+  // SQLite numbers a new delivery after the furthest cursor too (retention may have removed the newest deliveries): one seek.
+  await db.schema.createIndex('log_cursors_position').on('log_cursors').columns(['xid', 'seq']).execute();
 
   // When a cursor passed a position: the time an event delivered at its first attempt was acknowledged.
   await db.schema

@@ -1,6 +1,7 @@
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
-import { adminAuth, fanoutFixture, fastTuning, hook, outboxRows } from './support/fanout-relay.js';
+import { sql } from 'kysely';
+import { adminAuth, allDelivered, fanoutFixture, fastTuning, hook, outboxRows } from './support/fanout-relay.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import type { TestRelay } from './support/relay.js';
@@ -54,5 +55,37 @@ describe.each(engines)('a failing hook that delivers again, on $name', (engine) 
     expect(waiting).toMatchObject({ delivery_id: failing, status: 'pending', attempts: 1 });
     expect(waiting!.next_attempt_at).toBeGreaterThan(t.clock.now() + 400_000);
     await flaky.received(7);
+  });
+});
+
+describe('a log entry whose outcome the store refuses at first', () => {
+  it('is written down once the store takes it again: retried later, not stranded, and its box\'s next event waits behind it', async () => {
+    let down = true;
+    const flaky = await server(() => (down ? 503 : 200));
+    const t = await relay({ hooks: [hook('flaky', flaky.url, { ordering: 'per-box' })] }, { dispatch: tuning });
+    const db = t.relay.store.database.kysely;
+    await sql`CREATE TRIGGER refuse_outbox BEFORE INSERT ON outbox BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`.execute(db);
+
+    const first = (await t.post({ boxId: 'bx_1' })).deliveryId;
+    await t.logs.waitFor((entry) => entry.msg === 'could not write down the outcome of an event; trying again' && entry.eventId === first);
+    const second = (await t.post({ boxId: 'bx_1' })).deliveryId;
+    await sql`DROP TRIGGER refuse_outbox`.execute(db);
+
+    // Both written down: the failed one as a retry, the next of its box behind it, unsent.
+    const rows = await waitFor(async () => {
+      const found = await outboxRows(t, 'flaky');
+      return found.length === 2 ? found : undefined;
+    }, 'both events written down');
+    expect(rows.map((row) => [row.delivery_id, row.status, row.attempts])).toEqual([
+      [first, 'pending', 1],
+      [second, 'pending', 0],
+    ]);
+    expect(flaky.requests.map((r) => r.headers['webhook-id'])).toEqual([first]);
+
+    down = false;
+    t.clock.advance(700_000);
+    await flaky.received(3);
+    await allDelivered(t, 'flaky');
+    expect(flaky.requests.map((r) => r.headers['webhook-id'])).toEqual([first, first, second]);
   });
 });

@@ -3,7 +3,7 @@ import { DAY_MS } from '../src/clock.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import type { OutboxStatus } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
-import { readWholeLog } from './support/fanout-relay.js';
+import { pendingCount, readWholeLog, unfinishedIds } from './support/fanout-relay.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
 const RETENTION_DAYS = 30;
@@ -97,6 +97,21 @@ for (const engine of engines) {
       await logRead();
       expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 1 });
       expect((await t.post({ id })).body.duplicate).toBe(false);
+    });
+
+    it('numbers a delivery after the pruned ones: one that comes when every stored delivery was removed is still read by the sinks', async () => {
+      const now = t.clock.now();
+      t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
+      for (let i = 0; i < 3; i++) await t.post();
+      await logRead();
+      t.clock.set(now);
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 3 });
+      const fresh = (await t.post()).deliveryId;
+      expect(await unfinishedIds(t, 'alerts')).toEqual(new Set([fresh]));
+      expect(await pendingCount(t, 'alerts')).toBe(1);
+      // Not removed either, while `alerts` has not read it.
+      expect(await pruneExpired(database(), { now: now + (RETENTION_DAYS + 1) * DAY_MS, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0 });
+      expect(await deliveryIds()).toEqual([fresh]);
     });
 
     it('removes signing secrets past their expiry, and keeps those in their grace period or without one', async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
 import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
@@ -61,6 +62,9 @@ export interface Dispatcher {
 }
 
 export type WakeScope = 'log' | 'all';
+
+/** What a write tried until it holds gives when the dispatcher stops first. */
+const STOPPED = Symbol('stopped');
 
 /** How often a lane notes when its cursors moved (the delivery time an event's status shows is at most this late). */
 const MARK_EVERY_MS = 1000;
@@ -266,6 +270,27 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   };
 
   /**
+   * Tries a write that settles a log entry again until it holds (backing off up to the poll
+   * interval), or gives STOPPED once the dispatcher stops: an entry left unsettled while its lane
+   * goes on would hold its partition's cursor back (and its box's later events) until the process
+   * restarts. The first try is made even while stopping: an attempt that ended is written down.
+   */
+  const untilStored = async <T>(what: string, write: () => Promise<T>, context: Record<string, unknown>): Promise<T | typeof STOPPED> => {
+    for (let delayMs = 100; ; delayMs = Math.min(2 * delayMs, tuning.pollMs)) {
+      try {
+        return await write();
+      } catch (error) {
+        log.error({ err: error, ...context }, `could not ${what}; trying again`);
+      }
+      try {
+        await sleep(delayMs, undefined, { signal: stopping.signal });
+      } catch {
+        return STOPPED;
+      }
+    }
+  };
+
+  /**
    * A log entry's verdict: delivered at its first attempt needs nothing (the cursor passes it); any
    * other outcome becomes an outbox row, written before the cursor may pass. Undone (a stop) writes
    * nothing, and the cursor stays before it.
@@ -274,16 +299,20 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     if (verdict.kind === 'undone') return 'undone';
     if (verdict.kind === 'delivered' && verdict.attempts <= 1 && verdict.lastError === null) return 'delivered';
     const waits = verdict.kind === 'wait';
-    await outbox.addExceptions([
-      exceptionOf(sink, entry, {
-        status: waits ? 'pending' : verdict.kind,
-        attempts: verdict.attempts,
-        lastError: verdict.lastError,
-        nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
-        now: verdict.now,
-      }),
-    ]);
-    if (verdict.kind === 'dead') await deadLettered(sink, workOfEntry(entry), verdict);
+    const row = exceptionOf(sink, entry, {
+      status: waits ? 'pending' : verdict.kind,
+      attempts: verdict.attempts,
+      lastError: verdict.lastError,
+      nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
+      now: verdict.now,
+    });
+    if ((await untilStored('write down the outcome of an event', () => outbox.addExceptions([row]), { sink: sink.name, eventId: entry.id })) === STOPPED) return 'undone';
+    if (verdict.kind === 'dead') {
+      // The dead letter is written down: a failed announcement must not send the event again.
+      await deadLettered(sink, workOfEntry(entry), verdict).catch((error: unknown) =>
+        log.error({ err: error, sink: sink.name, eventId: entry.id }, 'could not announce a dead letter'),
+      );
+    }
     return waits ? 'waiting' : verdict.kind;
   };
 
@@ -458,21 +487,40 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       cursorTimer ??= setTimeout(() => void storeCursors(), Math.max(0, cursorsStoredAt + tuning.cursorStoreMs - performance.now())).unref();
     };
 
-    /** A log entry tried (after the entries of its box before it, with per-box order) and written down. */
-    const runEntry = async (entry: LogEntry, trial: Trial, current: SinkState, held: ReadonlySet<string>): Promise<EntryFate> => {
-      const before = ordered && entry.boxId !== null ? boxTails.get(entry.boxId) : undefined;
+    /**
+     * A log entry tried (after the entries of its box before it, with per-box order) and written
+     * down. `before`: the run of its box's previous entry here; `held`: boxes with outbox rows of
+     * the sink, read after `before` was taken.
+     */
+    const runEntry = async (
+      entry: LogEntry,
+      trial: Trial,
+      current: SinkState,
+      before: Promise<EntryFate> | undefined,
+      held: Promise<ReadonlySet<string> | typeof STOPPED>,
+    ): Promise<EntryFate> => {
+      const context = { sink: sink.name, eventId: entry.id };
       const fate = await (async (): Promise<EntryFate> => {
         const previous = before ? await before : 'delivered';
         if (previous === 'undone' || stopping.signal.aborted) return 'undone';
-        if (ordered && entry.boxId !== null && (previous === 'waiting' || held.has(entry.boxId))) {
+        let behind = previous === 'waiting';
+        if (ordered && entry.boxId !== null && !behind) {
+          const boxes = await held;
+          if (boxes === STOPPED) return 'undone';
+          behind = boxes.has(entry.boxId);
+        }
+        if (behind) {
           // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
           const now = clock.now();
-          await outbox.addExceptions([exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now })]);
-          return 'waiting';
+          const row = exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now });
+          const written = await untilStored('write down an event that waits behind its box', () => outbox.addExceptions([row]), context);
+          return written === STOPPED ? 'undone' : 'waiting';
         }
-        const { verdict, changed } = await attempt(sink, workOfEntry(entry), workMs, trial, current);
-        if (changed) forgetState();
-        return settleEntry(sink, entry, verdict);
+        // Failing to write its outcome down (pause bookkeeping), an attempt is made again: at least once.
+        const tried = await untilStored('settle an attempt', () => attempt(sink, workOfEntry(entry), workMs, trial, current), context);
+        if (tried === STOPPED) return 'undone';
+        if (tried.changed) forgetState();
+        return settleEntry(sink, entry, tried.verdict);
       })();
       if (fate !== 'undone') {
         partitions.settle(entry);
@@ -481,10 +529,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       return fate;
     };
 
-    const startEntry = (entry: LogEntry, trial: Trial, current: SinkState, held: ReadonlySet<string>) => {
-      const run = runEntry(entry, trial, current, held);
-      if (ordered && entry.boxId !== null) {
-        const box = entry.boxId;
+    const startEntry = (entry: LogEntry, trial: Trial, current: SinkState, held: Promise<ReadonlySet<string> | typeof STOPPED>) => {
+      const box = ordered ? entry.boxId : null;
+      const run = runEntry(entry, trial, current, box === null ? undefined : boxTails.get(box), held);
+      if (box !== null) {
         // A failure to write an entry down leaves it undone: the box's later entries wait for the next reader.
         const tail = run.catch((): EntryFate => 'undone');
         boxTails.set(box, tail);
@@ -510,7 +558,11 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       readAhead = readAhead.slice(examined);
       cursorMoved();
       const boxes = ordered ? [...new Set(taken.flatMap((entry) => (entry.boxId === null ? [] : [entry.boxId])))] : [];
-      const held = new Set(boxes.length > 0 ? await outbox.pendingBoxes(sink.name, boxes) : []);
+      // Asked in a microtask, after every entry below took its box's previous run: a box whose run
+      // ended before has its outbox row committed by then, and the answer shows it.
+      const held = Promise.resolve().then(async () =>
+        boxes.length === 0 ? new Set<string>() : untilStored('read which boxes wait', async () => new Set(await outbox.pendingBoxes(sink.name, boxes)), { sink: sink.name }),
+      );
       for (const entry of taken) startEntry(entry, trial, current, held);
       return readAhead.length > 0 || readFull;
     };
@@ -589,6 +641,8 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
             // A backlog would otherwise claim and start batch after batch in one turn: webhooks waiting
             // on the socket get their turn between batches.
             await new Promise((resolve) => setImmediate(resolve));
+            // A long drain keeps its partitions' leases (another replica would take them over and send again).
+            if (partitionsDue) await renewPartitions();
           }
         } while (wokenWhileClaiming && !stopping.signal.aborted);
         if (hasRoom() && claimable() > 0 && state?.paused_at == null) await armDueTimer();

@@ -396,9 +396,12 @@ async function setAsideLog(database: Database, sink: string, now: number): Promi
   const db = database.kysely;
   const leaseNow = leaseClock(database);
   const head = logHead(database);
-  const { rows } = await sql<{ xid: number; seq: number }>`SELECT ${head.xid} AS xid, ${head.seq} AS seq`.execute(db);
+  // The lease clock read once: both statements see the same partitions free (on PostgreSQL a lease
+  // running out between them would have its cursor moved past entries not set aside).
+  const { rows } = await sql<{ xid: number; seq: number; at: number }>`SELECT ${head.xid} AS xid, ${head.seq} AS seq, ${leaseNow(now)} AS at`.execute(db);
   const to = { xid: Number(rows[0]?.xid ?? 0), seq: Number(rows[0]?.seq ?? 0) };
-  const free = sql<boolean>`(c.lease_until IS NULL OR c.lease_until <= ${leaseNow(now)})`;
+  const at = Number(rows[0]?.at ?? now);
+  const free = sql<boolean>`(c.lease_until IS NULL OR c.lease_until <= ${at})`;
   const insert = sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
     SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
     FROM log_cursors c JOIN deliveries d ON d.part = c.part
@@ -407,7 +410,7 @@ async function setAsideLog(database: Database, sink: string, now: number): Promi
       AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})
     ORDER BY d.log_xid, d.seq`.compile(db);
   const move = sql`UPDATE log_cursors SET xid = ${to.xid}, seq = ${to.seq}, updated_at = ${now}
-    WHERE sink = ${sink} AND (lease_until IS NULL OR lease_until <= ${leaseNow(now)}) AND (xid, seq) < (${to.xid}, ${to.seq})`.compile(db);
+    WHERE sink = ${sink} AND (lease_until IS NULL OR lease_until <= ${at}) AND (xid, seq) < (${to.xid}, ${to.seq})`.compile(db);
   return atomically(database, function* () {
     const { changed } = yield insert;
     yield move;

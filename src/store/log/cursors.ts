@@ -3,7 +3,7 @@ import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
 import type { Schema } from '../schema.js';
 import { executeUnsynced } from '../engines/unsynced.js';
-import { PARTS, PART_COUNT, type Position } from './position.js';
+import { PARTS, PART_COUNT, SQLITE_LOG_HEAD, type Position } from './position.js';
 
 /** A partition of a sink's log that this process reads, and where it is done up to. */
 export interface HeldPart extends Position {
@@ -52,7 +52,7 @@ export interface LogCursors {
 export function logHead(database: Pick<Database, 'dialect'>): { xid: RawBuilder<number>; seq: RawBuilder<number> } {
   return database.dialect === 'postgres'
     ? { xid: sql<number>`(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint - 1`, seq: sql<number>`CAST(${Number.MAX_SAFE_INTEGER} AS bigint)` }
-    : { xid: sql<number>`0`, seq: sql<number>`(SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE log_xid = 0 AND seq IS NOT NULL)` };
+    : { xid: sql<number>`0`, seq: sql<number>`${sql.raw(SQLITE_LOG_HEAD)}` };
 }
 
 /** The statement that gives a sink its cursors at the head, unless it has them. */

@@ -9,6 +9,15 @@ export interface Position {
 
 export const LOG_START: Position = { xid: 0, seq: 0 };
 
+/**
+ * SQLite's last `seq`: the newest delivery's, or a cursor's beyond it. Retention removes deliveries
+ * every cursor has passed, the newest too; numbering from the deliveries left would give a new one
+ * a `seq` the cursors have already passed.
+ */
+export const SQLITE_LOG_HEAD = `max(
+    (SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE log_xid = 0 AND seq IS NOT NULL),
+    (SELECT COALESCE(MAX(seq), 0) FROM log_cursors WHERE xid = 0))`;
+
 /** Each sink's log is split by box into this many partitions, each read by one process at a time. */
 export const PART_COUNT = 16;
 

@@ -1,6 +1,6 @@
 import type { ParsedEvent } from '../../events/parse-event.js';
 import { BOX_COLUMNS } from '../state/boxes.js';
-import { joinSinks, partOf } from '../log/position.js';
+import { joinSinks, partOf, SQLITE_LOG_HEAD } from '../log/position.js';
 import type { EventOrigin } from '../schema.js';
 
 /**
@@ -11,15 +11,15 @@ const DELIVERY_COLUMNS = 'id, type, box_id, created_at, received_at, attempt, pa
 
 /**
  * A delivery appended to the log: its position follows the commits. On SQLite the writer holds the
- * file's write lock for the whole transaction, so the next `seq` is the largest plus one (one seek
- * down the log index); PostgreSQL's columns default to its sequence and transaction id.
+ * file's write lock for the whole transaction, so the next `seq` follows the log's head (two seeks);
+ * PostgreSQL's columns default to its sequence and transaction id.
  */
 export const INSERT_DELIVERY = `INSERT INTO deliveries (${DELIVERY_COLUMNS})
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
 
 export const INSERT_LOGGED_DELIVERY = `INSERT INTO deliveries (${DELIVERY_COLUMNS}, seq)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-    (SELECT COALESCE(MAX(seq), 0) + 1 FROM deliveries WHERE log_xid = 0 AND seq IS NOT NULL)) ON CONFLICT (id) DO NOTHING`;
+    ${SQLITE_LOG_HEAD} + 1) ON CONFLICT (id) DO NOTHING`;
 
 export const SELECT_PAYLOAD = 'SELECT payload FROM deliveries WHERE id = ?';
 

@@ -67,6 +67,8 @@ export function createRedisSink({ settings, url, logger, ackTimeoutMs = DEFAULT_
         connectTimeout: ackTimeoutMs,
         retryStrategy: () => Math.min(backoff.maxMs, backoff.minMs * 2 ** failures++),
         connectionName: 'boxrelay',
+        // The scripts of one turn go in one write (and one read of the replies), not one each.
+        enableAutoPipelining: true,
       }) as Redis & AddOnce;
       redis.defineCommand('addOnce', { numberOfKeys: 2, lua: ADD_ONCE });
       redis.on('ready', () => {

@@ -533,7 +533,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       const box = ordered ? entry.boxId : null;
       const run = runEntry(entry, trial, current, box === null ? undefined : boxTails.get(box), held);
       if (box !== null) {
-        // A failure to write an entry down leaves it undone: the box's later entries wait for the next reader.
+        // An entry left undone (a stop; its writes are tried again until then) leaves the box's later entries to the next reader.
         const tail = run.catch((): EntryFate => 'undone');
         boxTails.set(box, tail);
         void tail.then(() => {

@@ -272,6 +272,8 @@ export async function createRelay({
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
+      // A SIGTERM during start: the servers serve their delay already draining.
+      if (shuttingDown) for (const l of listening) l.drain();
       secretsFile?.start(config.secretsReloadMs);
       secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
         secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),

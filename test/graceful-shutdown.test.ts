@@ -163,6 +163,14 @@ describe('graceful shutdown (contract section 6)', () => {
     expect(stopped).toBeGreaterThan(relay.lines.findIndex((l) => l.includes('"shutting down"')));
   });
 
+  it('a SIGTERM the moment it says it is listening is a graceful stop (exit 0), never the default exit that resets connections', async () => {
+    // The race is narrow (about one start in forty before the fix), so a few relays are stopped at once.
+    const relays = await Promise.all(Array.from({ length: 4 }, () => spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: sqliteFile() })));
+    for (const r of relays) r.child.kill('SIGTERM');
+    expect(await Promise.all(relays.map((r) => r.exited))).toEqual(Array(4).fill(0));
+    for (const r of relays) expect(await r.waitForLog((e) => e.msg === 'shutting down')).toMatchObject({ signal: 'SIGTERM' });
+  });
+
   it('with BOXRELAY_SHUTDOWN_DELAY=0 it stops at once: of 50 connections opened with the signal each is answered or refused, none reset, and it exits 0', async () => {
     const database = sqliteFile();
     relay = await spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: database, BOXRELAY_SHUTDOWN_DELAY: '0' });

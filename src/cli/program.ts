@@ -70,7 +70,9 @@ async function serve(): Promise<void> {
     if (error instanceof NoSecretError || error instanceof SecretCipherError) exitMisconfigured(error.message);
     throw error;
   });
-  await relay.start();
+  // The signal handlers are in place before the relay listens: a SIGTERM just after it can be reached
+  // is a graceful stop, not the default exit that resets accepted connections.
+  const started = relay.start();
   // A second signal during the delay ends it (an operator's second Ctrl-C, or a deliberate stop now).
   let endDelay: (() => void) | undefined;
   const shutdown = (signal: string) => {
@@ -92,7 +94,7 @@ async function serve(): Promise<void> {
       .then(() => {
         clearTimeout(timer);
         logger.info('shutdown delay over; no longer listening once what was accepted is answered');
-        return relay.stop();
+        return started.then(() => relay.stop());
       })
       .then(
         () => {
@@ -107,6 +109,7 @@ async function serve(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  await started;
 }
 
 async function migrate(): Promise<void> {

@@ -8,10 +8,13 @@ import { Server as NetServer, type AddressInfo } from 'node:net';
 const IDLE_GRACE_MS = 1000;
 
 /**
- * At shutdown the listening socket closes only after this long without a new connection: clients that
- * connected with the signal (a burst still reaching the kernel's queue) are served, not reset.
+ * At shutdown the listener keeps accepting this long before it looks for a quiet moment to close:
+ * clients that connected with the signal (a burst still reaching the kernel's queue) are served, not reset.
  */
-const QUIET_MS = 20;
+const SETTLE_MS = 20;
+
+/** While connections keep arriving at shutdown, how long to wait before looking again for a quiet moment to stop listening. */
+const QUIET_RETRY_MS = 20;
 
 export interface Listening {
   server: Server;
@@ -80,20 +83,16 @@ export async function listen(handler: RequestListener, port: number, host: strin
         };
         // Closing the listening socket resets the connections the kernel has queued but the server
         // not yet accepted. Each poll of the event loop accepts all that wait, so the socket is
-        // closed right after a poll (setImmediate) ending a quiet period that brought no new connection.
+        // closed right after a poll (setImmediate) that brought no new connection.
         const deadline = Date.now() + graceMs;
-        const closeWhenQuiet = () => {
+        const closeAfterQuietPoll = () => {
           const before = accepted;
-          setTimeout(
-            () =>
-              setImmediate(() => {
-                if (accepted === before || Date.now() >= deadline) stopListening();
-                else closeWhenQuiet();
-              }),
-            QUIET_MS,
-          );
+          setImmediate(() => {
+            if (accepted === before || Date.now() >= deadline) stopListening();
+            else setTimeout(closeAfterQuietPoll, QUIET_RETRY_MS);
+          });
         };
-        closeWhenQuiet();
+        setTimeout(closeAfterQuietPoll, SETTLE_MS);
       }),
   };
 }

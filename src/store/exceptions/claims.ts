@@ -5,7 +5,7 @@ import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type Claim
 import type { Schema } from '../schema.js';
 import { atomically } from '../engines/atomically.js';
 import { logHead } from '../log/cursors.js';
-import { comparePositions, type Position } from '../log/position.js';
+import { countBacklogs } from '../log/count-backlogs.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 
 /** Claiming and leasing fan-out rows, and writing back what their attempts did. */
@@ -311,8 +311,8 @@ export function createOutboxClaims(database: Database): OutboxClaims {
 
     /**
      * Pending work (the outbox's pending rows and the log past each sink's cursors), or dead letters
-     * (set-aside work included), by sink. The log is counted from each sink's least cursor, one
-     * range of the log index a sink: as long as its backlog.
+     * (set-aside work included), by sink. The log is counted from each sink's least cursor, in
+     * slices of the log index (countBacklogs): as long as its backlog, but never one long stall.
      */
     async countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>> {
       const rows = await db
@@ -362,29 +362,6 @@ export function createOutboxClaims(database: Database): OutboxClaims {
       return rows.map((row) => row.box_id as string);
     },
   };
-}
-
-/**
- * Per sink, the routed deliveries past its cursors, less those already written down as an outbox
- * row (counted there, or settled) while the cursor's move is not yet stored.
- */
-async function countBacklogs(db: Kysely<Schema>): Promise<{ sink: string; backlog: number }[]> {
-  const least = new Map<string, Position>();
-  for (const row of await db.selectFrom('log_cursors').select(['sink', 'xid', 'seq']).execute()) {
-    const cursor = { xid: Number(row.xid), seq: Number(row.seq) };
-    const known = least.get(row.sink);
-    if (known === undefined || comparePositions(cursor, known) < 0) least.set(row.sink, cursor);
-  }
-  return Promise.all(
-    [...least].map(async ([sink, from]) => {
-      const { rows } = await sql<{ backlog: number }>`
-        SELECT count(*) AS backlog FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
-        WHERE d.seq IS NOT NULL AND (d.log_xid, d.seq) > (${from.xid}, ${from.seq}) AND (d.log_xid, d.seq) > (c.xid, c.seq)
-          AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
-          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`.execute(db);
-      return { sink, backlog: Number(rows[0]?.backlog ?? 0) };
-    }),
-  );
 }
 
 /**

@@ -3,7 +3,7 @@ import mqttPacket, { type IConnectPacket, type IPublishPacket, type Packet } fro
 import { expect, it } from 'vitest';
 import { subjectToken } from '../src/sinks/nats-subject.js';
 import { HOSTILE_BOX_IDS, busUp, expectHeld, expectListed, poster, readyz, SHARED_MQTT, mqttCollector, ownMosquitto, uniqueName } from './support/buses.js';
-import { allDelivered, fanoutFixture } from './support/fanout-relay.js';
+import { advanceAndWake, allDelivered, fanoutFixture, fastTuning, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 
 const { defer, relay } = fanoutFixture();
@@ -76,6 +76,37 @@ it('keeps answering 200 while the broker is stopped, shows it on /readyz, and pu
   const ids = () => new Set(subscriber.messages.map((m) => m.properties?.userProperties?.['ce-id'] as string));
   await waitFor(() => ids().size >= posted.size, 'every event to arrive', 30_000);
   expect(ids()).toEqual(posted);
+});
+
+it('a broker that stops answering: the attempt ends at the ack timeout as mqtt_timeout, waits for its retry, and the event arrives once it answers', async () => {
+  const broker = await ownMosquitto();
+  defer(() => broker.stop({ kill: true }));
+  const subscriber = await mqttCollector('sandbox/#', broker.url);
+  defer(() => subscriber.close());
+  // Scheduled retries a minute out, so the test's clock decides when the second attempt starts.
+  const t = await relay({ mqttUrl: broker.url }, { buses: { ackTimeoutMs: 300 }, dispatch: { ...fastTuning, quickRetries: 0, retryDelayMs: () => 60_000 } });
+  await busUp(t, 'mqtt');
+
+  broker.hang();
+  defer(() => broker.resume());
+  const posted = await t.post({ boxId: 'bx_hung' });
+  expect(posted.status).toBe(200);
+  const [row] = await waitFor(async () => {
+    const rows = await outboxRows(t, 'mqtt');
+    return rows[0]?.attempts === 1 ? rows : undefined;
+  }, 'the attempt to time out');
+  expect(row).toMatchObject({ delivery_id: posted.deliveryId, status: 'pending', last_error: 'mqtt_timeout: no answer from mqtt within 300 ms' });
+  expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'mqtt', outcome: 'retried' })).toBe(1);
+  // Still connected as far as the client knows: the sink stays up, the work waits for its retry.
+  expect((await readyz(t)).checks.mqtt).toBe('ok');
+
+  broker.resume();
+  advanceAndWake(t, 2 * 60_000);
+  await allDelivered(t, 'mqtt');
+  // At least once: the first publish may arrive too, once the broker reads it.
+  const arrived = await subscriber.received(1);
+  expect(arrived.map((m) => m.properties?.userProperties?.['ce-id'])).toContain(posted.deliveryId);
+  expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'mqtt', outcome: 'delivered' })).toBe(1);
 });
 
 /**

@@ -1,4 +1,3 @@
-import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import type { BusName } from '../errors.js';
 import type { DependencyStatus } from '../dependency-status.js';
@@ -104,14 +103,26 @@ export function busSink<M>(driver: BusDriver<M>): Bus {
       if (status.state !== 'ok') throw new BusDownError(driver.name);
       const message = driver.message(event, eventJson(event), trace?.traceparent);
       const published = driver.publish(message).catch((error: unknown) => Promise.reject(driver.classify(error, message)));
-      await pTimeout(published, {
-        milliseconds: driver.ackTimeoutMs,
-        fallback: () => Promise.reject(new BusNoAnswerError(driver.name, driver.ackTimeoutMs)),
-      }).catch((error: unknown) => Promise.reject(asSinkFailure(error)));
+      await answeredWithin(published, driver.ackTimeoutMs, () => new BusNoAnswerError(driver.name, driver.ackTimeoutMs)).catch((error: unknown) =>
+        Promise.reject(asSinkFailure(error)),
+      );
     },
     async close() {
       status = { state: 'down' };
       await driver.close();
     },
   };
+}
+
+/**
+ * The broker's answer, or `timedOut()` after `ms`. Not p-timeout here: it builds a TimeoutError with
+ * its stack at every call, used or not, which took a fifth of the fan-out thread in a drain (about
+ * 40 µs an event on a slow core).
+ */
+function answeredWithin<T>(answer: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(timedOut()), ms);
+  });
+  return Promise.race([answer, late]).finally(() => clearTimeout(timer));
 }

@@ -121,6 +121,9 @@ export interface OwnBroker {
   /** SIGTERM (a clean stop, so what it persists is saved), or SIGKILL with `kill: true`. */
   stop(options?: { kill?: boolean }): Promise<void>;
   start(): Promise<void>;
+  /** SIGSTOP: the broker keeps its connections open and answers nothing, until `resume` (SIGCONT). */
+  hang(): void;
+  resume(): void;
 }
 
 async function ownBroker(scheme: string, command: (port: number, dir: string) => [string, string[]]): Promise<OwnBroker> {
@@ -141,6 +144,8 @@ async function ownBroker(scheme: string, command: (port: number, dir: string) =>
       child = spawn(file, args, { stdio: 'ignore' });
       await waitFor(accepting, `${file} to listen on ${port}`, 10_000);
     },
+    hang: () => void child?.kill('SIGSTOP'),
+    resume: () => void child?.kill('SIGCONT'),
     async stop({ kill = false } = {}) {
       const exiting = child && child.exitCode === null ? new Promise((resolve) => child!.once('exit', resolve)) : undefined;
       child?.kill(kill ? 'SIGKILL' : 'SIGTERM');

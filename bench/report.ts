@@ -49,7 +49,7 @@ const RELAY_OVER_A_TARGET = 0.25;
 const RELAY_OVER_B_TARGET = 0.55;
 const RELAY_CPU_TARGET_US = 150;
 
-const median = (values: number[]): number => {
+export const median = (values: number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;

@@ -53,6 +53,7 @@ const DEFAULTS = {
   'hook-concurrency': '1,4,16,64',
   'backlog-timeout': '900',
   'bus-backlog': '100000',
+  'bus-rounds': '3',
   'amqp-url': 'amqp://guest:guest@127.0.0.1:5672',
   'redis-url': 'redis://127.0.0.1:6379',
   'mqtt-url': 'mqtt://127.0.0.1:1883',
@@ -106,6 +107,7 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     },
     buses: {
       events: Math.floor(num('bus-backlog')),
+      rounds: Math.max(1, Math.floor(num('bus-rounds'))),
       amqpUrl: get('amqp-url') as string,
       redisUrl: get('redis-url') as string,
       mqttUrl: get('mqtt-url') as string,

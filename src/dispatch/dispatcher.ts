@@ -551,8 +551,13 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       if (readAhead.length === 0) {
         const after = partitions.readAfter();
         if (after === null) return false;
+        const stateSeen = stateChanges;
         readAhead = await outbox.readLog(after, tuning.batchSize);
         readFull = readAhead.length === tuning.batchSize;
+        // Paused (or resumed) while reading: the read may hold events accepted after the pause was
+        // answered (in the worker thread the read is served later, by the main thread). They wait
+        // here for a pass that has read the state again.
+        if (stateSeen !== stateChanges) return false;
       }
       const { taken, examined } = partitions.take(readAhead, limit, routed);
       readAhead = readAhead.slice(examined);

@@ -10,11 +10,11 @@ import { createSinkRouter } from '../src/sinks/route.js';
 import type { Sink } from '../src/sinks/sink.js';
 import { createOutbox, type Outbox } from '../src/store/exceptions/outbox.js';
 import { createSinkStates, type SinkStates } from '../src/store/state/sink-state.js';
-import { openStore, type Store } from '../src/store/store.js';
+import { openStore } from '../src/store/store.js';
 import { tracingOff } from '../src/tracing/tracing.js';
 import { sqliteFile } from './support/databases.js';
 import { recordEvent } from './support/fanout.js';
-import { hookServer, type HookServer } from './support/hook-server.js';
+import { hookServer } from './support/hook-server.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {

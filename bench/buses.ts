@@ -3,6 +3,7 @@
  * state an outage leaves: stored events with pending rows for that bus), and what one bus beside
  * NATS costs the receiver's accepted/s against NATS alone.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { connectAsync } from 'mqtt';
@@ -10,9 +11,9 @@ import { Connection } from 'rabbitmq-client';
 import { join } from 'node:path';
 import { backlogDatabase } from './backlog.js';
 import { runLoad } from './load.js';
-import { freePort } from './processes.js';
+import { cpuSecondsOfNamed, freePort, machineBusySeconds } from './processes.js';
 import { median } from './report.js';
-import { relay, type Context } from './targets.js';
+import { relay, type Context, type Running } from './targets.js';
 
 export interface BusBenchSettings {
   /** Pending rows each bus drains alone. */
@@ -20,9 +21,9 @@ export interface BusBenchSettings {
   amqpUrl: string;
   redisUrl: string;
   mqttUrl: string;
-  /** Rounds of the comparison beside NATS: each round runs NATS alone and each bus beside it in turn. */
+  /** Pairs of load slices (NATS alone, NATS with the bus) in the comparison beside NATS. */
   rounds: number;
-  /** Seconds and connections of each accepted/s run (beside NATS). */
+  /** Seconds and connections of each load slice (beside NATS). */
   seconds: number;
   connections: number;
   timeoutMs: number;
@@ -35,6 +36,8 @@ const COST_TARGET = 0.1;
 interface BenchBus {
   name: 'amqp' | 'redis' | 'mqtt';
   label: string;
+  /** The broker's process name (`/proc/<pid>/comm`), for its CPU. */
+  broker: string;
   env: Record<string, string>;
   /** Counts what reached the broker (a queue, the stream, a subscriber). */
   held(): Promise<number>;
@@ -48,6 +51,7 @@ async function amqpBus(url: string): Promise<BenchBus> {
   return {
     name: 'amqp',
     label: 'RabbitMQ',
+    broker: 'beam.smp',
     // The relay declares the queue (bound with #), so every message is kept and counted there.
     env: { BOXRELAY_AMQP_URL: url, BOXRELAY_AMQP_EXCHANGE: name, BOXRELAY_AMQP_QUEUE: name },
     held: async () => (await rabbit.queueDeclare({ queue: name, passive: true }).catch(() => ({ messageCount: 0 }))).messageCount,
@@ -65,6 +69,7 @@ async function redisBus(url: string): Promise<BenchBus> {
   return {
     name: 'redis',
     label: 'Redis Streams',
+    broker: 'redis-server',
     // A short window: the seen-keys of 100,000 events expire on their own.
     env: { BOXRELAY_REDIS_URL: url, BOXRELAY_REDIS_STREAM: stream, BOXRELAY_REDIS_MAXLEN: '0', BOXRELAY_REDIS_DUPLICATE_WINDOW: '2m' },
     held: () => redis.xlen(stream),
@@ -84,6 +89,7 @@ async function mqttBus(url: string): Promise<BenchBus> {
   return {
     name: 'mqtt',
     label: 'MQTT',
+    broker: 'mosquitto',
     env: { BOXRELAY_MQTT_URL: url, BOXRELAY_MQTT_TOPIC_PREFIX: prefix },
     held: async () => received,
     close: () => client.endAsync(true),
@@ -137,16 +143,118 @@ async function drain(ctx: Context, bus: BenchBus, settings: BusBenchSettings, lo
   }
 }
 
-/** Accepted/s of the relay with NATS and `env` (one bus beside it, or none). */
-async function acceptedPerSecond(ctx: Context, key: string, env: Record<string, string>, settings: BusBenchSettings, log: (line: string) => void): Promise<number> {
-  const running = await relay(key, key, ctx, { logLevel: 'info', database: () => join(ctx.tmp, `${key}-${randomBytes(3).toString('hex')}.db`), env }).start();
+/** A relay kept running for the comparison, and how many deliveries it has accepted so far. */
+interface Contender {
+  key: string;
+  running: Running;
+  internalPort: number;
+  sinks: string[];
+  accepted: number;
+}
+
+/** One load slice on one relay: accepted/s, and CPU per accepted delivery until its fan-out caught up. */
+interface Slice {
+  perSecond: number;
+  relayMicros: number;
+  brokerMicros: number;
+  machineMicros: number;
+}
+
+async function startContender(ctx: Context, key: string, env: Record<string, string>, sinks: string[]): Promise<Contender> {
+  const internalPort = await freePort();
+  const running = await relay(key, key, ctx, {
+    logLevel: 'info',
+    database: () => join(ctx.tmp, `${key}-${randomBytes(3).toString('hex')}.db`),
+    env: { ...env, BOXRELAY_INTERNAL_PORT: String(internalPort) },
+  }).start();
+  return { key, running, internalPort, sinks, accepted: 0 };
+}
+
+/** Waits until every sink of the relay delivered all it accepted: a slice's fan-out must not run into the next one's. */
+async function caughtUp(contender: Contender, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (const sink of contender.sinks) {
+    while ((await delivered(contender.internalPort, sink)) < contender.accepted) {
+      if (Date.now() > deadline) throw new Error(`bench: buses: ${contender.key}: ${sink} did not deliver its ${contender.accepted} events in time`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+async function loadSlice(contender: Contender, seconds: number, settings: BusBenchSettings, broker: string): Promise<Slice> {
+  await caughtUp(contender, settings.timeoutMs);
+  const cpu = () => ({ relay: contender.running.server.cpuSeconds(), broker: cpuSecondsOfNamed(broker), machine: machineBusySeconds() });
+  const before = cpu();
+  const result = await runLoad(contender.running.server.port, { seconds, connections: settings.connections });
+  contender.accepted += result.accepted;
+  await caughtUp(contender, settings.timeoutMs);
+  const after = cpu();
+  const perEvent = (key: keyof typeof before) => ((after[key] - before[key]) * 1e6) / Math.max(1, result.accepted);
+  return { perSecond: result.acceptedPerSecond, relayMicros: perEvent('relay'), brokerMicros: perEvent('broker'), machineMicros: perEvent('machine') };
+}
+
+/**
+ * NATS alone and NATS with the bus, both relays running, loaded in turn: slices in pairs, the order
+ * alternating (ABBA), each compared with its partner. This machine's speed drifts by more than the
+ * 10 % target from one minute to the next; a pair of neighbouring slices drifts far less.
+ */
+async function besideNats(ctx: Context, bus: BenchBus, settings: BusBenchSettings, log: (line: string) => void): Promise<{ alone: Slice[]; beside: Slice[] }> {
+  const alone = await startContender(ctx, 'nats-alone', {}, ['nats']);
   try {
-    await runLoad(running.server.port, { seconds: 2, connections: settings.connections });
-    const result = await runLoad(running.server.port, { seconds: settings.seconds, connections: settings.connections });
-    log(`bench: buses: ${key}: ${Math.round(result.acceptedPerSecond)}/s accepted, p99 ${result.p99} ms`);
-    return result.acceptedPerSecond;
+    const beside = await startContender(ctx, `nats+${bus.name}`, bus.env, ['nats', bus.name]);
+    try {
+      const slices = { alone: [] as Slice[], beside: [] as Slice[] };
+      for (const contender of [alone, beside]) await loadSlice(contender, 2, settings, bus.broker);
+      for (let pair = 0; pair < settings.rounds; pair++) {
+        const order = pair % 2 === 0 ? (['alone', 'beside'] as const) : (['beside', 'alone'] as const);
+        for (const which of order) slices[which].push(await loadSlice(which === 'alone' ? alone : beside, settings.seconds, settings, bus.broker));
+        log(`bench: buses: pair ${pair + 1}: NATS alone ${int(slices.alone.at(-1)?.perSecond)}/s, + ${bus.label} ${int(slices.beside.at(-1)?.perSecond)}/s`);
+      }
+      return slices;
+    } finally {
+      await beside.running.stop();
+    }
   } finally {
-    await running.stop();
+    await alone.running.stop();
+  }
+}
+
+/**
+ * RabbitMQ's broker without the relay's sink: NATS alone, loaded with and without a bare publisher
+ * (bench/targets/amqp-publisher.ts, a process of its own) sending what the relay's sink sent, at
+ * `rate`. Ratios of the pairs, ABBA as above.
+ */
+async function amqpPublisherBeside(ctx: Context, settings: BusBenchSettings, rate: number, log: (line: string) => void): Promise<number[]> {
+  const alone = await startContender(ctx, 'nats-alone', {}, ['nats']);
+  const withPublisher = async (): Promise<Slice> => {
+    const publisher = spawn(process.execPath, [join(ctx.root, 'dist/bench/targets/amqp-publisher.js'), settings.amqpUrl, String(Math.round(rate))], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const exited = new Promise((resolve) => publisher.once('exit', resolve));
+    try {
+      await new Promise((resolve, reject) => {
+        publisher.stdout.once('data', resolve);
+        publisher.once('exit', () => reject(new Error('bench: buses: the RabbitMQ publisher ended before it published')));
+      });
+      return await loadSlice(alone, settings.seconds, settings, 'beam.smp');
+    } finally {
+      publisher.kill('SIGTERM');
+      await exited;
+    }
+  };
+  try {
+    await loadSlice(alone, 2, settings, 'beam.smp');
+    const ratios: number[] = [];
+    for (let pair = 0; pair < settings.rounds; pair++) {
+      const plain = pair % 2 === 0 ? await loadSlice(alone, settings.seconds, settings, 'beam.smp') : undefined;
+      const beside = await withPublisher();
+      const base = plain ?? (await loadSlice(alone, settings.seconds, settings, 'beam.smp'));
+      ratios.push(beside.perSecond / base.perSecond);
+      log(`bench: buses: pair ${pair + 1}: NATS alone ${int(base.perSecond)}/s, with a bare RabbitMQ publisher beside it ${int(beside.perSecond)}/s`);
+    }
+    return ratios;
+  } finally {
+    await alone.running.stop();
   }
 }
 
@@ -185,36 +293,45 @@ export async function runBuses(
     );
   }
   if (parts.besideNats && ctx.natsUrl) {
-    // Interleaved rounds and medians: on a shared machine one run of each drifts by more than the target.
-    const runs = new Map<string, number[]>();
-    const record = (label: string, perSecond: number) => runs.set(label, [...(runs.get(label) ?? []), perSecond]);
-    for (let round = 0; round < settings.rounds; round++) {
-      record('NATS alone', await acceptedPerSecond(ctx, 'nats-alone', {}, settings, log));
-      for (const make of makers) {
-        const bus = await make();
-        try {
-          record(`NATS + ${bus.label}`, await acceptedPerSecond(ctx, `nats+${bus.name}`, bus.env, settings, log));
-        } finally {
-          await bus.close();
-        }
+    const rows: string[] = [];
+    let publisherRatios: number[] = [];
+    for (const make of makers) {
+      const bus = await make();
+      try {
+        const { alone, beside } = await besideNats(ctx, bus, settings, log);
+        const ratios = beside.map((slice, pair) => slice.perSecond / (alone[pair] as Slice).perSecond);
+        const cost = 1 - median(ratios);
+        if (bus.name === 'amqp') publisherRatios = await amqpPublisherBeside(ctx, settings, median(beside.map((slice) => slice.perSecond)), log);
+        const mid = (slices: Slice[], key: keyof Slice) => median(slices.map((slice) => slice[key]));
+        rows.push(
+          `| ${bus.label} | ${int(mid(alone, 'perSecond'))} | ${int(mid(beside, 'perSecond'))} | ${ratios.map((r) => r.toFixed(2)).join(', ')} | ` +
+            `${(cost * 100).toFixed(1)} % | ${int(mid(alone, 'relayMicros'))} -> ${int(mid(beside, 'relayMicros'))} | ${int(mid(beside, 'brokerMicros'))} | ` +
+            `${int(mid(alone, 'machineMicros'))} -> ${int(mid(beside, 'machineMicros'))} | <= ${COST_TARGET * 100} %: ${cost <= COST_TARGET ? 'met' : 'not met'} |`,
+        );
+      } finally {
+        await bus.close();
       }
     }
-    const alone = median(runs.get('NATS alone')!);
-    const rows = [...runs].map(([label, values]) => {
-      const perRound = values.map(int).join(', ');
-      if (label === 'NATS alone') return `| ${label} | ${int(alone)} | ${perRound} | | |`;
-      const cost = 1 - median(values) / alone;
-      return `| ${label} | ${int(median(values))} | ${perRound} | ${(cost * 100).toFixed(1)} % | <= ${COST_TARGET * 100} %: ${cost <= COST_TARGET ? 'met' : 'not met'} |`;
-    });
     lines.push(
-      `Accepted/s of the relay (worker fan-out, SQLite) with NATS alone and with one bus beside it: ${settings.seconds} s at ` +
-        `${settings.connections} connections after a 2 s warm-up, ${settings.rounds} interleaved rounds, the median of each compared.`,
+      `Accepted/s of the relay (worker fan-out, SQLite) with NATS alone and with one bus beside it. Both relays run; they are ` +
+        `loaded in turn, ${settings.seconds} s at ${settings.connections} connections per slice, ${settings.rounds} pairs of slices in ` +
+        'alternating order, each slice starting once the other relay delivered everything. The cost is one minus the median of the ' +
+        "pairs' ratios. CPU is per accepted delivery, medians, counted until the fan-out caught up: the relay's process, the bus's " +
+        'broker, and the whole machine (load generator and NATS included).',
       '',
-      '| sinks | accepted/s, median | each round | cost vs NATS alone | target |',
-      '|---|---:|---:|---:|---|',
+      '| bus | NATS alone, accepted/s | NATS + bus, accepted/s | ratio of each pair | cost | relay CPU µs | broker CPU µs | machine CPU µs | target |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---|',
       ...rows,
       '',
     );
+    if (publisherRatios.length > 0) {
+      lines.push(
+        "RabbitMQ's broker alone, without the relay's sink: NATS alone, loaded in the same way with and without a bare publisher " +
+          "in a process of its own (persistent messages of the same size, confirmed, to a durable queue) at the rate the relay's " +
+          `sink published: ratio of each pair ${publisherRatios.map((r) => r.toFixed(2)).join(', ')}, cost ${((1 - median(publisherRatios)) * 100).toFixed(1)} %.`,
+        '',
+      );
+    }
   } else if (parts.besideNats) lines.push('No NATS server: the comparison beside NATS is skipped.', '');
   return { lines };
 }

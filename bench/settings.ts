@@ -53,7 +53,7 @@ const DEFAULTS = {
   'hook-concurrency': '1,4,16,64',
   'backlog-timeout': '900',
   'bus-backlog': '100000',
-  'bus-rounds': '3',
+  'bus-rounds': '4',
   'amqp-url': 'amqp://guest:guest@127.0.0.1:5672',
   'redis-url': 'redis://127.0.0.1:6379',
   'mqtt-url': 'mqtt://127.0.0.1:1883',

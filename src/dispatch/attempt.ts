@@ -53,45 +53,64 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     (failure.retryAfterMs ?? 0) <= Math.min(tuning.quickMaxDelayMs, startBy - (performance.now() - started)) &&
     !sinkDown();
 
-  try {
-    await pRetry(
-      async () => {
-        attempts++;
-        const started = performance.now();
-        try {
-          await run.send(run.cut);
-          delivered = true;
-        } catch (error) {
-          // Cut by shutdown: the sink was not given its chance, so this is neither an attempt nor a
-          // failure; the row is released and sent again by the next process.
-          if (run.cut.aborted) {
-            attempts--;
-            throw error;
-          }
-          failures++;
-          last = asSinkFailure(error);
-          throw last;
-        } finally {
-          run.observe((performance.now() - started) / 1000);
-        }
-      },
-      {
-        // Only a fresh event is retried in process; a scheduled retry is one attempt per claim.
-        retries: run.attempts === 0 ? tuning.quickRetries : 0,
-        ...backoff,
-        randomize: true,
-        maxRetryTime: startBy,
-        signal: run.stopping,
-        shouldRetry: ({ error }) => mayRetryNow(error as SinkFailure),
-        onFailedAttempt: async ({ error, retriesLeft, retriesConsumed }) => {
-          const failure = error as SinkFailure;
-          if (retriesLeft === 0 || !mayRetryNow(failure)) return;
-          await waitRestOfRetryAfter(failure.retryAfterMs, backoff, retriesConsumed, run.stopping);
+  const attemptOnce = async () => {
+    attempts++;
+    const started = performance.now();
+    try {
+      await run.send(run.cut);
+      delivered = true;
+    } catch (error) {
+      // Cut by shutdown: the sink was not given its chance, so this is neither an attempt nor a
+      // failure; the row is released and sent again by the next process.
+      if (run.cut.aborted) {
+        attempts--;
+        throw error;
+      }
+      failures++;
+      last = asSinkFailure(error);
+      throw last;
+    } finally {
+      run.observe((performance.now() - started) / 1000);
+    }
+  };
+
+  // The first attempt goes without p-retry (most succeed, and p-retry's setup per call is a good part
+  // of a bus delivery's cost). A failure is handed to p-retry as its first attempt's, so what follows
+  // (waits, retries, limits) is p-retry's as before.
+  let firstFailure: { error: unknown } | undefined;
+  if (!run.stopping.aborted) {
+    try {
+      await attemptOnce();
+    } catch (error) {
+      firstFailure = { error };
+    }
+  }
+  if (firstFailure) {
+    const failed = firstFailure;
+    try {
+      await pRetry(
+        async (attemptNumber) => {
+          if (attemptNumber === 1) throw failed.error;
+          await attemptOnce();
         },
-      },
-    );
-  } catch {
-    // The outcome is decided from what the attempts did, below.
+        {
+          // Only a fresh event is retried in process; a scheduled retry is one attempt per claim.
+          retries: run.attempts === 0 ? tuning.quickRetries : 0,
+          ...backoff,
+          randomize: true,
+          maxRetryTime: Math.max(0, startBy - (performance.now() - started)),
+          signal: run.stopping,
+          shouldRetry: ({ error }) => mayRetryNow(error as SinkFailure),
+          onFailedAttempt: async ({ error, retriesLeft, retriesConsumed }) => {
+            const failure = error as SinkFailure;
+            if (retriesLeft === 0 || !mayRetryNow(failure)) return;
+            await waitRestOfRetryAfter(failure.retryAfterMs, backoff, retriesConsumed, run.stopping);
+          },
+        },
+      );
+    } catch {
+      // The outcome is decided from what the attempts did, below.
+    }
   }
   // p-retry also throws when a stop arrives after the last attempt succeeded.
   if (delivered) return { kind: 'delivered', attempts, failures, error: last };

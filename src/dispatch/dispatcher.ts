@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
-import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
@@ -15,6 +14,7 @@ import type { SinkState, SinkStates } from '../store/state/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
 import type { OperatorEvents } from './operator-events.js';
 import { createLogPartitions } from './log-partitions.js';
+import { recentEvents } from './recent-events.js';
 import type { Pauses } from './pauses.js';
 import { logFieldsOf, type Tracing } from '../tracing/tracing.js';
 import { defaultTuning, leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
@@ -136,6 +136,8 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const tuning: DispatchTuning = { ...defaultTuning, ...deps.tuning };
   const log = deps.logger.child({ part: 'dispatch' });
   const owner = deps.owner ?? leaseOwner();
+  /** An event's CloudEvent is built once for all its sinks, whose lanes read it within moments of each other. */
+  const eventOf = recentEvents(deps.source);
   const stopping = new AbortController();
   const cut = new AbortController();
   /** Deliveries and claims under way; stop() waits for all of them. */
@@ -318,7 +320,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
 
   /** Attempts one event on the sink; true in `changed` when that may have changed the sink's pause state. */
   const attempt = async (sink: Sink, work: Work, workMs: number, trial: Trial, state: SinkState): Promise<{ verdict: Verdict; changed: boolean }> => {
-    const event = toCloudEvent(work.payload, deps.source, work.origin);
+    const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
     const send = async (signal: AbortSignal): Promise<void> => {
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.

@@ -178,16 +178,23 @@ export class NatsPayloadTooLargeError extends PermanentFailure {
   }
 }
 
+/** Each event's JSON, made once for every sink it goes to (the dispatcher shares the event between them). */
+const jsonOfEvent = new WeakMap<CloudEvent, string>();
+
 /**
  * The event as JSON, or a PermanentFailure: JSON.stringify overflows the stack on data nested some
  * thousands of levels deep (an event stored before the receiver's depth limit), at every attempt.
  */
 export function eventJson(event: CloudEvent): string {
+  let json = jsonOfEvent.get(event);
+  if (json !== undefined) return json;
   try {
-    return JSON.stringify(event);
+    json = JSON.stringify(event);
   } catch {
     throw new EventNotSerializableError();
   }
+  jsonOfEvent.set(event, json);
+  return json;
 }
 
 /** Anything a sink threw that is not a SinkFailure is an unexpected library error: retry it. */

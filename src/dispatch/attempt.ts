@@ -74,8 +74,8 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     }
   };
 
-  // The first attempt goes without p-retry (most succeed, and p-retry's setup per call is a good part
-  // of a bus delivery's cost). A failure is handed to p-retry as its first attempt's, so what follows
+  // The first attempt goes without p-retry (most succeed; p-retry builds its options and promise
+  // chain at every call). A failure is handed to p-retry as its first attempt's, so what follows
   // (waits, retries, limits) is p-retry's as before.
   let firstFailure: { error: unknown } | undefined;
   if (!run.stopping.aborted) {

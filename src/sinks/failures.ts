@@ -178,7 +178,10 @@ export class NatsPayloadTooLargeError extends PermanentFailure {
   }
 }
 
-/** Each event's JSON, made once for every sink it goes to (the dispatcher shares the event between them). */
+/**
+ * Each event's JSON, made once for every sink it goes to (the dispatcher shares the event between
+ * them). A memo of a pure function, keyed weakly by the event: no state any caller could depend on.
+ */
 const jsonOfEvent = new WeakMap<CloudEvent, string>();
 
 /**

@@ -118,4 +118,22 @@ describe('attempting one event', () => {
     expect(startedAt).toHaveLength(1);
     expect(outcome).toMatchObject({ kind: 'retry', attempts: 1, failures: 1, nextAttemptAt: 1_000_000 });
   });
+
+  it('an attempt cut by shutdown is neither an attempt nor a failure, and is not tried again here', async () => {
+    const cut = new AbortController();
+    const { sink, startedAt } = scriptedSink([undefined]);
+    const outcome = await attemptDelivery(
+      runOf(sink, {
+        attempts: 2,
+        cut: cut.signal,
+        send: async () => {
+          startedAt.push(performance.now());
+          cut.abort();
+          throw new DOMException('cut at the end of the grace', 'AbortError');
+        },
+      }),
+    );
+    expect(startedAt).toHaveLength(1);
+    expect(outcome).toEqual({ kind: 'retry', attempts: 2, failures: 0, error: undefined, nextAttemptAt: 1_000_000 });
+  });
 });

@@ -194,23 +194,39 @@ async function loadSlice(contender: Contender, seconds: number, settings: BusBen
 }
 
 /**
- * NATS alone and NATS with the bus, both relays running, loaded in turn: slices in pairs, the order
- * alternating (ABBA), each compared with its partner. This machine's speed drifts by more than the
- * 10 % target from one minute to the next; a pair of neighbouring slices drifts far less.
+ * `rounds` pairs of slices, the order alternating (ABBA), each compared with its partner: this
+ * machine's speed drifts by more than the 10 % target from one minute to the next; a pair of
+ * neighbouring slices drifts far less.
  */
+async function alternating(
+  rounds: number,
+  base: () => Promise<Slice>,
+  other: () => Promise<Slice>,
+  logPair: (pair: number, base: Slice, other: Slice) => void,
+): Promise<{ base: Slice[]; other: Slice[] }> {
+  const slices = { base: [] as Slice[], other: [] as Slice[] };
+  for (let pair = 0; pair < rounds; pair++) {
+    const order = pair % 2 === 0 ? (['base', 'other'] as const) : (['other', 'base'] as const);
+    for (const which of order) slices[which].push(await (which === 'base' ? base : other)());
+    logPair(pair + 1, slices.base.at(-1) as Slice, slices.other.at(-1) as Slice);
+  }
+  return slices;
+}
+
+/** NATS alone and NATS with the bus, both relays running, loaded in turn in alternating pairs. */
 async function besideNats(ctx: Context, bus: BenchBus, settings: BusBenchSettings, log: (line: string) => void): Promise<{ alone: Slice[]; beside: Slice[] }> {
   const alone = await startContender(ctx, 'nats-alone', {}, ['nats']);
   try {
     const beside = await startContender(ctx, `nats+${bus.name}`, bus.env, ['nats', bus.name]);
     try {
-      const slices = { alone: [] as Slice[], beside: [] as Slice[] };
       for (const contender of [alone, beside]) await loadSlice(contender, 2, settings, bus.broker);
-      for (let pair = 0; pair < settings.rounds; pair++) {
-        const order = pair % 2 === 0 ? (['alone', 'beside'] as const) : (['beside', 'alone'] as const);
-        for (const which of order) slices[which].push(await loadSlice(which === 'alone' ? alone : beside, settings.seconds, settings, bus.broker));
-        log(`bench: buses: pair ${pair + 1}: NATS alone ${int(slices.alone.at(-1)?.perSecond)}/s, + ${bus.label} ${int(slices.beside.at(-1)?.perSecond)}/s`);
-      }
-      return slices;
+      const slices = await alternating(
+        settings.rounds,
+        () => loadSlice(alone, settings.seconds, settings, bus.broker),
+        () => loadSlice(beside, settings.seconds, settings, bus.broker),
+        (pair, base, other) => log(`bench: buses: pair ${pair}: NATS alone ${int(base.perSecond)}/s, + ${bus.label} ${int(other.perSecond)}/s`),
+      );
+      return { alone: slices.base, beside: slices.other };
     } finally {
       await beside.running.stop();
     }
@@ -222,7 +238,7 @@ async function besideNats(ctx: Context, bus: BenchBus, settings: BusBenchSetting
 /**
  * RabbitMQ's broker without the relay's sink: NATS alone, loaded with and without a bare publisher
  * (bench/targets/amqp-publisher.ts, a process of its own) sending what the relay's sink sent, at
- * `rate`. Ratios of the pairs, ABBA as above.
+ * `rate`, in alternating pairs. The pairs' ratios.
  */
 async function amqpPublisherBeside(ctx: Context, settings: BusBenchSettings, rate: number, log: (line: string) => void): Promise<number[]> {
   const alone = await startContender(ctx, 'nats-alone', {}, ['nats']);
@@ -244,15 +260,13 @@ async function amqpPublisherBeside(ctx: Context, settings: BusBenchSettings, rat
   };
   try {
     await loadSlice(alone, 2, settings, 'beam.smp');
-    const ratios: number[] = [];
-    for (let pair = 0; pair < settings.rounds; pair++) {
-      const plain = pair % 2 === 0 ? await loadSlice(alone, settings.seconds, settings, 'beam.smp') : undefined;
-      const beside = await withPublisher();
-      const base = plain ?? (await loadSlice(alone, settings.seconds, settings, 'beam.smp'));
-      ratios.push(beside.perSecond / base.perSecond);
-      log(`bench: buses: pair ${pair + 1}: NATS alone ${int(base.perSecond)}/s, with a bare RabbitMQ publisher beside it ${int(beside.perSecond)}/s`);
-    }
-    return ratios;
+    const slices = await alternating(
+      settings.rounds,
+      () => loadSlice(alone, settings.seconds, settings, 'beam.smp'),
+      withPublisher,
+      (pair, base, other) => log(`bench: buses: pair ${pair}: NATS alone ${int(base.perSecond)}/s, with a bare RabbitMQ publisher beside it ${int(other.perSecond)}/s`),
+    );
+    return slices.other.map((slice, pair) => slice.perSecond / (slices.base[pair] as Slice).perSecond);
   } finally {
     await alone.running.stop();
   }

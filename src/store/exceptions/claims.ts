@@ -6,6 +6,7 @@ import type { Schema } from '../schema.js';
 import { atomically } from '../engines/atomically.js';
 import { logHead } from '../log/cursors.js';
 import { countBacklogs } from '../log/count-backlogs.js';
+import { routedWithoutRow } from '../log/position.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 
 /** Claiming and leasing fan-out rows, and writing back what their attempts did. */
@@ -383,8 +384,7 @@ async function setAsideLog(database: Database, sink: string, now: number): Promi
     SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
     FROM log_cursors c JOIN deliveries d ON d.part = c.part
     WHERE c.sink = ${sink} AND ${free} AND d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (d.log_xid, d.seq) <= (${to.xid}, ${to.seq})
-      AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
-      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})
+      AND ${routedWithoutRow(sink)}
     ORDER BY d.log_xid, d.seq`.compile(db);
   const move = sql`UPDATE log_cursors SET xid = ${to.xid}, seq = ${to.seq}, updated_at = ${now}
     WHERE sink = ${sink} AND (lease_until IS NULL OR lease_until <= ${at}) AND (xid, seq) < (${to.xid}, ${to.seq})`.compile(db);

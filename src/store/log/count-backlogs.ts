@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Schema } from '../schema.js';
-import { comparePositions, type Position } from './position.js';
+import { comparePositions, routedWithoutRow, type Position } from './position.js';
 
 /**
  * Log entries one counting statement reads at most. On SQLite a statement holds the receive thread
@@ -51,7 +51,6 @@ async function countBetween(db: Kysely<Schema>, sink: string, after: Position, e
   const { rows } = await sql<{ backlog: number }>`
     SELECT count(*) AS backlog FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
     WHERE d.seq IS NOT NULL AND (d.log_xid, d.seq) > (${after.xid}, ${after.seq}) ${upTo} AND (d.log_xid, d.seq) > (c.xid, c.seq)
-      AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
-      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`.execute(db);
+      AND ${routedWithoutRow(sink)}`.execute(db);
   return Number(rows[0]?.backlog ?? 0);
 }

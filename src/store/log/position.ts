@@ -1,3 +1,5 @@
+import { sql, type RawBuilder } from 'kysely';
+
 /**
  * A place in the delivery log: `(xid, seq)`, compared in that order. On SQLite `xid` is always 0;
  * on PostgreSQL it is the id of the transaction that stored the delivery (migration 012).
@@ -41,3 +43,10 @@ export function partOf(boxId: string | null): number {
 export const joinSinks = (sinks: readonly string[]): string => sinks.join(',');
 
 export const routedTo = (sinks: string | null, sink: string): boolean => sinks !== null && `,${sinks},`.includes(`,${sink},`);
+
+/**
+ * SQL, for a delivery aliased `d`: routed to `sink` (the rule of `routedTo`) and without an outbox
+ * row of that sink (a row counts or settles it instead).
+ */
+export const routedWithoutRow = (sink: string): RawBuilder<unknown> =>
+  sql`(',' || d.sinks || ',') LIKE ${`%,${sink},%`} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`;

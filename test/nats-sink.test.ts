@@ -135,6 +135,22 @@ describe('NATS sink (shared nats-server)', () => {
     expect(t.logs.text()).toContain('added the subjects to the existing JetStream stream');
   });
 
+  it('replicas that start together all take the one stream, none reporting a refusal', async () => {
+    const names = uniqueNames();
+    const client = await natsClient();
+    defer(() => client.close());
+    client.streams.push(names.stream);
+    const replicas = await Promise.all(
+      Array.from({ length: 6 }, () => relay({ natsUrl: SHARED_NATS, natsSubjectPrefix: names.prefix, natsStream: names.stream }, { start: false })),
+    );
+    await Promise.all(replicas.map((t) => t.relay.start()));
+    await Promise.all(replicas.map(natsUp));
+    expect(replicas.map((t) => t.logs.text()).filter((text) => text.includes('could not be set up'))).toEqual([]);
+    // JetStream takes identical creations at once as one: each replica created the stream or found it.
+    for (const t of replicas) expect(t.logs.text()).toMatch(/created the JetStream stream|publishing to the existing JetStream stream/);
+    expect((await client.jsm.streams.info(names.stream)).config.subjects).toEqual([`${names.prefix}.>`]);
+  });
+
   it('reports a refused stream creation in the logs and /readyz, keeps accepting, and holds the work', async () => {
     const { prefix, client, t } = await setup();
     // Another stream holds part of the prefix's subjects: a stream on `<prefix>.>` would overlap it and is refused.

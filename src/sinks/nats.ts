@@ -193,8 +193,11 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (!settingUp(session)) return;
       try {
         const jsm = await jetstreamManager(session.connection, { timeout: ackTimeoutMs });
-        const existing = await capturingStream(jsm);
-        const named = existing ? undefined : await jsm.streams.info(settings.natsStream).catch(unlessStreamNotFound);
+        const capturing = await capturingStream(jsm);
+        const named = capturing ? undefined : await jsm.streams.info(settings.natsStream).catch(unlessStreamNotFound);
+        // Named but not listed as capturing: created by another replica between the two looks (replicas
+        // starting together); adding its subjects again would be refused as duplicates.
+        const existing = capturing ?? (named?.config.subjects?.some((s) => subjectCovers(s, captured)) ? named.config.name : undefined);
         if (!settingUp(session)) return;
         if (existing) {
           log.info({ stream: existing, subjects: captured }, 'publishing to the existing JetStream stream that captures the subjects');

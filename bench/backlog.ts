@@ -78,7 +78,7 @@ export async function backlogDatabase(ctx: Context, file: string, count: number,
       }
     });
     for (let from = 0; from < count; from += 50_000) chunk(from, Math.min(count, from + 50_000));
-    const insertCursor = db.prepare('INSERT INTO log_cursors (sink, part, xid, seq, updated_at) VALUES (?, ?, 0, 0, ?)');
+    const insertCursor = db.prepare('INSERT INTO log_cursors (sink, part, seq, updated_at) VALUES (?, ?, 0, ?)');
     for (const part of PARTS) insertCursor.run(sink, part, start);
     db.pragma('journal_mode = WAL');
   } finally {

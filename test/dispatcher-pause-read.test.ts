@@ -38,14 +38,14 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   let readHeld: { reached(): void; release: Promise<void> } | undefined;
   const heldOutbox: Outbox = {
     ...outbox,
-    async readLog(after, limit) {
+    async readLog(read) {
       const held = readHeld;
       if (held) {
         readHeld = undefined;
         held.reached();
         await held.release;
       }
-      return outbox.readLog(after, limit);
+      return outbox.readLog(read);
     },
   };
   const sent: string[] = [];

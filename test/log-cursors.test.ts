@@ -40,14 +40,14 @@ describe.each(engines)('log partitions on $name', (engine) => {
       const now = Date.now();
       const { held } = await outbox.acquireParts({ sink: 'h', owner: 'a', now, leaseMs: 60_000, readerTtlMs: 60_000 });
       const start = held[0]!;
-      await outbox.advanceCursors({ sink: 'h', owner: 'b', now, cursors: [{ part: 0, xid: start.xid + 1, seq: 1 }], mark: true });
-      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 5, cursors: [{ part: 1, xid: start.xid + 1, seq: 2 }], mark: true });
-      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 9, cursors: [{ part: 2, xid: start.xid + 1, seq: 3 }], mark: false });
-      const cursors = await database.kysely.selectFrom('log_cursors').select(['part', 'xid', 'seq']).where('part', 'in', [0, 1, 2]).orderBy('part').execute();
-      expect(cursors.map((c) => [c.part, Number(c.xid), Number(c.seq)])).toEqual([
-        [0, start.xid, start.seq],
-        [1, start.xid + 1, 2],
-        [2, start.xid + 1, 3],
+      await outbox.advanceCursors({ sink: 'h', owner: 'b', now, cursors: [{ part: 0, seq: start.seq + 1 }], mark: true });
+      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 5, cursors: [{ part: 1, seq: start.seq + 2 }], mark: true });
+      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 9, cursors: [{ part: 2, seq: start.seq + 3 }], mark: false });
+      const cursors = await database.kysely.selectFrom('log_cursors').select(['part', 'seq']).where('part', 'in', [0, 1, 2]).orderBy('part').execute();
+      expect(cursors.map((c) => [c.part, Number(c.seq)])).toEqual([
+        [0, start.seq],
+        [1, start.seq + 2],
+        [2, start.seq + 3],
       ]);
       const marks = await database.kysely.selectFrom('log_marks').select(['part', 'at']).execute();
       expect(marks.map((m) => [m.part, Number(m.at)])).toEqual([[1, now + 5]]);

@@ -3,7 +3,6 @@ import { createLogPartitions } from '../src/dispatch/log-partitions.js';
 import type { LogEntry } from '../src/store/log/read-log.js';
 
 const entry = (seq: number, part: number, sinks = 'h'): LogEntry => ({
-  xid: 0,
   seq,
   part,
   id: `evt_${seq}`,
@@ -13,74 +12,86 @@ const entry = (seq: number, part: number, sinks = 'h'): LogEntry => ({
   origin: null,
   traceparent: null,
 });
-const routed = (e: LogEntry) => e.sinks === 'h';
 
 /** A lane's bookkeeping of the log: a cursor never passes an entry that is not settled. */
 describe('log partitions', () => {
   it('moves each cursor only over settled entries, and over what was seen when nothing is under way', () => {
     const parts = createLogPartitions();
     parts.hold([
-      { part: 0, xid: 0, seq: 0 },
-      { part: 1, xid: 0, seq: 0 },
+      { part: 0, seq: 0 },
+      { part: 1, seq: 0 },
     ]);
-    const { taken } = parts.take([entry(1, 0), entry(2, 1), entry(3, 0, 'other'), entry(4, 1)], 10, routed);
+    // The read saw the log up to 4 (3, of partition 0, was routed elsewhere and not read).
+    const { taken } = parts.take([entry(1, 0), entry(2, 1), entry(4, 1)], 10, { seq: 4 });
     expect(taken.map((e) => e.seq)).toEqual([1, 2, 4]);
     expect(parts.moved()).toEqual([]);
 
     parts.settle(entry(2, 1));
     // Partition 1: 2 is settled, 4 is not; partition 0: 1 is not (3 was not routed here).
-    expect(parts.moved()).toEqual([{ part: 1, xid: 0, seq: 2 }]);
+    expect(parts.moved()).toEqual([{ part: 1, seq: 2 }]);
     parts.settle(entry(1, 0));
     expect(parts.moved()).toEqual([
-      { part: 0, xid: 0, seq: 4 },
-      { part: 1, xid: 0, seq: 2 },
+      { part: 0, seq: 4 },
+      { part: 1, seq: 2 },
     ]);
     parts.stored(parts.moved());
     expect(parts.moved()).toEqual([]);
     expect(parts.idle()).toEqual([0]);
 
     parts.settle(entry(4, 1));
-    expect(parts.moved()).toEqual([{ part: 1, xid: 0, seq: 4 }]);
-    expect(parts.readAfter()).toEqual({ xid: 0, seq: 4 });
+    expect(parts.moved()).toEqual([{ part: 1, seq: 4 }]);
+    expect(parts.readAfter()).toEqual({ seq: 4 });
   });
 
   it('takes no more than asked, and reads again from where it stopped', () => {
     const parts = createLogPartitions();
-    parts.hold([{ part: 0, xid: 0, seq: 0 }]);
-    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 2, routed)).toMatchObject({ taken: [{ seq: 1 }, { seq: 2 }], examined: 2 });
-    expect(parts.readAfter()).toEqual({ xid: 0, seq: 2 });
+    parts.hold([{ part: 0, seq: 0 }]);
+    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 2)).toMatchObject({ taken: [{ seq: 1 }, { seq: 2 }], examined: 2 });
+    expect(parts.readAfter()).toEqual({ seq: 2 });
     // Read again from there: the first two are not taken twice.
-    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 5, routed).taken.map((e) => e.seq)).toEqual([3]);
+    expect(parts.take([entry(1, 0), entry(2, 0), entry(3, 0)], 5).taken.map((e) => e.seq)).toEqual([3]);
   });
 
   it('reads a partition taken over from its stored cursor, and forgets one lost', () => {
     const parts = createLogPartitions();
-    parts.hold([{ part: 0, xid: 0, seq: 0 }]);
-    parts.take([entry(5, 0), entry(6, 1)], 10, routed);
-    expect(parts.readAfter()).toEqual({ xid: 0, seq: 6 });
+    parts.hold([{ part: 0, seq: 0 }]);
+    parts.take([entry(5, 0), entry(6, 1)], 10);
+    expect(parts.readAfter()).toEqual({ seq: 6 });
     // Partition 1 comes from another process with its cursor at 3: entries after it are read, not those of partition 0 again.
     parts.hold([
-      { part: 0, xid: 0, seq: 0 },
-      { part: 1, xid: 0, seq: 3 },
+      { part: 0, seq: 0 },
+      { part: 1, seq: 3 },
     ]);
-    expect(parts.readAfter()).toEqual({ xid: 0, seq: 3 });
-    expect(parts.take([entry(4, 1), entry(5, 0), entry(6, 1)], 10, routed).taken.map((e) => e.seq)).toEqual([4, 6]);
-    parts.hold([{ part: 1, xid: 0, seq: 3 }]);
+    expect(parts.readAfter()).toEqual({ seq: 3 });
+    expect(parts.take([entry(4, 1), entry(5, 0), entry(6, 1)], 10).taken.map((e) => e.seq)).toEqual([4, 6]);
+    parts.hold([{ part: 1, seq: 3 }]);
     expect(parts.held()).toEqual([1]);
     // Entries of a partition no longer held settle without moving anything.
     parts.settle(entry(5, 0));
     expect(parts.moved().map((m) => m.part)).toEqual([]);
   });
 
-  it('orders positions by transaction id first (PostgreSQL), then sequence', () => {
+  it('counts the log as seen up to where the read saw it, once every entry of the read was looked at', () => {
     const parts = createLogPartitions();
-    parts.hold([{ part: 0, xid: 10, seq: 100 }]);
-    const later = { ...entry(5, 0), xid: 11 };
-    const earlier = { ...entry(200, 0), xid: 10 };
-    const older = { ...entry(50, 0), xid: 10 };
-    expect(parts.take([older, earlier, later], 10, routed).taken.map((e) => [e.xid, e.seq])).toEqual([
-      [10, 200],
-      [11, 5],
+    parts.hold([
+      { part: 0, seq: 0 },
+      { part: 1, seq: 0 },
     ]);
+    // A narrow take: the read's end does not count while entries of it wait.
+    parts.take([entry(3, 0), entry(7, 1)], 1, { seq: 20 });
+    parts.settle(entry(3, 0));
+    expect(parts.moved()).toEqual([
+      { part: 0, seq: 3 },
+      { part: 1, seq: 3 },
+    ]);
+    parts.take([entry(7, 1)], 1, { seq: 20 });
+    parts.settle(entry(7, 1));
+    expect(parts.moved()).toEqual([
+      { part: 0, seq: 20 },
+      { part: 1, seq: 20 },
+    ]);
+    // An empty read: the log up to its head was seen.
+    parts.take([], 10, { seq: 25 });
+    expect(parts.readAfter()).toEqual({ seq: 25 });
   });
 });

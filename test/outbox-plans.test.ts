@@ -124,5 +124,5 @@ async function planOf(database: Database, statement: Statement): Promise<string>
 /** A read of every outbox row: a sequential scan (PostgreSQL), or a scan not through a partial index (SQLite). */
 function wholeTableRead(engine: 'sqlite' | 'postgres', plan: string): boolean {
   if (engine === 'postgres') return /Seq Scan on outbox/.test(plan);
-  return plan.split('; ').some((step) => /^SCAN (outbox|earlier)\b/.test(step) && !/USING (COVERING )?INDEX outbox_(due|dead_letters|box_order)\b/.test(step));
+  return plan.split('; ').some((step) => /^SCAN (outbox|earlier)\b/.test(step) && !/USING (COVERING )?INDEX outbox_(due|open|dead_letters|box_order)\b/.test(step));
 }

@@ -116,6 +116,7 @@ async function replicas(env: Record<string, string> = {}, hookAnswer: HookAnswer
     relays,
     hook,
     published,
+    query,
     storedIds: async () => (await query<{ id: string }>('SELECT id FROM deliveries')).map((r) => r.id),
     /** Every fan-out row is delivered (none pending, none dead). */
     allDone: () => allSettled(db),
@@ -271,5 +272,29 @@ describe('two relay processes on one PostgreSQL schema', () => {
 
     expect(await r.stop(b)).toBe(0);
     expect(errors(b)).toEqual([]);
+  });
+
+  it('hand a SIGKILLed replica\'s partitions and claims to the other within 10 s, with the default leases', { timeout: 60_000 }, async () => {
+    // No configured lease: each sink's would be a minute (its attempts' longest run); held ones are renewed instead.
+    const r = await replicas({}, { status: 200, delayMs: 25 });
+    const [a, b] = r.relays as [RelayProcess, RelayProcess];
+    const now = Math.floor(Date.now() / 1000);
+    const events = Array.from({ length: 300 }, (_, i) => delivery({ timestamp: now, boxId: `bx_${i % 40}` }));
+    for (const d of events.slice(0, 200)) expect((await post(a, d)).status).toBe(200);
+    a.child.kill('SIGKILL');
+    await a.exited;
+    // What the dead process held and how long its leases still run, by the database's clock.
+    const owner = `%:${a.child.pid}:%`;
+    const leases = await r.query<{ left_ms: string | null }>(
+      `SELECT max(lease_until) - floor(extract(epoch from clock_timestamp()) * 1000) AS left_ms FROM
+        (SELECT lease_until FROM log_cursors WHERE lease_owner LIKE $1 UNION ALL SELECT lease_until FROM outbox WHERE lease_owner LIKE $1) held`,
+      [owner],
+    );
+    expect(leases[0]?.left_ms, 'the killed replica held leases').not.toBeNull();
+    expect(Number(leases[0]!.left_ms)).toBeLessThanOrEqual(10_000);
+    for (const d of events.slice(200)) expect((await post(b, d)).status).toBe(200);
+    await waitFor(r.allDone, 'every fan-out row to be delivered', 30_000);
+    expect([...new Set(hookIds(r.hook))].sort()).toEqual(events.map((d) => d.id).sort());
+    expect(await r.stop(b)).toBe(0);
   });
 });

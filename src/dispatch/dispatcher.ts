@@ -5,7 +5,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
-import { routedTo } from '../store/log/position.js';
+import type { Position } from '../store/log/position.js';
 import type { LogEntry } from '../store/log/read-log.js';
 import type { Outbox } from '../store/exceptions/outbox.js';
 import type { ClaimedRow, Delivered } from '../store/exceptions/rows.js';
@@ -370,6 +370,8 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const createLane = (sink: Sink) => {
     const leaseMs = tuning.leaseMs ?? leaseMsFor(sink.attemptTimeoutMs, tuning);
     const workMs = workMsFor(leaseMs, tuning);
+    /** The leases' length: renewed at each poll, so work outlives it while this process lives. */
+    const holdMs = Math.min(leaseMs, tuning.holdMs);
     if (workMs < sink.attemptTimeoutMs) {
       log.warn(
         { sink: sink.name, leaseMs, attemptTimeoutMs: sink.attemptTimeoutMs },
@@ -398,9 +400,12 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     let storingCursors: Promise<void> = Promise.resolve();
     /** Per-box order on the log: each box's last entry under way here, and how it ended. */
     const boxTails = new Map<string, Promise<EntryFate>>();
-    const routed = (entry: LogEntry) => routedTo(entry.sinks, sink.name);
-    /** Entries read and not yet looked at (a narrow lane takes a few of a read at a time); `readFull`: the read was a full batch. */
+    /**
+     * Entries read and not yet looked at (a narrow lane takes a few of a read at a time); `readEnd`:
+     * how far the read saw the log; `readFull`: the read was a full batch.
+     */
     let readAhead: LogEntry[] = [];
+    let readEnd: Position | undefined;
     let readFull = false;
 
     const readState = async (): Promise<SinkState> => {
@@ -554,14 +559,16 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         const after = partitions.readAfter();
         if (after === null) return false;
         const stateSeen = stateChanges;
-        readAhead = await outbox.readLog(after, tuning.batchSize);
+        const page = await outbox.readLog({ sink: sink.name, parts: partitions.held(), after, limit: tuning.batchSize });
+        readAhead = page.entries;
+        readEnd = page.seenUpTo;
         readFull = readAhead.length === tuning.batchSize;
         // Paused (or resumed) while reading: the read may hold events accepted after the pause was
         // answered (in the worker thread the read is served later, by the main thread). They wait
         // here for a pass that has read the state again.
         if (stateSeen !== stateChanges) return false;
       }
-      const { taken, examined } = partitions.take(readAhead, limit, routed);
+      const { taken, examined } = partitions.take(readAhead, limit, readEnd);
       readAhead = readAhead.slice(examined);
       cursorMoved();
       const boxes = ordered ? [...new Set(taken.flatMap((entry) => (entry.boxId === null ? [] : [entry.boxId])))] : [];
@@ -580,12 +587,14 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         sink: sink.name,
         owner,
         now: clock.now(),
-        leaseMs,
+        leaseMs: holdMs,
         readerTtlMs: 2 * tuning.pollMs + tuning.leaseMarginMs / 10,
       });
+      await outbox.renewClaims({ sink: sink.name, owner, now: clock.now(), leaseMs: holdMs });
       partitions.hold(held);
       // A partition taken over is read from its own cursor: what was read ahead may skip past it.
       readAhead = [];
+      readEnd = undefined;
       const surplus = partitions.idle().slice(0, Math.max(0, held.length - share));
       if (surplus.length === 0) return;
       await storeCursors();
@@ -593,7 +602,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       partitions.hold(held.filter((part) => !surplus.includes(part.part)));
     };
 
-    const claim = (limit: number) => outbox.claim({ sink: sink.name, owner, now: clock.now(), leaseMs, limit, ordered });
+    const claim = (limit: number) => outbox.claim({ sink: sink.name, owner, now: clock.now(), leaseMs: holdMs, limit, ordered });
 
     /**
      * A paused sink: nothing is claimed, but one event a minute as a probe when it was paused by its

@@ -31,11 +31,12 @@ export interface LogPartitions {
   /** Where the next read starts after: the least `seen` of the held partitions; null when none is held. */
   readAfter(): Position | null;
   /**
-   * The entries of a read to work on, at most `max`: those of held partitions, not taken before,
-   * for which `wanted` holds; everything up to the last entry examined counts as seen. `examined`:
-   * how many of `entries` were looked at (the rest are for the next take).
+   * The entries of a read to work on, at most `max`: those of held partitions not taken before;
+   * everything up to the last entry examined counts as seen, and up to `end` once every entry was
+   * (the read saw the log that far). `examined`: how many of `entries` were looked at (the rest are
+   * for the next take).
    */
-  take(entries: LogEntry[], max: number, wanted: (entry: LogEntry) => boolean): { taken: LogEntry[]; examined: number };
+  take(entries: LogEntry[], max: number, end?: Position): { taken: LogEntry[]; examined: number };
   /** A taken entry is settled: its partition's cursor may move over it. */
   settle(entry: LogEntry): void;
   /** Partitions whose cursor moved since it was last stored, with the new cursor; `stored` marks them stored. */
@@ -58,9 +59,9 @@ export function createLogPartitions(): LogPartitions {
     hold(held) {
       const keep = new Set(held.map((h) => h.part));
       for (const part of [...parts.keys()]) if (!keep.has(part)) parts.delete(part);
-      for (const { part, xid, seq } of held) {
+      for (const { part, seq } of held) {
         if (parts.has(part)) continue;
-        const position = { xid, seq };
+        const position = { seq };
         parts.set(part, { cursor: position, stored: position, seen: position, slots: [] });
       }
     },
@@ -70,7 +71,7 @@ export function createLogPartitions(): LogPartitions {
       for (const { seen } of parts.values()) if (least === null || later(least, seen)) least = seen;
       return least;
     },
-    take(entries, max, wanted) {
+    take(entries, max, end) {
       const taken: LogEntry[] = [];
       let last: Position | undefined;
       let examined = 0;
@@ -80,16 +81,13 @@ export function createLogPartitions(): LogPartitions {
         last = entry;
         const partition = parts.get(entry.part);
         if (!partition || !later(entry, partition.seen)) continue;
-        partition.seen = { xid: entry.xid, seq: entry.seq };
-        if (!wanted(entry)) {
-          partition.slots.push({ position: partition.seen, done: true });
-          continue;
-        }
+        partition.seen = { seq: entry.seq };
         partition.slots.push({ position: partition.seen, done: false });
         taken.push(entry);
       }
+      if (end !== undefined && examined === entries.length && (last === undefined || later(end, last))) last = end;
       if (last !== undefined) {
-        const seenUpTo = { xid: last.xid, seq: last.seq };
+        const seenUpTo = { seq: last.seq };
         for (const partition of parts.values()) {
           if (!later(seenUpTo, partition.seen)) continue;
           partition.seen = seenUpTo;
@@ -105,7 +103,7 @@ export function createLogPartitions(): LogPartitions {
     },
     settle(entry) {
       const partition = parts.get(entry.part);
-      const slot = partition?.slots.find((s) => s.position.xid === entry.xid && s.position.seq === entry.seq);
+      const slot = partition?.slots.find((s) => s.position.seq === entry.seq);
       if (!partition || !slot) return;
       slot.done = true;
       advance(partition);
@@ -116,9 +114,9 @@ export function createLogPartitions(): LogPartitions {
       return moved;
     },
     stored(stored) {
-      for (const { part, xid, seq } of stored) {
+      for (const { part, seq } of stored) {
         const partition = parts.get(part);
-        if (partition && later({ xid, seq }, partition.stored)) partition.stored = { xid, seq };
+        if (partition && later({ seq }, partition.stored)) partition.stored = { seq };
       }
     },
     idle: () => [...parts].filter(([, p]) => p.slots.every((slot) => slot.done)).map(([part]) => part),

@@ -28,6 +28,12 @@ export interface DispatchTuning {
    */
   leaseMs: number | undefined;
   /**
+   * How long a lease (a claimed row, a log partition) lasts without renewal. Leases are renewed at
+   * each poll while their process lives, so a process that dies hands its work on within about this
+   * long, however long its attempts may run.
+   */
+  holdMs: number;
+  /**
    * A run of failures at least this long, ended by a delivery, makes the sink's backed-off work due
    * at once (as a resume does). A shorter run does not: an event that fails among good ones is not
    * tried again at each success.
@@ -57,6 +63,7 @@ export const defaultTuning: DispatchTuning = {
   retryDelayMs: (attempts) => RETRY_SCHEDULE_MS[Math.min(attempts, RETRY_SCHEDULE_MS.length) - 1] ?? RETRY_SCHEDULE_MS[0]!,
   leaseMarginMs: 30_000,
   leaseMs: undefined,
+  holdMs: 8000,
   recoverAfterMs: 60_000,
   unservedGraceMs: 600_000,
 };

@@ -17,10 +17,11 @@ export interface DeliveriesTable {
    * (`operator`, its operator events); null for a received webhook. Free text: no migration per value.
    */
   origin: EventOrigin | null;
-  /** Log position (migration 012): null for deliveries stored before, which the log never reads. */
+  /**
+   * Log position: null for deliveries stored before migration 012 (`sinks` null too: the log never
+   * reads them) and, on PostgreSQL, for those the sequencer has not numbered yet.
+   */
   seq: number | null;
-  /** PostgreSQL: the inserting transaction's id; SQLite: 0. With `seq`, the position. */
-  log_xid: Generated<number>;
   /** Which partition of each sink's log the event is in (by its box). */
   part: Generated<number>;
   /** The sinks it was routed to when accepted, comma-joined; null before migration 012. */
@@ -167,7 +168,6 @@ export interface SinkServersTable {
 export interface LogCursorsTable {
   sink: string;
   part: number;
-  xid: number;
   seq: number;
   lease_owner: string | null;
   lease_until: number | null;
@@ -178,7 +178,6 @@ export interface LogCursorsTable {
 export interface LogMarksTable {
   sink: string;
   part: number;
-  xid: number;
   seq: number;
   at: number;
 }

@@ -5,18 +5,23 @@ import { createLogCursors } from './log/cursors.js';
 import { openMigrated } from './engines/migrate.js';
 import { createPostgresDeliveryWriter } from './write/postgres-delivery-writer.js';
 import { createSqliteDeliveryWriter } from './write/sqlite-delivery-writer.js';
+import { createSequencer, startSequencing, type SequenceLog } from './log/sequencer.js';
 
 export interface Store {
   database: Database;
   writer: DeliveryWriter;
+  /** Gives log positions to what was committed without one (PostgreSQL; SQLite numbers as it inserts). */
+  sequenceLog: SequenceLog;
   /** A tiny durable write: true when storage accepts commits now. */
   checkWritable(now: number): Promise<boolean>;
   close(): Promise<void>;
 }
 
 export interface StoreOptions extends DatabaseOptions {
-  /** Called after a commit that stored new fan-out work, so the dispatcher starts at once. */
+  /** Called once new fan-out work is in the log (committed, and numbered), so the dispatcher starts at once. */
   onCommit?: () => void;
+  /** How often deliveries committed by other processes are numbered (PostgreSQL). */
+  sequenceIntervalMs?: number;
   /** Each storage failure (a delivery or a readiness write refused, a connection lost), to log its cause. */
   onFailure?: (error: unknown) => void;
 }
@@ -25,10 +30,16 @@ export interface StoreOptions extends DatabaseOptions {
 export async function openStore(options: StoreOptions): Promise<Store> {
   const { onFailure = () => {} } = options;
   const { database } = await openMigrated({ onConnectionError: onFailure, ...options });
+  const { onCommit = () => {} } = options;
+  const sequenceLog: SequenceLog = database.dialect === 'postgres' ? createSequencer(database) : async () => 0;
+  const sequencing =
+    database.dialect === 'postgres'
+      ? startSequencing({ sequence: sequenceLog, onNumbered: onCommit, onError: onFailure, intervalMs: options.sequenceIntervalMs ?? 1000 })
+      : undefined;
   const engineWriter =
     database.dialect === 'sqlite'
-      ? createSqliteDeliveryWriter(database, options.onCommit)
-      : createPostgresDeliveryWriter(database.connect, createLogCursors(database).ensureCursors, options.onCommit);
+      ? createSqliteDeliveryWriter(database, onCommit)
+      : createPostgresDeliveryWriter(database.connect, createLogCursors(database).ensureCursors, () => sequencing?.request());
   let checkpointer: { stop(): Promise<void> } | undefined;
   if (database.dialect === 'sqlite' && options.url !== ':memory:') {
     database.sqlite.pragma(`wal_autocheckpoint = ${SERVING_AUTOCHECKPOINT_PAGES}`);
@@ -41,6 +52,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     });
   return {
     database,
+    sequenceLog,
     writer: { record: (delivery) => reported(engineWriter.record(delivery)) },
     checkWritable: (now) =>
       reported(
@@ -52,6 +64,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
           .then(() => true),
       ),
     async close() {
+      await sequencing?.stop();
       await checkpointer?.stop();
       await database.close();
     },

@@ -63,19 +63,18 @@ export async function pendingCount(t: TestRelay | Store, sink: string): Promise<
 export async function unfinishedIds(t: TestRelay | Store, sink: string): Promise<Set<string>> {
   const store = 'relay' in t ? t.relay.store : t;
   const { rows } = await sql<{ id: string }>`SELECT d.id FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
-    WHERE d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
+    WHERE (d.seq IS NULL OR d.seq > c.seq) AND (',' || d.sinks || ',') LIKE ${`%,${sink},%`}
       AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`.execute(store.database.kysely);
   return new Set([...rows.map((row) => row.id), ...(await outboxRows(t, sink)).map((row) => row.delivery_id)]);
 }
 
 /** Every sink has read the whole log (its cursors at the head), as a dispatcher that handled every event leaves it. */
 export async function readWholeLog(t: TestRelay | Store): Promise<void> {
-  const db = ('relay' in t ? t.relay.store : t).database.kysely;
-  const head = await db
-    .selectFrom('deliveries')
-    .select([(eb) => eb.fn.max('log_xid').as('xid'), (eb) => eb.fn.max('seq').as('seq')])
-    .executeTakeFirstOrThrow();
-  await db.updateTable('log_cursors').set({ xid: Number(head.xid), seq: Number(head.seq) }).execute();
+  const store = 'relay' in t ? t.relay.store : t;
+  await store.sequenceLog();
+  const db = store.database.kysely;
+  const head = await db.selectFrom('deliveries').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirstOrThrow();
+  await db.updateTable('log_cursors').set({ seq: Number(head.seq) }).execute();
 }
 
 /** Log partitions some process holds (a lease not cleared): a process that stopped or was cleaned up after holds none. */

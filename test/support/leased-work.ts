@@ -16,7 +16,7 @@ export async function leasedWork(db: pg.Client, relay: RelayProcess, { live = fa
     `SELECT delivery_id, sink FROM outbox WHERE status = 'pending' AND lease_owner LIKE $1 ${live ? `AND ${LIVE}` : ''}
      UNION ALL
      SELECT d.id AS delivery_id, c.sink FROM log_cursors c JOIN deliveries d ON d.part = c.part
-     WHERE c.lease_owner LIKE $1 ${live ? `AND c.${LIVE}` : ''} AND d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq)
+     WHERE c.lease_owner LIKE $1 ${live ? `AND c.${LIVE}` : ''} AND d.seq > c.seq
        AND (',' || d.sinks || ',') LIKE ('%,' || c.sink || ',%')
        AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = c.sink)`,
     [owner],
@@ -29,7 +29,7 @@ export async function allSettled(db: pg.Client): Promise<boolean> {
   const { rows } = await db.query<{ n: number }>(
     `SELECT (SELECT count(*) FROM outbox WHERE status <> 'delivered')
        + (SELECT count(*) FROM log_cursors c JOIN deliveries d ON d.part = c.part
-          WHERE d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (',' || d.sinks || ',') LIKE ('%,' || c.sink || ',%')
+          WHERE (d.seq IS NULL OR d.seq > c.seq) AND (',' || d.sinks || ',') LIKE ('%,' || c.sink || ',%')
             AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = c.sink))::int AS n`,
   );
   return Number(rows[0]?.n) === 0;

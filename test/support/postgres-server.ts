@@ -11,6 +11,10 @@ const BIN = '/usr/lib/postgresql/15/bin';
 
 export interface OwnPostgres {
   url: string;
+  /** The server's data directory's parent (its socket is there too). */
+  dir: string;
+  /** The URL of another database on this server, made if missing. */
+  database(name: string): Promise<string>;
   /** `pg_ctl start`, waiting until it accepts connections. */
   start(): Promise<void>;
   /** `pg_ctl stop -m fast`: clients get "terminating connection due to administrator command". */
@@ -33,8 +37,14 @@ function asOwner(command: string, args: string[]): Promise<unknown> {
   return root ? run('runuser', ['-u', 'postgres', '--', join(BIN, command), ...args]) : run(join(BIN, command), args);
 }
 
-/** A PostgreSQL of the test's own (temp dir, free port, trust auth), for tests that stop or freeze it. */
-export async function ownPostgres(): Promise<OwnPostgres> {
+/** The same tools as the server's owner (for pg_dump and pg_restore beside it). */
+export const postgresTool = asOwner;
+
+/**
+ * A PostgreSQL of the test's own (temp dir, free port, trust auth), for tests that stop or freeze
+ * it; `settings` are server settings (`-c name=value`).
+ */
+export async function ownPostgres(settings: Record<string, string> = {}): Promise<OwnPostgres> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'boxrelay-pg-'));
   const data = join(dir, 'data');
@@ -44,7 +54,8 @@ export async function ownPostgres(): Promise<OwnPostgres> {
     chownSync(dir, Number(stdout), Number(gid));
   }
   await asOwner('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50`;
+  const extra = Object.entries(settings).map(([name, value]) => ` -c ${name}=${value}`).join('');
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50${extra}`;
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   const postmasterPid = () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
   const signalAll = async (signal: 'SIGSTOP' | 'SIGCONT') => {
@@ -57,6 +68,12 @@ export async function ownPostgres(): Promise<OwnPostgres> {
   let state: 'running' | 'stopped' | 'paused' = 'stopped';
   const own: OwnPostgres = {
     url,
+    dir,
+    async database(name) {
+      const [exists] = await own.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+      if (!exists) await own.query(`CREATE DATABASE ${name}`);
+      return `postgres://postgres@127.0.0.1:${port}/${name}`;
+    },
     async start() {
       await asOwner('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']);
       state = 'running';

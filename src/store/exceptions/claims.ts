@@ -19,6 +19,8 @@ export interface OutboxClaims {
   /** True when the row was still this process's to settle. */
   markDead(settled: Settled): Promise<boolean>;
   release(ids: number[], owner: string): Promise<void>;
+  /** The rows of the sink this process holds keep their leases for `leaseMs` more (a heartbeat while it works on them). */
+  renewClaims(renewal: { sink: string; owner: string; now: number; leaseMs: number }): Promise<void>;
   makeDue(sink: string, now: number): Promise<void>;
   /** Clears every lease, or only `owner`'s; returns how many. */
   releaseAll(owner?: string): Promise<number>;
@@ -212,6 +214,18 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .execute();
     },
 
+    async renewClaims({ sink, owner, now, leaseMs }: { sink: string; owner: string; now: number; leaseMs: number }): Promise<void> {
+      await executeUnsynced(
+        database,
+        db
+          .updateTable('outbox')
+          .set({ lease_until: sql<number>`${leaseNow(now)} + ${leaseMs}` })
+          .where('status', '=', 'pending')
+          .where('sink', '=', sink)
+          .where('lease_owner', '=', owner),
+      );
+    },
+
     /**
      * A sink resumed or recovered: its pending work, backed off while it failed, is due now. Rows
      * another process holds are its to settle.
@@ -324,7 +338,7 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .execute();
       const counts = Object.fromEntries(rows.map((r) => [r.sink, Number(r.count)]));
       if (kind === 'pending') {
-        for (const { sink, backlog } of await countBacklogs(db)) if (backlog > 0) counts[sink] = (counts[sink] ?? 0) + backlog;
+        for (const { sink, backlog } of await countBacklogs(database)) if (backlog > 0) counts[sink] = (counts[sink] ?? 0) + backlog;
       }
       return counts;
     },
@@ -347,6 +361,8 @@ export function createOutboxClaims(database: Database): OutboxClaims {
             trace_parent: row.traceparent,
           })),
         )
+        // Written before a crash kept the cursor from moving past it: the one open row stands.
+        .onConflict((oc) => oc.doNothing())
         .execute();
     },
 
@@ -368,29 +384,26 @@ export function createOutboxClaims(database: Database): OutboxClaims {
 /**
  * The log of a sink no replica serves: its routed deliveries past the cursors of partitions no live
  * lease holds (and without a row of that sink: those are set aside as rows) become set-aside rows,
- * and those cursors move to the head, in one transaction.
+ * and those cursors move to the head, in one transaction. The free cursors are locked first and
+ * only they are moved: a partition taken between two statements keeps its cursor and its entries.
  */
 async function setAsideLog(database: Database, sink: string, now: number): Promise<number> {
   const db = database.kysely;
   const leaseNow = leaseClock(database);
-  const head = logHead(database);
-  // The lease clock read once: both statements see the same partitions free (on PostgreSQL a lease
-  // running out between them would have its cursor moved past entries not set aside).
-  const { rows } = await sql<{ xid: number; seq: number; at: number }>`SELECT ${head.xid} AS xid, ${head.seq} AS seq, ${leaseNow(now)} AS at`.execute(db);
-  const to = { xid: Number(rows[0]?.xid ?? 0), seq: Number(rows[0]?.seq ?? 0) };
-  const at = Number(rows[0]?.at ?? now);
-  const free = sql<boolean>`(c.lease_until IS NULL OR c.lease_until <= ${at})`;
-  const insert = sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
-    SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
-    FROM log_cursors c JOIN deliveries d ON d.part = c.part
-    WHERE c.sink = ${sink} AND ${free} AND d.seq IS NOT NULL AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (d.log_xid, d.seq) <= (${to.xid}, ${to.seq})
-      AND ${routedWithoutRow(sink)}
-    ORDER BY d.log_xid, d.seq`.compile(db);
-  const move = sql`UPDATE log_cursors SET xid = ${to.xid}, seq = ${to.seq}, updated_at = ${now}
-    WHERE sink = ${sink} AND (lease_until IS NULL OR lease_until <= ${at}) AND (xid, seq) < (${to.xid}, ${to.seq})`.compile(db);
+  const lock = database.dialect === 'postgres' ? sql`FOR UPDATE` : sql``;
   return atomically(database, function* () {
-    const { changed } = yield insert;
-    yield move;
+    const { rows } = yield sql`SELECT ${logHead(database)} AS seq, ${leaseNow(now)} AS at`.compile(db);
+    const [{ seq: head, at }] = rows as [{ seq: number; at: number }];
+    const free = (yield sql`SELECT part FROM log_cursors WHERE sink = ${sink} AND seq < ${head}
+      AND (lease_until IS NULL OR lease_until <= ${at}) ${lock}`.compile(db)).rows as { part: number }[];
+    if (free.length === 0) return 0;
+    const parts = sql.join(free.map(({ part }) => part));
+    const { changed } = yield sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
+      SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
+      FROM log_cursors c JOIN deliveries d ON d.part = c.part
+      WHERE c.sink = ${sink} AND c.part IN (${parts}) AND d.seq > c.seq AND d.seq <= ${head} AND ${routedWithoutRow(sink)}
+      ORDER BY d.seq`.compile(db);
+    yield sql`UPDATE log_cursors SET seq = ${head}, updated_at = ${now} WHERE sink = ${sink} AND part IN (${parts})`.compile(db);
     return changed;
   });
 }

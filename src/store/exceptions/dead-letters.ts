@@ -1,4 +1,4 @@
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
 import { DEAD_LETTER, LEASE_CLEARED, type DeadLetter } from './rows.js';
@@ -55,6 +55,9 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
         .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...LEASE_CLEARED })
         .where(DEAD_LETTER)
         .where('sink', 'in', configured)
+        // Already sent again by a pending row (a replay or a resend): one open row per event and sink.
+        .where(sql<boolean>`NOT EXISTS (SELECT 1 FROM outbox twin
+          WHERE twin.delivery_id = outbox.delivery_id AND twin.sink = outbox.sink AND twin.status = 'pending')`)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
         .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
       return writeAudited(database, configured.length === 0 ? undefined : retry, audit);

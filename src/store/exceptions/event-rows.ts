@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { Database } from '../engines/database.js';
 import { comparePositions } from '../log/position.js';
 import type { EventRow } from './rows.js';
@@ -19,31 +18,31 @@ export async function rowsOfEvent(database: Database, eventId: string): Promise<
   const kept = rows.map((r): EventRow => ({ sink: r.sink, status: r.status, attempts: r.attempts, lastError: r.last_error, updatedAt: r.updated_at }));
   const logged = await db
     .selectFrom('deliveries')
-    .select(['seq', 'log_xid', 'part', 'sinks', 'received_at'])
+    .select(['seq', 'part', 'sinks', 'received_at'])
     .where('id', '=', eventId)
     .executeTakeFirst();
-  if (!logged || logged.seq === null || !logged.sinks) return kept;
-  const position = { xid: Number(logged.log_xid), seq: Number(logged.seq) };
+  if (!logged || !logged.sinks) return kept;
   const sinks = logged.sinks.split(',');
+  const pending = (sink: string): EventRow => ({ sink, status: 'pending', attempts: 0, lastError: null, updatedAt: logged.received_at });
+  // Not numbered yet (PostgreSQL, for moments): no cursor can have passed it.
+  if (logged.seq === null) return [...sinks.map(pending), ...kept];
+  const position = { seq: Number(logged.seq) };
   const cursors = await db
     .selectFrom('log_cursors')
-    .select(['sink', 'xid', 'seq', 'updated_at'])
+    .select(['sink', 'seq', 'updated_at'])
     .where('part', '=', logged.part)
     .where('sink', 'in', sinks)
     .execute();
   const fromLog = await Promise.all(
     sinks.map(async (sink): Promise<EventRow> => {
       const cursor = cursors.find((c) => c.sink === sink);
-      if (!cursor || comparePositions(position, { xid: Number(cursor.xid), seq: Number(cursor.seq) }) > 0) {
-        return { sink, status: 'pending', attempts: 0, lastError: null, updatedAt: logged.received_at };
-      }
+      if (!cursor || comparePositions(position, { seq: Number(cursor.seq) }) > 0) return pending(sink);
       const mark = await db
         .selectFrom('log_marks')
         .select('at')
         .where('sink', '=', sink)
         .where('part', '=', logged.part)
-        .where(sql<boolean>`(xid, seq) >= (${position.xid}, ${position.seq})`)
-        .orderBy('xid')
+        .where('seq', '>=', position.seq)
         .orderBy('seq')
         .limit(1)
         .executeTakeFirst();

@@ -4,8 +4,7 @@ import { createDeadLetterStore, type DeadLetterStore } from './dead-letters.js';
 import { createOutboxClaims, type OutboxClaims } from './claims.js';
 import { rowsOfEvent } from './event-rows.js';
 import { createLogCursors, type LogCursors } from '../log/cursors.js';
-import type { Position } from '../log/position.js';
-import { readLog, type LogEntry } from '../log/read-log.js';
+import { readLog, type LogPage, type LogRead } from '../log/read-log.js';
 import { queueReplay } from './replay.js';
 import type { EventRow, Replay } from './rows.js';
 
@@ -17,7 +16,7 @@ export interface Outbox extends OutboxClaims, DeadLetterStore, LogCursors {
   /** New pending rows for the deliveries received since `since`; returns how many. With `audit`, recorded in the same transaction. */
   replay(replay: Replay, audit?: AuditNote): Promise<number>;
   rowsOfEvent(eventId: string): Promise<EventRow[]>;
-  readLog(after: Position, limit: number): Promise<LogEntry[]>;
+  readLog(read: LogRead): Promise<LogPage>;
 }
 
 export function createOutbox(database: Database): Outbox {
@@ -27,6 +26,6 @@ export function createOutbox(database: Database): Outbox {
     ...createLogCursors(database),
     replay: (replay, audit) => queueReplay(database, replay, audit),
     rowsOfEvent: (eventId) => rowsOfEvent(database, eventId),
-    readLog: (after, limit) => readLog(database, after, limit),
+    readLog: (read) => readLog(database, read),
   };
 }

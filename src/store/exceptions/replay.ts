@@ -58,6 +58,8 @@ export async function queueReplay(database: Database, { since, now, sinksFor, si
           .orderBy('received_at')
           .orderBy('id'),
       )
+      // An event already waiting for the sink is sent once: one open row per event and sink.
+      .onConflict((oc) => oc.doNothing())
       .compile();
 
   /** A filtered hook: its events read page by page (in accepted order), each put to the router with its body. */

@@ -1,25 +1,25 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Schema } from '../schema.js';
+import type { Database } from '../engines/database.js';
 import { comparePositions, routedWithoutRow, type Position } from './position.js';
 
 /**
- * Log entries one counting statement reads at most. On SQLite a statement holds the receive thread
- * (about 1.5 µs an entry on a slow core), so one count of a backlog of 600,000 stalled intake for a
- * second at each scrape during an outage; counted in slices, with a turn of the event loop between
- * them, the stall is a few milliseconds.
+ * Log entries one counting statement reads at most: on SQLite a statement holds the receive thread,
+ * so a large backlog is counted in slices with a turn of the event loop between them.
  */
 export const BACKLOG_COUNT_SLICE = 5000;
 
 /**
- * Per sink, the routed deliveries past its cursors, less those already written down as an outbox
- * row (counted there, or settled) while the cursor's move is not yet stored. Counted from each
- * sink's least cursor, `slice` entries of the log index at a time.
+ * Per sink, the routed deliveries past its cursors or not yet numbered, less those already written
+ * down as an outbox row (counted there, or settled) while the cursor's move is not yet stored.
+ * Counted from each sink's least cursor, `slice` entries of the log index at a time.
  */
-export async function countBacklogs(db: Kysely<Schema>, slice = BACKLOG_COUNT_SLICE): Promise<{ sink: string; backlog: number }[]> {
+export async function countBacklogs(database: Database, slice = BACKLOG_COUNT_SLICE): Promise<{ sink: string; backlog: number }[]> {
+  const db = database.kysely;
   const least = new Map<string, Position>();
-  for (const row of await db.selectFrom('log_cursors').select(['sink', 'xid', 'seq']).execute()) {
-    const cursor = { xid: Number(row.xid), seq: Number(row.seq) };
+  for (const row of await db.selectFrom('log_cursors').select(['sink', 'seq']).execute()) {
+    const cursor = { seq: Number(row.seq) };
     const known = least.get(row.sink);
     if (known === undefined || comparePositions(cursor, known) < 0) least.set(row.sink, cursor);
   }
@@ -32,6 +32,7 @@ export async function countBacklogs(db: Kysely<Schema>, slice = BACKLOG_COUNT_SL
       after = end;
       if (end) await nextTurn();
     }
+    if (database.dialect === 'postgres') backlog += await countUnsequenced(db, sink);
     backlogs.push({ sink, backlog });
   }
   return backlogs;
@@ -39,18 +40,23 @@ export async function countBacklogs(db: Kysely<Schema>, slice = BACKLOG_COUNT_SL
 
 /** The position `slice` entries after `after`, or undefined when fewer are left (the last slice runs to the head). */
 async function sliceEnd(db: Kysely<Schema>, after: Position, slice: number): Promise<Position | undefined> {
-  const { rows } = await sql<{ log_xid: number; seq: number }>`SELECT log_xid, seq FROM deliveries
-    WHERE seq IS NOT NULL AND (log_xid, seq) > (${after.xid}, ${after.seq})
-    ORDER BY log_xid, seq LIMIT 1 OFFSET ${slice - 1}`.execute(db);
+  const { rows } = await sql<{ seq: number }>`SELECT seq FROM deliveries
+    WHERE seq > ${after.seq} ORDER BY seq LIMIT 1 OFFSET ${slice - 1}`.execute(db);
   const [row] = rows;
-  return row ? { xid: Number(row.log_xid), seq: Number(row.seq) } : undefined;
+  return row ? { seq: Number(row.seq) } : undefined;
 }
 
 async function countBetween(db: Kysely<Schema>, sink: string, after: Position, end: Position | undefined): Promise<number> {
-  const upTo = end ? sql`AND (d.log_xid, d.seq) <= (${end.xid}, ${end.seq})` : sql``;
+  const upTo = end ? sql`AND d.seq <= ${end.seq}` : sql``;
   const { rows } = await sql<{ backlog: number }>`
     SELECT count(*) AS backlog FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
-    WHERE d.seq IS NOT NULL AND (d.log_xid, d.seq) > (${after.xid}, ${after.seq}) ${upTo} AND (d.log_xid, d.seq) > (c.xid, c.seq)
-      AND ${routedWithoutRow(sink)}`.execute(db);
+    WHERE d.seq > ${after.seq} ${upTo} AND d.seq > c.seq AND ${routedWithoutRow(sink)}`.execute(db);
+  return Number(rows[0]?.backlog ?? 0);
+}
+
+/** Stored and not yet given a position (PostgreSQL, for moments): a few entries of a partial index. */
+async function countUnsequenced(db: Kysely<Schema>, sink: string): Promise<number> {
+  const { rows } = await sql<{ backlog: number }>`SELECT count(*) AS backlog FROM deliveries d
+    WHERE d.seq IS NULL AND d.sinks IS NOT NULL AND ${routedWithoutRow(sink)}`.execute(db);
   return Number(rows[0]?.backlog ?? 0);
 }

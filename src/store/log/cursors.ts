@@ -3,7 +3,7 @@ import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
 import type { Schema } from '../schema.js';
 import { executeUnsynced } from '../engines/unsynced.js';
-import { PARTS, PART_COUNT, SQLITE_LOG_HEAD, type Position } from './position.js';
+import { PARTS, PART_COUNT, logHeadSql, type Position } from './position.js';
 
 /** A partition of a sink's log that this process reads, and where it is done up to. */
 export interface HeldPart extends Position {
@@ -45,14 +45,9 @@ export interface LogCursors {
   releaseParts(release: { sink: string; owner: string; parts: number[] }): Promise<void>;
 }
 
-/**
- * The log's head: every position before it is final. SQLite: the last `seq` (one writer at a time).
- * PostgreSQL: everything of transactions older than the oldest one still running.
- */
-export function logHead(database: Pick<Database, 'dialect'>): { xid: RawBuilder<number>; seq: RawBuilder<number> } {
-  return database.dialect === 'postgres'
-    ? { xid: sql<number>`(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint - 1`, seq: sql<number>`CAST(${Number.MAX_SAFE_INTEGER} AS bigint)` }
-    : { xid: sql<number>`0`, seq: sql<number>`${sql.raw(SQLITE_LOG_HEAD)}` };
+/** The log's head: the last position given (every one up to it is committed). */
+export function logHead(database: Pick<Database, 'dialect'>): RawBuilder<number> {
+  return sql<number>`${sql.raw(logHeadSql(database.dialect))}`;
 }
 
 /** The statement that gives a sink its cursors at the head, unless it has them. */
@@ -60,10 +55,10 @@ export function ensureCursorsQuery(db: Kysely<Schema>, database: Pick<Database, 
   const head = logHead(database);
   return db
     .insertInto('log_cursors')
-    .columns(['sink', 'part', 'xid', 'seq', 'updated_at'])
+    .columns(['sink', 'part', 'seq', 'updated_at'])
     .expression(
       // Cast: PostgreSQL takes parameters in a SELECT list as text.
-      sql`SELECT CAST(${sink} AS text), parts.part, ${head.xid}, ${head.seq}, CAST(${now} AS bigint) FROM (${sql.join(
+      sql`SELECT CAST(${sink} AS text), parts.part, ${head}, CAST(${now} AS bigint) FROM (${sql.join(
         PARTS.map((part) => sql`SELECT CAST(${part} AS integer) AS part`),
         sql` UNION ALL `,
         // WHERE: SQLite would read the ON of ON CONFLICT as a join's.
@@ -120,7 +115,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
           .where('sink', '=', sink)
           .where('lease_owner', '=', owner)
           .where('lease_until', '>', leaseNow(now))
-          .returning(['part', 'xid', 'seq']),
+          .returning(['part', 'seq']),
       );
       const wanted = share - renewed.length;
       const taken =
@@ -143,9 +138,9 @@ export function createLogCursors(database: Database, clock: () => number = Date.
                     .limit(wanted)
                     .$if(postgres, (q) => q.forUpdate().skipLocked()),
                 )
-                .returning(['part', 'xid', 'seq']),
+                .returning(['part', 'seq']),
             );
-      const held = [...renewed, ...taken].map((row) => ({ part: row.part, xid: Number(row.xid), seq: Number(row.seq) }));
+      const held = [...renewed, ...taken].map((row) => ({ part: row.part, seq: Number(row.seq) }));
       held.sort((a, b) => a.part - b.part);
       return { held, share };
     },
@@ -158,16 +153,16 @@ export function createLogCursors(database: Database, clock: () => number = Date.
       if (cursors.length === 0) return;
       // One statement for every partition that moved (SQLite and PostgreSQL both take UPDATE … FROM).
       const moves = sql.join(
-        cursors.map(({ part, xid, seq }) => sql`SELECT CAST(${part} AS integer) AS part, CAST(${xid} AS bigint) AS xid, CAST(${seq} AS bigint) AS seq`),
+        cursors.map(({ part, seq }) => sql`SELECT CAST(${part} AS integer) AS part, CAST(${seq} AS bigint) AS seq`),
         sql` UNION ALL `,
       );
-      const update = sql<{ part: number }>`UPDATE log_cursors SET xid = m.xid, seq = m.seq, updated_at = ${now} FROM (${moves}) AS m
+      const update = sql<{ part: number }>`UPDATE log_cursors SET seq = m.seq, updated_at = ${now} FROM (${moves}) AS m
         WHERE log_cursors.sink = ${sink} AND log_cursors.part = m.part AND log_cursors.lease_owner = ${owner}
         RETURNING log_cursors.part`;
       const moved = await executeUnsynced(database, { compile: () => update.compile(db), execute: async () => (await update.execute(db)).rows });
       if (!mark) return;
       const stored = new Set(moved.map((row) => Number(row.part)));
-      const marks = cursors.filter(({ part }) => stored.has(part)).map(({ part, xid, seq }) => ({ sink, part, xid, seq, at: now }));
+      const marks = cursors.filter(({ part }) => stored.has(part)).map(({ part, seq }) => ({ sink, part, seq, at: now }));
       if (marks.length > 0) await executeUnsynced(database, db.insertInto('log_marks').values(marks));
     },
 

@@ -1,24 +1,26 @@
 import { sql, type RawBuilder } from 'kysely';
+import type { Database } from '../engines/database.js';
 
 /**
- * A place in the delivery log: `(xid, seq)`, compared in that order. On SQLite `xid` is always 0;
- * on PostgreSQL it is the id of the transaction that stored the delivery (migration 012).
+ * A place in the delivery log: the relay's own number, given in commit order (on SQLite by the one
+ * writer as it inserts, on PostgreSQL by the sequencer after commit). It moves with the database:
+ * a dump, a snapshot or a replica keeps it, whatever cluster serves it.
  */
 export interface Position {
-  xid: number;
   seq: number;
 }
 
-export const LOG_START: Position = { xid: 0, seq: 0 };
+export const LOG_START: Position = { seq: 0 };
 
 /**
- * SQLite's last `seq`: the newest delivery's, or a cursor's beyond it. Retention removes deliveries
- * every cursor has passed, the newest too; numbering from the deliveries left would give a new one
- * a `seq` the cursors have already passed.
+ * The last position given: the newest delivery's, or a cursor's beyond it. Retention removes
+ * deliveries every cursor has passed, the newest too; numbering from the deliveries left would give
+ * a new one a position the cursors have already passed.
  */
-export const SQLITE_LOG_HEAD = `max(
-    (SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE log_xid = 0 AND seq IS NOT NULL),
-    (SELECT COALESCE(MAX(seq), 0) FROM log_cursors WHERE xid = 0))`;
+export function logHeadSql(dialect: Database['dialect']): string {
+  const greatest = dialect === 'postgres' ? 'GREATEST' : 'max';
+  return `${greatest}((SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE seq IS NOT NULL), (SELECT COALESCE(MAX(seq), 0) FROM log_cursors))`;
+}
 
 /** Each sink's log is split by box into this many partitions, each read by one process at a time. */
 export const PART_COUNT = 16;
@@ -26,7 +28,7 @@ export const PART_COUNT = 16;
 export const PARTS: readonly number[] = Array.from({ length: PART_COUNT }, (_, part) => part);
 
 export function comparePositions(a: Position, b: Position): number {
-  return a.xid - b.xid || a.seq - b.seq;
+  return a.seq - b.seq;
 }
 
 export const later = (a: Position, b: Position): Position => (comparePositions(a, b) >= 0 ? a : b);
@@ -45,8 +47,12 @@ export const joinSinks = (sinks: readonly string[]): string => sinks.join(',');
 export const routedTo = (sinks: string | null, sink: string): boolean => sinks !== null && `,${sinks},`.includes(`,${sink},`);
 
 /**
- * SQL, for a delivery aliased `d`: routed to `sink` (the rule of `routedTo`) and without an outbox
- * row of that sink (a row counts or settles it instead).
+ * SQL, for a delivery aliased `d`: routed to `sink` (a value, or a column such as `c.sink`), the rule
+ * of `routedTo`. Every query of the log (reads, backlog counts, set-aside, retention) routes by it.
  */
-export const routedWithoutRow = (sink: string): RawBuilder<unknown> =>
-  sql`(',' || d.sinks || ',') LIKE ${`%,${sink},%`} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`;
+export const routedSql = (sink: string | RawBuilder<unknown>): RawBuilder<boolean> =>
+  sql<boolean>`(',' || d.sinks || ',') LIKE ('%,' || ${sink} || ',%')`;
+
+/** SQL: routed to `sink` and without an outbox row of it (a row counts or settles it instead). */
+export const routedWithoutRow = (sink: string): RawBuilder<boolean> =>
+  sql<boolean>`${routedSql(sink)} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`;

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Database } from '../engines/database.js';
-import type { Position } from './position.js';
+import { routedWithoutRow, type Position } from './position.js';
 
 /** A delivery as a sink's lane reads it from the log. */
 export interface LogEntry extends Position {
@@ -14,15 +14,33 @@ export interface LogEntry extends Position {
   traceparent: string | null;
 }
 
+export interface LogRead {
+  sink: string;
+  /** The partitions the reader holds: only their entries are read. */
+  parts: number[];
+  after: Position;
+  limit: number;
+}
+
+export interface LogPage {
+  entries: LogEntry[];
+  /** Every entry of the held partitions routed to the sink up to here is in `entries` (or has a row of the sink). */
+  seenUpTo: Position;
+}
+
 /**
- * Up to `limit` deliveries after `after`, in log order, from the log index. On PostgreSQL only those
- * of transactions older than every one still running, read in one statement (one snapshot): a
- * transaction that commits later can never take a place a reader has passed.
+ * Up to `limit` entries after `after`, in log order: only of the reader's partitions, routed to the
+ * sink, and without an outbox row of it (an exception written before a crash let the cursor be
+ * stored is not sent again from the log). The head is read first: every position up to it is given
+ * and committed, so a page that is not full has seen the log up to it.
  */
-export async function readLog(database: Database, after: Position, limit: number): Promise<LogEntry[]> {
-  const final = database.dialect === 'postgres' ? sql`AND log_xid < (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint` : sql``;
+export async function readLog(database: Database, { sink, parts, after, limit }: LogRead): Promise<LogPage> {
+  const db = database.kysely;
+  if (parts.length === 0) return { entries: [], seenUpTo: after };
+  const { rows: heads } = await sql<{ head: number }>`SELECT COALESCE(MAX(seq), 0) AS head FROM deliveries WHERE seq IS NOT NULL`.execute(db);
+  const head = Number(heads[0]?.head ?? 0);
+  if (head <= after.seq) return { entries: [], seenUpTo: after };
   const { rows } = await sql<{
-    log_xid: number;
     seq: number;
     part: number;
     id: string;
@@ -31,11 +49,10 @@ export async function readLog(database: Database, after: Position, limit: number
     payload: string;
     origin: string | null;
     trace_parent: string | null;
-  }>`SELECT log_xid, seq, part, id, sinks, box_id, payload, origin, trace_parent FROM deliveries
-    WHERE seq IS NOT NULL AND (log_xid, seq) > (${after.xid}, ${after.seq}) ${final}
-    ORDER BY log_xid, seq LIMIT ${limit}`.execute(database.kysely);
-  return rows.map((row) => ({
-    xid: Number(row.log_xid),
+  }>`SELECT d.seq, d.part, d.id, d.sinks, d.box_id, d.payload, d.origin, d.trace_parent FROM deliveries d
+    WHERE d.seq > ${after.seq} AND d.seq <= ${head} AND d.part IN (${sql.join(parts)}) AND ${routedWithoutRow(sink)}
+    ORDER BY d.seq LIMIT ${limit}`.execute(db);
+  const entries = rows.map((row) => ({
     seq: Number(row.seq),
     part: row.part,
     id: row.id,
@@ -45,4 +62,6 @@ export async function readLog(database: Database, after: Position, limit: number
     origin: row.origin,
     traceparent: row.trace_parent,
   }));
+  const last = entries[entries.length - 1];
+  return { entries, seenUpTo: entries.length === limit && last ? { seq: last.seq } : { seq: head } };
 }

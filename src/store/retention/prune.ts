@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { routedSql } from '../log/position.js';
 import { DAY_MS } from '../../clock.js';
 import type { Database } from '../engines/database.js';
 import { executeUnsynced } from '../engines/unsynced.js';
@@ -34,9 +35,12 @@ export interface PruneResult {
   audit: number;
 }
 
-/** A delivery no sink it was routed to still has to read from the log (past its cursor). */
-const NOT_IN_ANY_BACKLOG = sql<boolean>`NOT EXISTS (SELECT 1 FROM log_cursors c WHERE c.part = d.part AND d.seq IS NOT NULL
-  AND (d.log_xid, d.seq) > (c.xid, c.seq) AND (',' || d.sinks || ',') LIKE ('%,' || c.sink || ',%'))`;
+/**
+ * A delivery no sink it was routed to still has to read from the log: numbered (or from before
+ * the log), and behind the cursor of each sink it was routed to.
+ */
+const NOT_IN_ANY_BACKLOG = sql<boolean>`(d.seq IS NOT NULL OR d.sinks IS NULL) AND NOT EXISTS (SELECT 1 FROM log_cursors c
+  WHERE c.part = d.part AND d.seq > c.seq AND ${routedSql(sql.ref('c.sink'))})`;
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

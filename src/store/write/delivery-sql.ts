@@ -1,6 +1,6 @@
 import type { ParsedEvent } from '../../events/parse-event.js';
 import { BOX_COLUMNS } from '../state/boxes.js';
-import { joinSinks, partOf, SQLITE_LOG_HEAD } from '../log/position.js';
+import { joinSinks, logHeadSql, partOf } from '../log/position.js';
 import type { EventOrigin } from '../schema.js';
 
 /**
@@ -10,16 +10,18 @@ import type { EventOrigin } from '../schema.js';
 const DELIVERY_COLUMNS = 'id, type, box_id, created_at, received_at, attempt, payload, origin, part, sinks, trace_parent';
 
 /**
- * A delivery appended to the log: its position follows the commits. On SQLite the writer holds the
- * file's write lock for the whole transaction, so the next `seq` follows the log's head (two seeks);
- * PostgreSQL's columns default to its sequence and transaction id.
+ * A delivery stored without a position: on PostgreSQL the sequencer gives it one after commit.
  */
 export const INSERT_DELIVERY = `INSERT INTO deliveries (${DELIVERY_COLUMNS})
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
 
+/**
+ * A delivery appended to the log on SQLite: the writer holds the file's write lock for the whole
+ * transaction, so the next position follows the log's head (two seeks) and commit order.
+ */
 export const INSERT_LOGGED_DELIVERY = `INSERT INTO deliveries (${DELIVERY_COLUMNS}, seq)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-    ${SQLITE_LOG_HEAD} + 1) ON CONFLICT (id) DO NOTHING`;
+    ${logHeadSql('sqlite')} + 1) ON CONFLICT (id) DO NOTHING`;
 
 export const SELECT_PAYLOAD = 'SELECT payload FROM deliveries WHERE id = ?';
 

@@ -25,14 +25,18 @@ interface Pending {
  */
 export function createSqliteDeliveryWriter(database: Extract<Database, { dialect: 'sqlite' }>, onCommit: () => void = () => {}): DeliveryWriter {
   const { sqlite } = database;
-  /** Sinks known to have their log cursors: one routed to for the first time gets them, at the head, in the same transaction. */
+  /**
+   * Sinks known to have their log cursors: one routed to for the first time gets them, at the head,
+   * in the same transaction; known only once that commits (a rolled-back batch made none).
+   */
   const withCursors = new Set<string>();
+  let cursorsMade: string[] = [];
   const ensureCursors = (sinks: string[]): void => {
     for (const sink of sinks) {
-      if (withCursors.has(sink)) continue;
+      if (withCursors.has(sink) || cursorsMade.includes(sink)) continue;
       const { sql, parameters } = ensureCursorsQuery(database.kysely, database, sink, Date.now()).compile();
       database.prepare(sql).run(...parameters);
-      withCursors.add(sink);
+      cursorsMade.push(sink);
     }
   };
   const insertDelivery = sqlite.prepare(INSERT_LOGGED_DELIVERY);
@@ -56,8 +60,10 @@ export function createSqliteDeliveryWriter(database: Extract<Database, { dialect
     const batch = queue;
     queue = [];
     let results: RecordResult[];
+    cursorsMade = [];
     try {
       results = writeBatch.immediate(batch);
+      for (const sink of cursorsMade) withCursors.add(sink);
     } catch (error) {
       const failure = new StorageUnavailableError({ cause: error });
       for (const p of batch) p.reject(failure);

@@ -60,7 +60,9 @@ describe('the SQLite writer', () => {
     const store = await openStore({ url: sqliteFile() });
     stores.push(store);
     // A batch that fails after the cursors of its new sink were made in it (and rolled back with it).
-    store.database.sqlite.exec(`CREATE TRIGGER refuse BEFORE INSERT ON deliveries WHEN NEW.box_id = 'bx_refused' BEGIN SELECT RAISE(ABORT, 'refused'); END`);
+    const { database } = store;
+    if (database.dialect !== 'sqlite') throw new Error('a SQLite store was opened');
+    database.sqlite.exec(`CREATE TRIGGER refuse BEFORE INSERT ON deliveries WHEN NEW.box_id = 'bx_refused' BEGIN SELECT RAISE(ABORT, 'refused'); END`);
     await expect(recordEvent(store, { receivedAt: T0, boxId: 'bx_refused', sinks: ['late'] })).rejects.toMatchObject({ code: 'storage_unavailable' });
     const id = await recordEvent(store, { receivedAt: T0 + 1, boxId: 'bx_ok', sinks: ['late'] });
 

@@ -1,0 +1,80 @@
+import type { ClaimedRow } from '../store/exceptions/rows.js';
+import type { SinkState } from '../store/state/sink-state.js';
+import type { DeliveredRows } from './delivered-rows.js';
+import type { LaneContext } from './lane-context.js';
+import { workOfRow, type Trial, type Verdict } from './work.js';
+
+/** A sink's outbox rows (retries, held and replayed work): claimed under a lease, tried, written back. */
+export interface ExceptionsLane {
+  claim(limit: number): Promise<ClaimedRow[]>;
+  start(row: ClaimedRow, trial: Trial, state: SinkState): void;
+  /** Rows claimed across a pause or a resume go back, but those still under way here. */
+  giveBack(rows: ClaimedRow[]): Promise<void>;
+  /** Keeps the leases of the rows this process works on. */
+  renew(): Promise<void>;
+  nextDueAt(): Promise<number | null>;
+}
+
+export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows): ExceptionsLane {
+  const { sink, owner, outbox, clock } = ctx;
+  const ordered = sink.ordering === 'per-box';
+  /** Rows being worked on here: a claim that finds one again (its lease ran out meanwhile) must not send it twice. */
+  const working = new Set<number>();
+  const ours = (row: ClaimedRow) => working.has(row.id) || delivered.recording(row.id);
+
+  /** A claimed row's verdict, written to the row (while this process still holds it). */
+  const settle = async (row: ClaimedRow, verdict: Verdict): Promise<void> => {
+    const { id } = row;
+    switch (verdict.kind) {
+      case 'delivered':
+        return delivered.mark({ id, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now });
+      case 'dead':
+        // Another replica took the row over when this attempt outlived its lease: its outcome counts, not this one.
+        if (await outbox.markDead({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now })) {
+          await ctx.judge.deadLettered(sink, workOfRow(row), verdict);
+        }
+        return;
+      case 'undone':
+        return outbox.release([id], owner);
+      case 'wait':
+        return outbox.scheduleRetry({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now }, verdict.nextAttemptAt);
+    }
+  };
+
+  /** One claimed row tried and settled; true when that may have changed the sink's pause state. */
+  const work = async (row: ClaimedRow, trial: Trial, state: SinkState): Promise<boolean> => {
+    if (row.payload === null) {
+      // Pruned after the row was written (retention): nothing left to send.
+      await outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
+      return false;
+    }
+    const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state);
+    await settle(row, verdict);
+    return changed;
+  };
+
+  return {
+    claim: (limit) => outbox.claim({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs, limit, ordered }),
+    start(row, trial, state) {
+      // Claimed again while still ours: the claim only renewed its lease.
+      if (ours(row)) return;
+      working.add(row.id);
+      ctx.occupy(
+        () =>
+          work(row, trial, state)
+            .then((stateChanged) => {
+              if (stateChanged) ctx.forgetState();
+            })
+            .finally(() => working.delete(row.id)),
+        { outboxId: row.id },
+      );
+    },
+    giveBack: (rows) =>
+      outbox.release(
+        rows.filter((row) => !ours(row)).map((row) => row.id),
+        owner,
+      ),
+    renew: () => outbox.renewClaims({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs }),
+    nextDueAt: () => outbox.nextDueAt(sink.name, owner),
+  };
+}

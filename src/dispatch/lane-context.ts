@@ -1,0 +1,33 @@
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { Sink } from '../sinks/sink.js';
+import type { Outbox } from '../store/exceptions/outbox.js';
+import type { Judge } from './judge.js';
+import type { TryEvent } from './try-event.js';
+import type { DispatchTuning } from './tuning.js';
+import type { UntilStored } from './until-stored.js';
+
+/** What a sink's log lane and exceptions lane share with the scheduler that runs them. */
+export interface LaneContext {
+  sink: Sink;
+  /** Names this process's leases. */
+  owner: string;
+  outbox: Outbox;
+  clock: Clock;
+  tuning: DispatchTuning;
+  log: Logger;
+  /** How long the attempts of one event may run here (quick retries beyond it are scheduled in the database). */
+  workMs: number;
+  /** The leases' length (renewed at each poll). */
+  holdMs: number;
+  tryEvent: TryEvent;
+  judge: Judge;
+  untilStored: UntilStored;
+  stopping: AbortSignal;
+  /** Runs one piece of work in a slot of the lane; the dispatcher's stop waits for it. */
+  occupy(task: () => Promise<void>, context: Record<string, unknown>): void;
+  /** The sink's pause state may have changed: read it again before the next claim. */
+  forgetState(): void;
+  /** Counts pauses and resumes told to the lane: a read or a claim under way across one is stale. */
+  stateVersion(): number;
+}

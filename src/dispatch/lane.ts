@@ -1,0 +1,252 @@
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { Sink } from '../sinks/sink.js';
+import type { Outbox } from '../store/exceptions/outbox.js';
+import type { SinkState, SinkStates } from '../store/state/sink-state.js';
+import type { DeliveredRows } from './delivered-rows.js';
+import type { WakeScope } from './dispatcher.js';
+import { createExceptionsLane } from './exceptions-lane.js';
+import type { Judge } from './judge.js';
+import type { LaneContext } from './lane-context.js';
+import { createLogLane } from './log-lane.js';
+import type { TryEvent } from './try-event.js';
+import { leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
+import type { UntilStored } from './until-stored.js';
+
+/** One sink's lane: its own claims, concurrency and timers, so a slow or dead sink never delays another. */
+export interface Lane {
+  sink: Sink;
+  /** Coalesces the wakes of one turn (commits, completions) into one claim; `all`: outbox rows may be due too. */
+  wake(scope?: WakeScope): void;
+  /** The sink was paused or resumed: its state is read again. */
+  forgetState(): void;
+  /** The poll: leases renewed (and partitions shared) by the next round, then a look for work. */
+  poll(): void;
+  /** Takes or renews this lane's log partitions and the leases of its rows. */
+  renew(): Promise<void>;
+  /** Gives back what the lane holds: its cursors stored, its partitions released. */
+  stop(): Promise<void>;
+}
+
+export interface LaneDeps {
+  owner: string;
+  outbox: Outbox;
+  sinkStates: SinkStates;
+  clock: Clock;
+  tuning: DispatchTuning;
+  log: Logger;
+  tryEvent: TryEvent;
+  judge: Judge;
+  untilStored: UntilStored;
+  delivered: DeliveredRows;
+  stopping: AbortSignal;
+  /** Work under way; the dispatcher's stop waits for all of it. */
+  inFlight: Set<Promise<void>>;
+  /** Nothing is claimed before the dispatcher has started. */
+  running(): boolean;
+}
+
+/** How a lane schedules: claims due rows, then reads the log, while it has room; probes a sink paused by its failures. */
+export function createLane(sink: Sink, deps: LaneDeps): Lane {
+  const { outbox, sinkStates, clock, tuning, log, stopping, inFlight } = deps;
+  const leaseMs = tuning.leaseMs ?? leaseMsFor(sink.attemptTimeoutMs, tuning);
+  const workMs = workMsFor(leaseMs, tuning);
+  if (workMs < sink.attemptTimeoutMs) {
+    log.warn(
+      { sink: sink.name, leaseMs, attemptTimeoutMs: sink.attemptTimeoutMs },
+      'the outbox lease is short for this sink: an attempt still running when its lease ends may be sent again by another replica',
+    );
+  }
+  let busy = 0;
+  let claiming = false;
+  let wokenWhileClaiming = false;
+  let wakeQueued = false;
+  /** Outbox rows may be due: set by the poll, a due timer and wakes other than a commit; cleared when a claim finds fewer than it asked for. */
+  let rowsMaybeDue = true;
+  let dueTimer: NodeJS.Timeout | undefined;
+  /** The poll asked for the leases to be renewed. */
+  let renewDue = false;
+  /** The sink's pause state, shared by replicas: read again once per poll interval. */
+  let state: SinkState | undefined;
+  let stateReadAt = 0;
+  /** Counts pauses and resumes told to this lane: a read or a claim under way across one is stale. */
+  let stateChanges = 0;
+
+  const readState = async (): Promise<SinkState> => {
+    while (!state || performance.now() - stateReadAt >= tuning.pollMs) {
+      const before = stateChanges;
+      const read = await sinkStates.read(sink.name);
+      // Read before a pause or a resume told meanwhile: read again rather than keep it.
+      if (before !== stateChanges) continue;
+      state = read;
+      stateReadAt = performance.now();
+    }
+    return state;
+  };
+  const forgetState = () => {
+    state = undefined;
+    stateChanges++;
+  };
+
+  const hasRoom = () => deps.running() && !stopping.aborted && busy < sink.concurrency && (sink.onUp === undefined || sink.up());
+
+  /**
+   * A wide lane (NATS) claims again only once a good part of it is free: claiming a few rows each
+   * time an ack frees a slot costs nearly as much per claim as a hundred rows, and a backlog drains
+   * by claims. The rows still in flight keep the sink busy meanwhile.
+   */
+  const minClaim = Math.min(tuning.batchSize, Math.ceil(sink.concurrency / 4));
+  /** Rows to claim now; 0 while the lane waits for room. */
+  const claimable = () => {
+    const room = sink.concurrency - busy;
+    return busy > 0 && room < minClaim ? 0 : Math.min(room, tuning.batchSize);
+  };
+
+  const context: LaneContext = {
+    sink,
+    owner: deps.owner,
+    outbox,
+    clock,
+    tuning,
+    log,
+    workMs,
+    holdMs: Math.min(leaseMs, tuning.holdMs),
+    tryEvent: deps.tryEvent,
+    judge: deps.judge,
+    untilStored: deps.untilStored,
+    stopping,
+    occupy(task, taskContext) {
+      busy++;
+      const running = task()
+        .catch((error: unknown) => log.error({ err: error, sink: sink.name, ...taskContext }, 'could not settle a delivery; it will be sent again'))
+        .finally(() => {
+          busy--;
+          inFlight.delete(running);
+          wake();
+        });
+      inFlight.add(running);
+    },
+    forgetState,
+    stateVersion: () => stateChanges,
+  };
+  const rows = createExceptionsLane(context, deps.delivered);
+  const logLane = createLogLane(context);
+
+  /**
+   * A paused sink: nothing is claimed, but one event a minute as a probe when it was paused by its
+   * failures: a due outbox row, or else the next event in the log.
+   */
+  const probe = async (current: SinkState): Promise<void> => {
+    // The probe's time is by the lease clock (the database's on PostgreSQL): takeProbe decides, not this replica's clock.
+    if (current.paused_by !== 'failures' || busy > 0) return;
+    forgetState();
+    if (!(await sinkStates.takeProbe(sink.name, clock.now()))) return;
+    const claimed = await rows.claim(1);
+    for (const row of claimed) rows.start(row, 'probe', current);
+    if (claimed.length === 0) await logLane.read(1, 'probe', current);
+  };
+
+  const renew = async (): Promise<void> => {
+    renewDue = false;
+    try {
+      await logLane.hold();
+      await rows.renew();
+    } catch (error) {
+      log.error({ err: error, sink: sink.name }, 'could not take or renew the leases; trying again at the next poll');
+    }
+  };
+
+  /** Claims due rows, then reads the log, while there is room; then sets a timer for the next due row. */
+  const claimAndStart = async (): Promise<void> => {
+    if (claiming) return void (wokenWhileClaiming = true);
+    claiming = true;
+    let finished!: () => void;
+    const task = new Promise<void>((resolve) => (finished = resolve));
+    inFlight.add(task);
+    try {
+      do {
+        wokenWhileClaiming = false;
+        if (renewDue) await renew();
+        const current = await readState();
+        if (current.paused_at !== null) {
+          if (hasRoom()) await probe(current);
+          continue;
+        }
+        const stateSeen = stateChanges;
+        while (hasRoom()) {
+          const limit = claimable();
+          if (limit === 0) break;
+          let more = false;
+          if (rowsMaybeDue) {
+            const claimed = await rows.claim(limit);
+            if (stateSeen !== stateChanges) {
+              // Paused (or resumed) while claiming: the rows go back and the state is read again.
+              await rows.giveBack(claimed);
+              wokenWhileClaiming = true;
+              break;
+            }
+            claimed.forEach((row) => rows.start(row, 'normal', current));
+            rowsMaybeDue = claimed.length === limit;
+            more = rowsMaybeDue;
+          }
+          const room = claimable();
+          if (room > 0 && stateSeen === stateChanges) more = (await logLane.read(room, 'normal', current)) || more;
+          if (!more) break;
+          // A backlog would otherwise claim and start batch after batch in one turn: webhooks waiting
+          // on the socket get their turn between batches.
+          await new Promise((resolve) => setImmediate(resolve));
+          // A long drain keeps its leases (another replica would take them over and send again).
+          if (renewDue) await renew();
+        }
+      } while (wokenWhileClaiming && !stopping.aborted);
+      if (hasRoom() && claimable() > 0 && state?.paused_at == null) await armDueTimer();
+    } catch (error) {
+      log.error({ err: error, sink: sink.name }, 'could not claim fan-out work; retrying at the next poll');
+    } finally {
+      claiming = false;
+      inFlight.delete(task);
+      finished();
+    }
+    // A wake that came while the due time was being read is not lost.
+    if (wokenWhileClaiming) wake();
+  };
+
+  /** Retries due before the next poll are not left to wait for it. */
+  const armDueTimer = async () => {
+    const due = await rows.nextDueAt();
+    clearTimeout(dueTimer);
+    if (due === null || stopping.aborted) return;
+    const wait = Math.max(0, due - clock.now());
+    if (wait < tuning.pollMs) dueTimer = setTimeout(() => wake('all'), wait).unref();
+  };
+
+  const wake = (scope: WakeScope = 'log') => {
+    if (scope === 'all') rowsMaybeDue = true;
+    if (wakeQueued || !deps.running() || stopping.aborted) return;
+    wakeQueued = true;
+    setImmediate(() => {
+      wakeQueued = false;
+      void claimAndStart();
+    });
+  };
+
+  sink.onUp?.(() => wake('all'));
+  return {
+    sink,
+    wake,
+    forgetState,
+    /**
+     * Leases renewed (and partitions shared) by the next claim round, never while a read of the log
+     * is under way (its entries of a partition given back would be sent here and by the next holder).
+     */
+    poll() {
+      renewDue = true;
+      wake('all');
+    },
+    renew,
+    async stop() {
+      clearTimeout(dueTimer);
+      await logLane.stop();
+    },
+  };
+}

@@ -1,0 +1,209 @@
+import type { LogEntry } from '../store/log/read-log.js';
+import type { Position } from '../store/log/position.js';
+import type { SinkState } from '../store/state/sink-state.js';
+import type { LaneContext } from './lane-context.js';
+import { createLogPartitions } from './log-partitions.js';
+import { STOPPED } from './until-stored.js';
+import { exceptionOf, workOfEntry, type EntryFate, type Trial, type Verdict } from './work.js';
+
+/** How often a lane notes when its cursors moved (the delivery time an event's status shows is at most this late). */
+const MARK_EVERY_MS = 1000;
+
+/**
+ * A sink's read of the delivery log: the partitions it holds, what it read ahead, per-box order
+ * among the entries under way, and its cursors, which move only over settled entries.
+ */
+export interface LogLane {
+  /** Reads the held partitions after their cursors and starts up to `limit` entries; false when the log has nothing more now. */
+  read(limit: number, trial: Trial, state: SinkState): Promise<boolean>;
+  /** Takes and renews the partitions, giving back what is beyond this process's share once idle. */
+  hold(): Promise<void>;
+  /** Stores the cursors and gives every partition back. */
+  stop(): Promise<void>;
+}
+
+export function createLogLane(ctx: LaneContext): LogLane {
+  const { sink, owner, outbox, clock, tuning, log } = ctx;
+  const ordered = sink.ordering === 'per-box';
+  const partitions = createLogPartitions();
+  /** Per-box order on the log: each box's last entry under way here, and how it ended. */
+  const boxTails = new Map<string, Promise<EntryFate>>();
+  /**
+   * Entries read and not yet looked at (a narrow lane takes a few of a read at a time); `readEnd`:
+   * how far the read saw the log; `readFull`: the read was a full batch.
+   */
+  let readAhead: LogEntry[] = [];
+  let readEnd: Position | undefined;
+  let readFull = false;
+
+  let cursorTimer: NodeJS.Timeout | undefined;
+  let storingCursors: Promise<void> = Promise.resolve();
+  let cursorsStoredAt = -Infinity;
+  let markedAt = -Infinity;
+
+  /** Cursor moves are stored together, a few times a second, not per event. */
+  const storeCursors = (): Promise<void> => {
+    clearTimeout(cursorTimer);
+    cursorTimer = undefined;
+    storingCursors = storingCursors.then(async () => {
+      const moved = partitions.moved();
+      if (moved.length === 0) return;
+      try {
+        cursorsStoredAt = performance.now();
+        const now = clock.now();
+        // When a cursor passed an event is its delivery time in the event's status: to the second is enough.
+        const mark = now - markedAt >= MARK_EVERY_MS;
+        await outbox.advanceCursors({ sink: sink.name, owner, now, cursors: moved, mark });
+        if (mark) markedAt = now;
+        partitions.stored(moved);
+      } catch (error) {
+        log.error({ err: error, sink: sink.name }, 'could not store how far the sink has read the log; trying again');
+      }
+    });
+    return storingCursors;
+  };
+  /** Stored soon after a move (a crash sends again only what settled since), but at most once per `cursorStoreMs`. */
+  const cursorMoved = () => {
+    cursorTimer ??= setTimeout(() => void storeCursors(), Math.max(0, cursorsStoredAt + tuning.cursorStoreMs - performance.now())).unref();
+  };
+
+  /**
+   * A log entry's verdict: delivered at its first attempt needs nothing (the cursor passes it); any
+   * other outcome becomes an outbox row, written before the cursor may pass. Undone (a stop) writes
+   * nothing, and the cursor stays before it.
+   */
+  const settle = async (entry: LogEntry, verdict: Verdict): Promise<EntryFate> => {
+    if (verdict.kind === 'undone') return 'undone';
+    if (verdict.kind === 'delivered' && verdict.attempts <= 1 && verdict.lastError === null) return 'delivered';
+    const waits = verdict.kind === 'wait';
+    const row = exceptionOf(sink, entry, {
+      status: waits ? 'pending' : verdict.kind,
+      attempts: verdict.attempts,
+      lastError: verdict.lastError,
+      nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
+      now: verdict.now,
+    });
+    if ((await ctx.untilStored('write down the outcome of an event', () => outbox.addExceptions([row]), { sink: sink.name, eventId: entry.id })) === STOPPED) {
+      return 'undone';
+    }
+    if (verdict.kind === 'dead') {
+      // The dead letter is written down: a failed announcement must not send the event again.
+      await ctx.judge.deadLettered(sink, workOfEntry(entry), verdict).catch((error: unknown) =>
+        log.error({ err: error, sink: sink.name, eventId: entry.id }, 'could not announce a dead letter'),
+      );
+    }
+    return waits ? 'waiting' : verdict.kind;
+  };
+
+  /**
+   * A log entry tried (after the entries of its box before it, with per-box order) and written
+   * down. `before`: the run of its box's previous entry here; `held`: boxes with outbox rows of
+   * the sink, read after `before` was taken.
+   */
+  const run = async (
+    entry: LogEntry,
+    trial: Trial,
+    state: SinkState,
+    before: Promise<EntryFate> | undefined,
+    held: Promise<ReadonlySet<string> | typeof STOPPED>,
+  ): Promise<EntryFate> => {
+    const context = { sink: sink.name, eventId: entry.id };
+    const fate = await (async (): Promise<EntryFate> => {
+      const previous = before ? await before : 'delivered';
+      if (previous === 'undone' || ctx.stopping.aborted) return 'undone';
+      let behind = previous === 'waiting';
+      if (ordered && entry.boxId !== null && !behind) {
+        const boxes = await held;
+        if (boxes === STOPPED) return 'undone';
+        behind = boxes.has(entry.boxId);
+      }
+      if (behind) {
+        // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
+        const now = clock.now();
+        const row = exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now });
+        const written = await ctx.untilStored('write down an event that waits behind its box', () => outbox.addExceptions([row]), context);
+        return written === STOPPED ? 'undone' : 'waiting';
+      }
+      // Failing to write its outcome down (pause bookkeeping), an attempt is made again: at least once.
+      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state), context);
+      if (tried === STOPPED) return 'undone';
+      if (tried.changed) ctx.forgetState();
+      return settle(entry, tried.verdict);
+    })();
+    if (fate !== 'undone') {
+      partitions.settle(entry);
+      cursorMoved();
+    }
+    return fate;
+  };
+
+  const start = (entry: LogEntry, trial: Trial, state: SinkState, held: Promise<ReadonlySet<string> | typeof STOPPED>) => {
+    const box = ordered ? entry.boxId : null;
+    const running = run(entry, trial, state, box === null ? undefined : boxTails.get(box), held);
+    if (box !== null) {
+      // An entry left undone (a stop; its writes are tried again until then) leaves the box's later entries to the next reader.
+      const tail = running.catch((): EntryFate => 'undone');
+      boxTails.set(box, tail);
+      void tail.then(() => {
+        if (boxTails.get(box) === tail) boxTails.delete(box);
+      });
+    }
+    ctx.occupy(() => running.then(() => {}), { eventId: entry.id });
+  };
+
+  return {
+    async read(limit, trial, state) {
+      if (readAhead.length === 0) {
+        const after = partitions.readAfter();
+        if (after === null) return false;
+        const stateSeen = ctx.stateVersion();
+        const page = await outbox.readLog({ sink: sink.name, parts: partitions.held(), after, limit: tuning.batchSize });
+        readAhead = page.entries;
+        readEnd = page.seenUpTo;
+        readFull = readAhead.length === tuning.batchSize;
+        // Paused (or resumed) while reading: the read may hold events accepted after the pause was
+        // answered (in the worker thread the read is served later, by the main thread). They wait
+        // here for a pass that has read the state again.
+        if (stateSeen !== ctx.stateVersion()) return false;
+      }
+      const { taken, examined } = partitions.take(readAhead, limit, readEnd);
+      readAhead = readAhead.slice(examined);
+      cursorMoved();
+      const boxes = ordered ? [...new Set(taken.flatMap((entry) => (entry.boxId === null ? [] : [entry.boxId])))] : [];
+      // Asked in a microtask, after every entry below took its box's previous run: a box whose run
+      // ended before has its outbox row committed by then, and the answer shows it.
+      const held = Promise.resolve().then(async () =>
+        boxes.length === 0
+          ? new Set<string>()
+          : ctx.untilStored('read which boxes wait', async () => new Set(await outbox.pendingBoxes(sink.name, boxes)), { sink: sink.name }),
+      );
+      for (const entry of taken) start(entry, trial, state, held);
+      return readAhead.length > 0 || readFull;
+    },
+
+    async hold() {
+      const { held, share } = await outbox.acquireParts({
+        sink: sink.name,
+        owner,
+        now: clock.now(),
+        leaseMs: ctx.holdMs,
+        readerTtlMs: 2 * tuning.pollMs + tuning.leaseMarginMs / 10,
+      });
+      partitions.hold(held);
+      // A partition taken over is read from its own cursor: what was read ahead may skip past it.
+      readAhead = [];
+      readEnd = undefined;
+      const surplus = partitions.idle().slice(0, Math.max(0, held.length - share));
+      if (surplus.length === 0) return;
+      await storeCursors();
+      await outbox.releaseParts({ sink: sink.name, owner, parts: surplus });
+      partitions.hold(held.filter((part) => !surplus.includes(part.part)));
+    },
+
+    async stop() {
+      await storeCursors();
+      await outbox.releaseParts({ sink: sink.name, owner, parts: partitions.held() });
+      partitions.hold([]);
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import type { Clock } from '../clock.js';
+import type { Sink } from '../sinks/sink.js';
+import type { SinkState } from '../store/state/sink-state.js';
+import type { Tracing } from '../tracing/tracing.js';
+import { attemptDelivery } from './attempt.js';
+import type { DispatchMetrics } from './dispatcher.js';
+import type { Judge } from './judge.js';
+import type { recentEvents } from './recent-events.js';
+import type { DispatchTuning } from './tuning.js';
+import type { Trial, Verdict, Work } from './work.js';
+
+/** Attempts one event on a sink; `changed` when that may have changed the sink's pause state. */
+export type TryEvent = (sink: Sink, work: Work, workMs: number, trial: Trial, state: SinkState) => Promise<{ verdict: Verdict; changed: boolean }>;
+
+export interface TryEventDeps {
+  /** An event's CloudEvent, built once for all its sinks. */
+  eventOf: ReturnType<typeof recentEvents>;
+  judge: Judge;
+  tracing: Tracing;
+  tuning: DispatchTuning;
+  clock: Clock;
+  metrics: DispatchMetrics;
+  /** No new attempt starts, and in-process waits end. */
+  stopping: AbortSignal;
+  /** Cuts attempts in flight (after the stop's grace). */
+  cut: AbortSignal;
+}
+
+export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics, stopping, cut }: TryEventDeps): TryEvent {
+  return async (sink, work, workMs, trial, state) => {
+    const event = eventOf(work.eventId, work.payload, work.origin);
+    /** Each attempt is a span in the trace of the delivery that stored the event. */
+    const send = async (signal: AbortSignal): Promise<void> => {
+      // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
+      if (!tracing.enabled) return sink.deliver(event, signal);
+      const span = tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
+        'boxrelay.sink': sink.name,
+        'boxrelay.delivery_id': event.id,
+        'boxrelay.event_type': event.type,
+      });
+      try {
+        await sink.deliver(event, signal, { traceparent: span.traceparent });
+        span.end();
+      } catch (error) {
+        span.end({ 'error.type': (error as { code?: string }).code ?? 'sink_error' }, error);
+        throw error;
+      }
+    };
+    const outcome = await attemptDelivery({
+      send,
+      sink,
+      event,
+      attempts: work.attempts,
+      workMs,
+      // A probe is one attempt: it tells whether the sink is back, not more.
+      tuning: trial === 'probe' ? { ...tuning, quickRetries: 0 } : tuning,
+      now: () => clock.now(),
+      stopping,
+      cut,
+      observe: (seconds) => metrics.sinkDeliveryDuration.observe({ sink: sink.name }, seconds),
+    });
+    const verdict = await judge.judge(sink, work, outcome, trial, state);
+    return { verdict, changed: trial === 'probe' || outcome.kind !== 'delivered' || state.failing_since !== null };
+  };
+}

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { parseEvent } from '../events/parse-event.js';
 import type { Logger } from '../log.js';
-import type { StoredEvent } from '../sinks/route.js';
+import type { StoredEvent } from '../events/types.js';
 import type { DeliveryWriter } from '../store/write/delivery-sql.js';
 
 /** What an operator must act on (contract section 5, "Operator events"). */

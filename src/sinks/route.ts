@@ -1,6 +1,7 @@
 import type { Config, HookConfig } from '../config/schema.js';
 import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
+import type { StoredEvent } from '../events/types.js';
 import { busNames } from './buses.js';
 import { compileFilter, type EventFilter } from './filter.js';
 
@@ -27,12 +28,6 @@ export function globMatcher(glob: string): (type: string) => boolean {
     }
     return true;
   };
-}
-
-/** An event as stored: what a hook's filter sees is built from it (the CloudEvent with its data). */
-export interface StoredEvent {
-  payload: string;
-  origin?: string | null | undefined;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { StoredEvent } from '../../sinks/route.js';
+import type { StoredEvent } from '../../events/types.js';
 import type { OutboxStatus } from '../schema.js';
 
 /**

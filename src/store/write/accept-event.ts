@@ -1,5 +1,5 @@
 import type { Metrics } from '../../metrics/metrics.js';
-import type { StoredEvent } from '../../sinks/route.js';
+import type { StoredEvent } from '../../events/types.js';
 import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.js';
 
 /**

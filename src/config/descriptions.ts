@@ -17,7 +17,7 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   maxBodyBytes: 'larger bodies get `413` before any HMAC work',
   database: 'SQLite file, or a `postgres://` URL for several replicas',
   sqliteSynchronous:
-    'SQLite durability: `FULL` (and `EXTRA`) make every `200` survive a power loss; `NORMAL` only survives a process crash',
+    'SQLite durability: `FULL` (and `EXTRA`) make every `200` survive a power loss; `NORMAL` only survives a process crash. WAL checkpoints run in a worker thread, off the event loop that answers webhooks',
   busyTimeoutMs:
     'how long a SQLite write waits for a lock held by another process (e.g. a CLI command) before the delivery is answered `503`; the wait blocks the event loop, so keep it short',
   databaseTimeoutMs:
@@ -61,7 +61,7 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   hooks: 'the hook list inline, in the `BOXRELAY_CONFIG` file only (or use `BOXRELAY_HOOKS_FILE`)',
   source: 'CloudEvents `source` of relayed events',
   adminToken:
-    'bearer token for `/admin/*` and the console; unset: both are off (404); at least 32 characters: make one with `openssl rand -hex 32`',
+    'bearer token for `/admin/*` and the console; unset: both are off (404); at least 32 characters (shorter stops start-up, exit 2): make one with `openssl rand -hex 32`',
   upstreamBaseUrl: 'the Sandbox Service API root (ending in `/v1`), for `boxrelay upstream …` and reconciliation',
   upstreamApiKey: 'account-wide API key of the Sandbox Service, for `boxrelay upstream …` and reconciliation',
   secretsEncryptionKey:
@@ -69,11 +69,12 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   reconcileInterval: 'time between reconciliation runs (`30s`, `5m`, `1h`); `0` or `off` turns the schedule off (runs on demand still work)',
   reconcileMaxRps: 'the most upstream API requests a reconciliation run makes per second (retries included)',
   reconcileMaxPages: 'a run that needs more upstream pages than this (box list and histories together) ends failed, naming the setting',
-  reconcileMaxDuration: 'a run that takes longer ends failed, naming the setting',
+  reconcileMaxDuration:
+    'a run that takes longer ends failed, naming the setting (an upstream that keeps answering empty pages with new cursors cannot hold a run forever)',
   databaseSecretsRefreshMs:
     'how often database secrets are re-read without traffic (a delivery that matches no secret re-reads at once, at most once a second)',
   shutdownDelay:
-    'on SIGTERM, how long `/readyz` answers 503 while the relay still serves, before it stops listening (`500ms`, `5s`, `1m`); `0` stops at once; a second signal ends it',
+    'on SIGTERM, how long `/readyz` answers 503 (both ports) while the relay still accepts and serves, so load balancers stop sending before it stops listening (`500ms`, `5s`, `1m`); `0` stops at once; a second SIGTERM or SIGINT ends it',
   shutdownTimeoutMs: 'after the shutdown delay, how long requests in flight and then the fan-out\'s calls may take before they are cut (one budget)',
   logLevel: 'pino level (`fatal` … `trace`, `silent`)',
 };

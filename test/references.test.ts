@@ -60,11 +60,19 @@ describe('reading names out of a contract', () => {
       '',
       'Adds to `boxrelay_filter_errors_total{sink}`; `boxrelay upstream register|rotate`, `boxrelay backup <file>`,',
       '`boxrelay store copy --to <postgres url>`.',
+      '',
+      '## 8. CLI (`boxrelay`, the package\'s bin)',
+      '',
+      '`serve` (migrates), `send-test` (`--url --secret`), `dead-letters list|retry`, `replay --since`.',
+      '',
+      '## 9. Next',
+      '',
+      '`other` is no verb outside the CLI section.',
     ].join('\n');
     expect(contractNames(text)).toEqual({
       variables: ['BOXRELAY_NATS_URL'],
       metrics: ['boxes', 'event_delay_seconds', 'filter_errors_total', 'ready', 'webhook_requests_total'],
-      verbs: ['backup', 'store copy', 'upstream register', 'upstream rotate'],
+      verbs: ['backup', 'dead-letters list', 'dead-letters retry', 'replay', 'send-test', 'serve', 'store copy', 'upstream register', 'upstream rotate'],
     });
   });
 

@@ -164,6 +164,15 @@ export async function referencePages(): Promise<Record<string, string>> {
   };
 }
 
+/** `upstream register|rotate --url <u>` -> `upstream register`, `upstream rotate`: the words before any option or argument. */
+function addVerbs(verbs: Set<string>, command: string): void {
+  const words = command.split(' ');
+  const end = words.findIndex((word) => !/^[a-z][a-z|-]*$/.test(word));
+  const [head, sub] = end === -1 ? words : words.slice(0, end);
+  if (head === undefined) return;
+  for (const alternative of sub?.split('|') ?? ['']) verbs.add(alternative ? `${head} ${alternative}` : head);
+}
+
 /** The names a contract text gives: variables, metrics (without `boxrelay_`) and CLI verbs. */
 export function contractNames(contract: string): { variables: string[]; metrics: string[]; verbs: string[] } {
   const variables = new Set(contract.match(/\bBOXRELAY_[A-Z0-9_]*[A-Z0-9]\b/g) ?? []);
@@ -174,14 +183,12 @@ export function contractNames(contract: string): { variables: string[]; metrics:
     if (metric?.[1] !== undefined && (span.startsWith('boxrelay_') || metric[2] || /_(total|seconds)$/.test(metric[1]))) {
       metrics.add(metric[1]);
     }
-    const verb = /^boxrelay ((?:[a-z][a-z|-]*)(?: [a-z][a-z|-]*)*)/.exec(span);
-    if (verb?.[1] !== undefined) {
-      const [head = '', ...rest] = verb[1].split(' ');
-      const subs = rest[0]?.split('|') ?? [];
-      if (subs.length === 0) verbs.add(head);
-      for (const sub of subs) verbs.add(`${head} ${sub}`);
-    }
+    const command = /^boxrelay ([a-z].*)$/.exec(span)?.[1];
+    if (command !== undefined) addVerbs(verbs, command);
   }
+  // The CLI's own section lists its verbs without the program's name.
+  const cli = /^## \d+\. CLI[^\n]*\n([\s\S]*?)(?=^## |(?![\s\S]))/m.exec(contract)?.[1] ?? '';
+  for (const [, span = ''] of cli.matchAll(/`([a-z][^`\n]*)`/g)) addVerbs(verbs, span);
   // Metrics without labels or a unit suffix: named in the contract's list of metric names, each followed by its meaning.
   const list = /Metric names \(prefix `boxrelay_`\)[\s\S]*?\n\n/.exec(contract)?.[0] ?? '';
   for (const [, name] of list.matchAll(/`([a-z][a-z0-9_]*)` \(/g)) if (name) metrics.add(name);

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -48,6 +48,26 @@ describe('the contract (docs/relay-contract.md) against the references', () => {
   it('names no CLI verb the CLI reference lacks', () => {
     const listed = new Set(cliVerbs());
     expect(named.verbs.filter((verb) => !listed.has(verb)), 'CLI verbs the contract names and the CLI lacks').toEqual([]);
+  });
+});
+
+describe('the docs against the code', () => {
+  /** Variables of the tests, CI and the image build, which the relay itself never reads. */
+  const TOOLING = new Set(['BOXRELAY_TEST_POSTGRES_URL', 'BOXRELAY_SHARED_CONTRACT', 'BOXRELAY_IMAGE_MAX_MB', 'BOXRELAY_IMAGE_STORAGE_DRIVER', 'BOXRELAY_IMAGE_CACHE']);
+  const pages = ['README.md', 'CONTRIBUTING.md', ...readdirSync(join(repoRoot, 'docs')).filter((f) => f.endsWith('.md') && f !== 'relay-contract.md').map((f) => `docs/${f}`)];
+
+  it('name no variable or metric the code does not have (a renamed or removed one is caught)', async () => {
+    const variables = new Set([...configVariableNames(), ...TOOLING]);
+    const metrics = new Set((await relayMetrics()).map(({ name }) => name));
+    const unknown = pages.flatMap((page) => {
+      const text = readFileSync(join(repoRoot, page), 'utf8');
+      const names = [
+        ...(text.match(/\bBOXRELAY_[A-Z0-9_]*[A-Z0-9]\b/g) ?? []).filter((name) => !variables.has(name)),
+        ...(text.match(/\bboxrelay_[a-z0-9_]*[a-z0-9]\b/g) ?? []).filter((name) => !metrics.has(name.replace(/_(bucket|sum|count)$/, ''))),
+      ];
+      return [...new Set(names)].map((name) => `${page}: ${name}`);
+    });
+    expect(unknown).toEqual([]);
   });
 });
 

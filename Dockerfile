@@ -3,7 +3,7 @@
 #   docker run --rm -p 8080:8080 -p 9091:9091 -v boxrelay-data:/data \
 #     -e BOXRELAY_SECRETS=whsec_... boxrelay
 # The build stage runs on the official Node image; the runtime stage on the Debian image that one is
-# made from, with only the node binary copied over (no npm, corepack, yarn or C headers: 60 MB less).
+# made from, with only the node binary copied over (no npm, corepack, yarn or C headers).
 # Both are the same Debian release, so the natively compiled better-sqlite3 addon built in the first
 # stage links against the libc/libstdc++ of the second: override both together (e.g. from a mirror;
 # scripts/image-test.sh makes both where no registry can be reached).
@@ -37,7 +37,7 @@ RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.npm \
 
 COPY . .
 # Then keep only what runs: of a native addon, the .node file node-gyp built (not its C sources,
-# objects and makefiles); no source maps, type declarations, TypeScript or Markdown (about 50 MB).
+# objects and makefiles); no source maps, type declarations, TypeScript or Markdown.
 RUN npm run build \
  && npm prune --omit=dev \
  && find node_modules -path '*/build/config.gypi' -printf '%h\n' | while read -r gyp; do \

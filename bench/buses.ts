@@ -1,5 +1,5 @@
 /**
- * The buses of issue 22 (RabbitMQ, Redis Streams, MQTT): each bus alone draining a backlog (the
+ * The buses of contract section 12 (RabbitMQ, Redis Streams, MQTT): each bus alone draining a backlog (the
  * state an outage leaves: stored events with pending rows for that bus), and what one bus beside
  * NATS costs the receiver's accepted/s against NATS alone.
  */

@@ -9,7 +9,7 @@ const KEY = Buffer.from(BENCH_SECRET, 'utf8');
 /** Bodies of about this many bytes, as the issue asks. */
 export const BODY_BYTES = 1024;
 
-/** Stored history: realistic upstream events are about this size (issue 17). */
+/** Stored history: realistic upstream events are about this size. */
 export const STORED_BODY_BYTES = 300;
 
 /** Boxes the load and the pre-fill share, so box upserts hit existing rows as in production. */

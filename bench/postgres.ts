@@ -1,5 +1,5 @@
 /**
- * The relay on PostgreSQL (issue 17, target 4): against the SQLite relay under the same load, and two
+ * The relay on PostgreSQL: against the SQLite relay under the same load, and two
  * replicas on one database against one, each run on a database of its own, checked for loss.
  */
 import { randomBytes } from 'node:crypto';

@@ -219,7 +219,7 @@ export interface MeasuredCpu {
   express: number | undefined;
 }
 
-/** The steps as a markdown table, their sum against the relay's CPU per 2xx, and the target (issue 26: relay >= 0.55 x (b)). */
+/** The steps as a markdown table, their sum against the relay's CPU per 2xx, and the target (relay >= 0.55 x (b)). */
 export function renderReceiveSteps(steps: StepFigure[], measured: MeasuredCpu): string[] {
   const f = (n: number) => n.toFixed(1);
   const lines = [

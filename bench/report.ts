@@ -44,7 +44,7 @@ export interface ReportInput {
   extraLines: string[];
 }
 
-/** Issue 26's receive targets (with fan-out to NATS on, 50 connections). */
+/** The receive targets (with fan-out to NATS on, 50 connections). */
 const RELAY_OVER_A_TARGET = 0.25;
 const RELAY_OVER_B_TARGET = 0.55;
 const RELAY_CPU_TARGET_US = 150;

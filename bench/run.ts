@@ -61,7 +61,7 @@ const targets: Target[] = [
   ...(natsUrl
     ? [relay('relay-per-box', 'relay, NATS ordering per-box', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_NATS_ORDERING: 'per-box' } })]
     : []),
-  // The fan-out on the receiver's event loop instead of its worker thread (issue 17).
+  // The fan-out on the receiver's event loop instead of its worker thread.
   relay('relay-inline', 'relay, fan-out inline (BOXRELAY_FANOUT_THREAD=inline)', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_FANOUT_THREAD: 'inline' } }),
   // What the fan-out costs the receiver: the same relay with no sink configured (storage only).
   ...(natsUrl ? [relay('relay-no-sink', 'relay, no sink configured', ctx, { logLevel: 'info', database: freshDatabase, fanout: false })] : []),

@@ -1,6 +1,6 @@
 // Checks of the deployment files: the Helm chart (helm/boxrelay), rendered and linted by the real
 // helm (test/support/helm.ts) and validated against the Kubernetes and prometheus-operator schemas,
-// and the Dockerfile; against the relay contract (docs/relay-contract.md), the README and package.json.
+// and the Dockerfile; against the relay contract (docs/relay-contract.md), the docs and package.json.
 import { afterAll, beforeAll, describe, it, expect } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -94,7 +94,7 @@ const SECRET_VARS: Record<string, string | null> = {
   BOXRELAY_AMQP_URL: 'secrets.amqpUrl',
   BOXRELAY_REDIS_URL: 'secrets.redisUrl',
   BOXRELAY_MQTT_URL: 'secrets.mqttUrl',
-  // boxrelay's own setting (README, "Settings boxrelay adds to the contract").
+  // boxrelay's own setting (docs/reference/configuration.md).
   BOXRELAY_SECRETS_ENCRYPTION_KEY: 'secrets.secretsEncryptionKey',
 };
 
@@ -173,14 +173,14 @@ describe('chart: values.yaml config <-> contract variables', () => {
     }
   });
 
-  it('every config key is a setting of the relay, documented in the contract or the README', () => {
-    const readme = read(path.join(repoRoot, 'README.md'));
+  it('every config key is a setting of the relay, documented in the contract or the configuration reference', () => {
+    const reference = read(path.join(repoRoot, 'docs', 'reference', 'configuration.md'));
     const byKey = new Map(configKeys.map((k) => [k as string, envNameOf(k)]));
     for (const key of Object.keys(config)) {
       const envName = byKey.get(key);
       expect(envName, `config.${key} is not a setting of the relay`).toBeDefined();
       expect(envName! in SECRET_VARS, `config.${key} is a secret: it belongs under secrets.*`).toBe(false);
-      const documented = contract.has(envName!) || read(contractPath).includes(`\`${envName}\``) || readme.includes(`\`${envName}\``);
+      const documented = contract.has(envName!) || read(contractPath).includes(`\`${envName}\``) || reference.includes(`\`${envName}\``);
       expect(documented, `${envName} is documented`).toBe(true);
     }
   });
@@ -618,12 +618,12 @@ describe('Dockerfile', () => {
     }
   });
 
-  it('runs the commands the README documents', () => {
-    const readme = read(path.join(repoRoot, 'README.md'));
-    expect(readme).toContain(`\`ENTRYPOINT ${JSON.stringify(execForm('ENTRYPOINT'))}\``);
-    expect(readme).toContain(`\`CMD ${JSON.stringify(execForm('CMD'))}\``);
-    expect(readme).toContain('docker build -t boxrelay .');
-    for (const port of (last('EXPOSE')?.args ?? '').split(/\s+/)) expect(readme).toContain(`${port}:${port}`);
+  it('runs the commands docs/deployment.md documents', () => {
+    const deployment = read(path.join(repoRoot, 'docs', 'deployment.md'));
+    expect(deployment).toContain(`\`ENTRYPOINT ${JSON.stringify(execForm('ENTRYPOINT'))}\``);
+    expect(deployment).toContain(`\`CMD ${JSON.stringify(execForm('CMD'))}\``);
+    expect(deployment).toContain('docker build -t boxrelay .');
+    for (const port of (last('EXPOSE')?.args ?? '').split(/\s+/)) expect(deployment).toContain(`${port}:${port}`);
   });
 
   it('CMD is `serve`, a contract CLI verb, and the chart passes the same args', () => {

@@ -52,7 +52,7 @@ describe('dispatcher', () => {
     for (let i = 0; i < 3; i++) await b.post();
     await silent.received(2);
     await b.close();
-    // A cut attempt is not counted against the hook (issue 12): left in the log after the stored cursor, as if never tried.
+    // A cut attempt is not counted against the hook: left in the log after the stored cursor, as if never tried.
     const { unfinished, rows, held } = await storedWork(b, 'h');
     expect([unfinished.size, rows, held]).toEqual([3, [], []]);
 

@@ -164,7 +164,7 @@ describe('graceful shutdown (contract section 6)', () => {
   });
 
   it('a SIGTERM the moment it says it is listening is a graceful stop (exit 0), never the default exit that resets connections', async () => {
-    // The race is narrow (about one start in forty before the fix), so a few relays are stopped at once.
+    // The race is narrow, so a few relays are stopped at once.
     const relays = await Promise.all(Array.from({ length: 4 }, () => spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: sqliteFile() })));
     for (const r of relays) r.child.kill('SIGTERM');
     expect(await Promise.all(relays.map((r) => r.exited))).toEqual(Array(4).fill(0));

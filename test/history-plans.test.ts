@@ -13,7 +13,7 @@ import { sqliteFile } from './support/databases.js';
 /**
  * Which index each events listing takes on SQLite, which keeps no statistics: with millions of
  * deliveries stored, a listing without one is a scan of the whole history that stalls the receive
- * path (8 s for `?type=` at 10 million, bench/explain-queries.ts).
+ * path (bench/explain-queries.ts measures it).
  */
 describe('the events listing on a migrated SQLite database', () => {
   let file: string;

@@ -20,7 +20,7 @@ const textOrNull = (value: unknown): string | null => (typeof value === 'string'
 
 /**
  * The upstream delivery payload (sandbox-api-v1 "Delivery payload"): checked by hand rather than by a
- * schema, which would copy every field of the ~1 KB object on each delivery (half of parsing it).
+ * schema, which would copy every field of the object on each delivery.
  */
 export function isDeliveryPayload(json: unknown): json is { id: string; type: string; createdAt: string; data: JsonObject } {
   return isRecord(json) && isFilled(json.id) && isFilled(json.type) && isRecord(json.data) && isIsoTime(json.createdAt);

@@ -116,8 +116,7 @@ export function busSink<M>(driver: BusDriver<M>): Bus {
 
 /**
  * The broker's answer, or `timedOut()` after `ms`. Not p-timeout here: it builds a TimeoutError with
- * its stack at every call, used or not, which took a fifth of the fan-out thread in a drain (about
- * 40 µs an event on a slow core).
+ * its stack at every call, used or not, a cost paid on every event of a drain (docs/performance.md).
  */
 function answeredWithin<T>(answer: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

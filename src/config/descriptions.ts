@@ -1,0 +1,89 @@
+import type { ConfigKey } from './schema.js';
+
+/**
+ * What each setting of the schema means, beside it, for `npm run docs` (docs/reference/configuration.md).
+ * Defaults are read from the schema itself; a test fails while a setting has no line here.
+ */
+export const configDescriptions: Partial<Record<ConfigKey, string>> = {
+  port: 'public listener: `POST /webhooks`, `/healthz`, `/readyz` only',
+  host: 'address of the public listener',
+  internalPort: 'internal listener: `/metrics`, `/healthz`, `/readyz` (with checks), `/admin/*`, `/console`',
+  internalHost: 'address of the internal listener; keep the port inside the cluster',
+  secrets: 'comma-separated signing secrets (`whsec_…`); the first is the current one',
+  secretsFile:
+    'one secret a line, optionally followed by an ISO-8601 time with a zone after which it is refused; `#` comments; re-read without a restart (also across a Kubernetes Secret\'s symlink swap); a bad file keeps the last good set and logs an error',
+  secretsReloadMs: 'how often the secrets file is re-read (a change is seen within this time)',
+  toleranceSeconds: 'allowed distance between `X-Service-Timestamp` and now, both directions (exactly the tolerance is accepted)',
+  maxBodyBytes: 'larger bodies get `413` before any HMAC work',
+  database: 'SQLite file, or a `postgres://` URL for several replicas',
+  sqliteSynchronous:
+    'SQLite durability: `FULL` (and `EXTRA`) make every `200` survive a power loss; `NORMAL` only survives a process crash. WAL checkpoints run in a worker thread, off the event loop that answers webhooks',
+  busyTimeoutMs:
+    'how long a SQLite write waits for a lock held by another process (e.g. a CLI command) before the delivery is answered `503`; the wait blocks the event loop, so keep it short',
+  databaseTimeoutMs:
+    'PostgreSQL: the longest wait for a connection, a free pool slot or one statement\'s answer, after which the delivery is answered `503`; migrations are not bounded by it',
+  databasePoolSize: 'PostgreSQL: connections per replica',
+  databaseMaxWaiting: 'PostgreSQL: queries that may wait for a pool slot; one more is answered `503` at once',
+  retentionDays: 'stored deliveries older than this are pruned; this is also the dedup window',
+  natsUrl: 'e.g. `nats://127.0.0.1:4222`; unset: the NATS sink is off',
+  natsSubjectPrefix: 'first subject token(s): `<prefix>.<type>.<boxId>`',
+  natsMode: '`jetstream` (publish with ack) or `core` (fire and forget)',
+  natsStream: 'stream created when missing, unless one already captures `<prefix>.>`',
+  natsDuplicateWindow: 'duplicate window of a stream the relay creates (`30s`, `10m`, `1h`, `1d`)',
+  natsOrdering: '`per-box`: NATS gets one event of a box at a time, in accepted order',
+  natsMaxAge: 'messages older than this leave a stream the relay creates; unset: the retention window; `0` keeps them forever',
+  natsCredsFile: 'NATS credentials file (`.creds`)',
+  natsToken: 'NATS token authentication',
+  natsUser: 'NATS user (with `BOXRELAY_NATS_PASSWORD`)',
+  natsPassword: 'NATS password (with `BOXRELAY_NATS_USER`)',
+  natsTlsCaFile: 'CA (PEM) the NATS server\'s certificate is checked against instead of the system\'s',
+  amqpUrl: '`amqp://user:password@host:5672/vhost` or `amqps://`; unset: the RabbitMQ sink is off',
+  amqpExchange: 'durable `topic` exchange, declared when missing (at start and after every reconnect)',
+  amqpQueue: 'a durable queue of that name bound with `#`, declared too, so nothing is dropped before consumers bind',
+  amqpOrdering: '`per-box`: RabbitMQ gets one event of a box at a time, in accepted order',
+  redisUrl: '`redis://` or `rediss://`; unset: the Redis Streams sink is off',
+  redisStream: 'the stream\'s key (duplicate-check keys are `<stream>:seen:<event id>`)',
+  redisMaxlen: 'the stream is trimmed to about this many entries (`MAXLEN ~`); `0` never trims',
+  redisDuplicateWindow: 'a re-send of an event id within it adds no entry',
+  redisOrdering: '`per-box`: Redis gets one event of a box at a time, in accepted order',
+  mqttUrl: '`mqtt://` or `mqtts://` (MQTT 5, falling back to 3.1.1); unset: the MQTT sink is off',
+  mqttTopicPrefix: 'first topic level(s)',
+  mqttOrdering: '`per-box`: MQTT gets one event of a box at a time, in accepted order',
+  outboxPollMs:
+    'how often the dispatcher looks for work written elsewhere (CLI, other replicas) and for expired leases; each commit wakes it at once',
+  outboxLeaseMs:
+    'how long a replica holds the fan-out work it is sending; work of a replica that died goes to the others once it runs out. Unset: per sink, its longest run of in-process attempts plus 30 s. Keep it above twice the longest attempt timeout (the relay warns at start)',
+  unservedSinkGrace:
+    'pending work for a sink this replica does not serve is left to the replicas that serve it, and set aside as dead letters once none has served it for this long (SQLite: at start)',
+  fanoutThread:
+    'where the dispatcher and its sinks run: `worker`, a worker thread, so the thread that receives webhooks only receives; `inline`, on the receiver\'s event loop',
+  hooksFile: 'YAML/JSON list of outgoing HTTP hooks (docs/hooks.md)',
+  hooks: 'the hook list inline, in the `BOXRELAY_CONFIG` file only (or use `BOXRELAY_HOOKS_FILE`)',
+  source: 'CloudEvents `source` of relayed events',
+  adminToken:
+    'bearer token for `/admin/*` and the console; unset: both are off (404); at least 32 characters (shorter stops start-up, exit 2): make one with `openssl rand -hex 32`',
+  upstreamBaseUrl: 'the Sandbox Service API root (ending in `/v1`), for `boxrelay upstream …` and reconciliation',
+  upstreamApiKey: 'account-wide API key of the Sandbox Service, for `boxrelay upstream …` and reconciliation',
+  secretsEncryptionKey:
+    'encrypts signing secrets stored in the database by `boxrelay upstream` (AES-256-GCM): `base64:<32 bytes>`, or a passphrase stretched with scrypt; unset: plain text',
+  reconcileInterval: 'time between reconciliation runs (`30s`, `5m`, `1h`); `0` or `off` turns the schedule off (runs on demand still work)',
+  reconcileMaxRps: 'the most upstream API requests a reconciliation run makes per second (retries included)',
+  reconcileMaxPages: 'a run that needs more upstream pages than this (box list and histories together) ends failed, naming the setting',
+  reconcileMaxDuration:
+    'a run that takes longer ends failed, naming the setting (an upstream that keeps answering empty pages with new cursors cannot hold a run forever)',
+  databaseSecretsRefreshMs:
+    'how often database secrets are re-read without traffic (a delivery that matches no secret re-reads at once, at most once a second)',
+  shutdownDelay:
+    'on SIGTERM, how long `/readyz` answers 503 (both ports) while the relay still accepts and serves, so load balancers stop sending before it stops listening (`500ms`, `5s`, `1m`); `0` stops at once; a second SIGTERM or SIGINT ends it',
+  shutdownTimeoutMs: 'after the shutdown delay, how long requests in flight and then the fan-out\'s calls may take before they are cut (one budget)',
+  logLevel: 'pino level (`fatal` … `trace`, `silent`)',
+};
+
+/** Variables read outside the schema, each name in backticks (docs/reference/configuration.md lists them after it). */
+export const otherVariables: Record<string, string> = {
+  '`BOXRELAY_CONFIG`':
+    'a YAML or JSON file of settings, keyed as in the table above (the "Config file key" column); variables override it',
+  '`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY` (or lower case, which wins)':
+    'outbound proxy of hook requests and upstream API calls (contract section 14; docs/hooks.md)',
+  '`OTEL_EXPORTER_OTLP_ENDPOINT` and the other standard `OTEL_*` variables': 'tracing, off unless an endpoint is set (docs/operations.md, "Tracing")',
+};

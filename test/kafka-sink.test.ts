@@ -177,6 +177,21 @@ describe('faults', () => {
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'kafka', outcome: 'dead_lettered' })).toBe(2);
   });
 
+  it('a refused request of several records is sent again record by record: only a record refused alone is a dead letter', async () => {
+    const mock = await cluster();
+    const t = await relay({ kafkaBrokers: mock.brokers });
+    await busUp(t, 'kafka');
+    // Held by a pause, then claimed together on resume: the records of one turn share a request.
+    await request(t.relay.internalApp).post('/admin/sinks/kafka/pause').set(adminAuth).expect(200);
+    const { posted, post } = poster(t);
+    await post(0, 10);
+    await mock.failProduce(KAFKA_ERRORS.TOPIC_AUTHORIZATION_FAILED);
+    await request(t.relay.internalApp).post('/admin/sinks/kafka/resume').set(adminAuth).expect(200);
+    await allDelivered(t, 'kafka');
+    expect(new Set(recordIds(await receivedRecords(mock.brokers, TOPIC, 10)))).toEqual(posted);
+    expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'kafka', outcome: 'dead_lettered' })).toBe(0);
+  });
+
   it('pause holds the events and resume sends them; operator events about other sinks go to the topic keyed by their subject', async () => {
     const mock = await cluster();
     // One partition: the records read back in the order they were produced.

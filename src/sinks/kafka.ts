@@ -15,6 +15,13 @@ type KafkaSettings = Pick<
   'kafkaBrokers' | 'kafkaTopic' | 'kafkaClientId' | 'kafkaSaslMechanism' | 'kafkaSaslUsername' | 'kafkaSaslPassword' | 'kafkaTls' | 'kafkaTlsCaFile' | 'kafkaOrdering'
 >;
 
+/** A record waiting for the request of its turn, and its publish's outcome. */
+interface Waiting {
+  message: Message;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
 /** The key of an event without a box: its records still share one partition. */
 const NO_BOX_KEY = '_';
 
@@ -55,6 +62,29 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
   });
   const producer: Producer = kafka.producer({ idempotent: false, allowAutoTopicCreation: true });
   const inFlight = new Set<Promise<unknown>>();
+  let waiting: Waiting[] = [];
+
+  /**
+   * The records of one turn go in one request (a request per record cost the relay about twice the
+   * CPU per event of the other buses). The cluster answers a request's records of a partition
+   * together, so a refusal of a batch is tried again record by record: only the refused one fails.
+   */
+  const send = async (batch: Waiting[]): Promise<void> => {
+    try {
+      await producer.send({ topic, acks: -1, messages: batch.map(({ message }) => message) });
+      for (const record of batch) record.resolve();
+    } catch (error) {
+      if (batch.length > 1 && classifyKafka(error) instanceof BusRefusedError) return void (await Promise.all(batch.map((record) => send([record]))));
+      for (const record of batch) record.reject(error);
+    }
+  };
+  const flush = (): void => {
+    const batch = waiting;
+    waiting = [];
+    const sent = send(batch);
+    inFlight.add(sent);
+    void sent.finally(() => inFlight.delete(sent));
+  };
   const stopping = new AbortController();
   let link: BusLink | undefined;
   let reconnecting = false;
@@ -90,7 +120,7 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
   return busSink<Message>({
     name: KAFKA_SINK,
     ordering: settings.kafkaOrdering,
-    // Requests are pipelined on the partition leader's connection; each publish is one small request.
+    // Publishes of one turn share a request; requests are pipelined on the partition leader's connection.
     concurrency: 256,
     ackTimeoutMs,
     spanName: () => `publish ${topic}`,
@@ -103,14 +133,10 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
       link = busLink;
       void connectUntilUp();
     },
-    async publish(message) {
-      const sent = producer.send({ topic, acks: -1, messages: [message] });
-      inFlight.add(sent);
-      try {
-        await sent;
-      } finally {
-        inFlight.delete(sent);
-      }
+    publish(message) {
+      return new Promise<void>((resolve, reject) => {
+        if (waiting.push({ message, resolve, reject }) === 1) setImmediate(flush);
+      });
     },
     classify(error) {
       const failure = classifyKafka(error);

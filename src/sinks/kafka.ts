@@ -65,9 +65,9 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
   let waiting: Waiting[] = [];
 
   /**
-   * The records of one turn go in one request (a request per record cost the relay about twice the
-   * CPU per event of the other buses). The cluster answers a request's records of a partition
-   * together, so a refusal of a batch is tried again record by record: only the refused one fails.
+   * The records of one turn go in one request: kafkajs's cost is mostly per request, not per record.
+   * The cluster answers a request's records of a partition together, so a refused batch is tried
+   * again record by record: only the refused one fails.
    */
   const send = async (batch: Waiting[]): Promise<void> => {
     try {

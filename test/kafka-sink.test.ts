@@ -1,3 +1,6 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import request from 'supertest';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config/load.js';
@@ -7,9 +10,9 @@ import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows, 
 import { waitFor } from './support/fanout.js';
 import { KAFKA_ERRORS, headersOf, kafkaMock, receivedRecords, recordIds, topicRecords, type KafkaMock } from './support/kafka.js';
 import { requireBuild, runCli } from './support/process.js';
-import { SECRET, eventId } from './support/sign.js';
+import { SECRET, delivery, eventId } from './support/sign.js';
 
-const { defer, relay } = fanoutFixture();
+const { defer, relay, serve } = fanoutFixture();
 
 /** The contract's default topic: each test has a mock cluster of its own. */
 const TOPIC = 'sandbox.events';
@@ -216,6 +219,27 @@ describe('faults', () => {
       ['alerts', 'boxrelay.sink.paused', 'alerts'],
       ['alerts', 'boxrelay.sink.resumed', 'alerts'],
     ]);
+  });
+});
+
+describe('`boxrelay serve` (the built CLI, fan-out in its worker thread)', () => {
+  beforeAll(requireBuild);
+
+  it('names kafka on /readyz from the worker and publishes to the topic', async () => {
+    const mock = await cluster();
+    const relayProcess = await serve({
+      BOXRELAY_SECRETS: SECRET,
+      BOXRELAY_DATABASE: join(mkdtempSync(join(tmpdir(), 'boxrelay-kafka-')), 'relay.db'),
+      BOXRELAY_KAFKA_BROKERS: mock.brokers,
+      BOXRELAY_KAFKA_TOPIC: 'box.lifecycle',
+    });
+    const readyz = async () => ((await (await fetch(`http://127.0.0.1:${relayProcess.internalPort}/readyz`)).json()) as { checks: Record<string, string> }).checks;
+    await waitFor(async () => (await readyz()).kafka === 'ok', 'kafka to be up');
+    expect(await readyz()).toEqual({ storage: 'ok', kafka: 'ok' });
+    const d = delivery({ timestamp: Math.floor(Date.now() / 1000), type: 'box.error', boxId: 'bx_w' });
+    expect((await fetch(`http://127.0.0.1:${relayProcess.port}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+    const [record] = await receivedRecords(mock.brokers, 'box.lifecycle', 1);
+    expect([record!.key, headersOf(record!).ce_id]).toEqual(['bx_w', d.id]);
   });
 });
 

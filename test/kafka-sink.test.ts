@@ -153,13 +153,19 @@ describe('faults', () => {
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'kafka', outcome: 'dead_lettered' })).toBe(0);
   }, 60_000);
 
-  it('dead-letters an event the cluster refuses for good (topic authorization, record too large) at once, while later events flow', async () => {
+  it('dead-letters an event the cluster refuses for good (topic authorization, record too large, unknown topic) at once, while later events flow', async () => {
     const mock = await cluster();
     const t = await relay({ kafkaBrokers: mock.brokers });
     await busUp(t, 'kafka');
     const refused: [string, string][] = [];
-    for (const [code, reason] of [[KAFKA_ERRORS.TOPIC_AUTHORIZATION_FAILED, 'topic_authorization_failed'], [KAFKA_ERRORS.MESSAGE_TOO_LARGE, 'message_too_large']] as const) {
-      await mock.failProduce(code);
+    const refusals = [
+      [KAFKA_ERRORS.TOPIC_AUTHORIZATION_FAILED, 'topic_authorization_failed', 1],
+      [KAFKA_ERRORS.MESSAGE_TOO_LARGE, 'message_too_large', 1],
+      // Retriable in Kafka (a topic being created): refused once the client's 3 tries all got it.
+      [KAFKA_ERRORS.UNKNOWN_TOPIC_OR_PARTITION, 'unknown_topic_or_partition', 3],
+    ] as const;
+    for (const [code, reason, times] of refusals) {
+      await mock.failProduce(code, times);
       const answer = await t.post({ boxId: `bx_${reason}` });
       await waitFor(async () => (await outboxRows(t, 'kafka')).some((row) => row.delivery_id === answer.deliveryId && row.status === 'dead'), `the ${reason} event to be a dead letter`);
       refused.push([answer.deliveryId, reason]);
@@ -177,7 +183,7 @@ describe('faults', () => {
     const records = await receivedRecords(mock.brokers, TOPIC, 20);
     expect(new Set(recordIds(records))).toEqual(posted);
     expect((await readyz(t)).checks.kafka).toBe('ok');
-    expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'kafka', outcome: 'dead_lettered' })).toBe(2);
+    expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'kafka', outcome: 'dead_lettered' })).toBe(3);
   });
 
   it('a refused request of several records is sent again record by record: only a record refused alone is a dead letter', async () => {

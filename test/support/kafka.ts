@@ -10,7 +10,7 @@ import { waitFor } from './fanout.js';
 const run = promisify(execFile);
 
 /** Kafka error codes the tests push onto Produce requests (the protocol's numbers). */
-export const KAFKA_ERRORS = { MESSAGE_TOO_LARGE: 10, TOPIC_AUTHORIZATION_FAILED: 29 } as const;
+export const KAFKA_ERRORS = { UNKNOWN_TOPIC_OR_PARTITION: 3, MESSAGE_TOO_LARGE: 10, TOPIC_AUTHORIZATION_FAILED: 29 } as const;
 
 let built: Promise<string> | undefined;
 

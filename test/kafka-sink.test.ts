@@ -201,6 +201,22 @@ describe('faults', () => {
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'kafka', outcome: 'dead_lettered' })).toBe(0);
   });
 
+  it('hands the SASL and TLS settings to the client: the mock speaks neither, so the sink stays down with the reason logged, never the password', async () => {
+    const mock = await cluster();
+    const sasl = await relay({ kafkaBrokers: mock.brokers, kafkaSaslMechanism: 'scram-sha-512', kafkaSaslUsername: 'relay', kafkaSaslPassword: 'hunter2-kafka' });
+    const saslRefused = await sasl.logs.waitFor((entry) => entry.msg === 'Kafka unreachable; deliveries wait in the outbox');
+    expect(JSON.stringify(saslRefused.err)).toMatch(/does not support the requested API version/);
+    const tls = await relay({ kafkaBrokers: mock.brokers, kafkaTls: 'true' });
+    const tlsRefused = await tls.logs.waitFor((entry) => entry.msg === 'Kafka unreachable; deliveries wait in the outbox');
+    expect(JSON.stringify(tlsRefused.err)).toMatch(/ECONNRESET|SSL|TLS|socket disconnected/i);
+    for (const t of [sasl, tls]) {
+      expect((await readyz(t)).checks.kafka).toBe('down');
+      expect((await t.post()).status).toBe(200);
+      expect(await pendingCount(t, 'kafka')).toBe(1);
+    }
+    expect(sasl.logs.text()).not.toContain('hunter2-kafka');
+  });
+
   it('pause holds the events and resume sends them; operator events about other sinks go to the topic keyed by their subject', async () => {
     const mock = await cluster();
     // One partition: the records read back in the order they were produced.

@@ -22,6 +22,9 @@ interface Waiting {
   reject(error: unknown): void;
 }
 
+/** A request's records stay under the brokers' default batch limit (`message.max.bytes`, about 1 MB). */
+const BATCH_BYTES = 512 * 1024;
+
 /** The key of an event without a box: its records still share one partition. */
 const NO_BOX_KEY = '_';
 
@@ -63,6 +66,7 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
   const producer: Producer = kafka.producer({ idempotent: false, allowAutoTopicCreation: true });
   const inFlight = new Set<Promise<unknown>>();
   let waiting: Waiting[] = [];
+  let waitingBytes = 0;
 
   /**
    * The records of one turn go in one request: kafkajs's cost is mostly per request, not per record.
@@ -81,6 +85,8 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
   const flush = (): void => {
     const batch = waiting;
     waiting = [];
+    waitingBytes = 0;
+    if (batch.length === 0) return;
     const sent = send(batch);
     inFlight.add(sent);
     void sent.finally(() => inFlight.delete(sent));
@@ -135,6 +141,9 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
     },
     publish(message) {
       return new Promise<void>((resolve, reject) => {
+        const bytes = Buffer.byteLength(message.value as string);
+        if (waitingBytes + bytes > BATCH_BYTES) flush();
+        waitingBytes += bytes;
         if (waiting.push({ message, resolve, reject }) === 1) setImmediate(flush);
       });
     },

@@ -1,10 +1,16 @@
 /**
- * The buses of contract section 12 (RabbitMQ, Redis Streams, MQTT): each bus alone draining a backlog (the
- * state an outage leaves: stored events with pending rows for that bus), and what one bus beside
- * NATS costs the receiver's accepted/s against NATS alone.
+ * The buses of contract sections 12 and 18 (RabbitMQ, Redis Streams, MQTT, Kafka): each bus alone
+ * draining a backlog (the state an outage leaves: stored events with pending rows for that bus), and
+ * what one bus beside NATS costs the receiver's accepted/s against NATS alone (not Kafka: its broker
+ * here is librdkafka's mock cluster, whose cost says nothing about a real one).
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
+import { Kafka, logLevel } from 'kafkajs';
 import { Redis } from 'ioredis';
 import { connectAsync } from 'mqtt';
 import { Connection } from 'rabbitmq-client';
@@ -34,7 +40,7 @@ const COST_TARGET = 0.1;
 
 /** A bus as the bench drives it: the relay's env for names of its own, and how many messages the broker holds. */
 interface BenchBus {
-  name: 'amqp' | 'redis' | 'mqtt';
+  name: 'amqp' | 'redis' | 'mqtt' | 'kafka';
   label: string;
   /** The broker's process name (`/proc/<pid>/comm`), for its CPU. */
   broker: string;
@@ -93,6 +99,33 @@ async function mqttBus(url: string): Promise<BenchBus> {
     env: { BOXRELAY_MQTT_URL: url, BOXRELAY_MQTT_TOPIC_PREFIX: prefix },
     held: async () => received,
     close: () => client.endAsync(true),
+  };
+}
+
+/**
+ * librdkafka's mock cluster, the tests' Kafka (test/support/kafka-mock.c, built with gcc): no Kafka
+ * broker installs here. What reached it is the sum of the topic's partition offsets.
+ */
+async function kafkaBus(root: string): Promise<BenchBus> {
+  const binary = join(mkdtempSync(join(tmpdir(), 'boxrelay-bench-kafka-')), 'kafka-mock');
+  await promisify(execFile)('gcc', ['-O2', '-o', binary, join(root, 'test/support/kafka-mock.c'), '-lrdkafka']);
+  const mock = spawn(binary, [], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise((resolve) => mock.once('exit', resolve));
+  const [brokers] = await createInterface({ input: mock.stdout })[Symbol.asyncIterator]().next().then(({ value }) => [value as string]);
+  const topic = `bench.${randomBytes(4).toString('hex')}`;
+  const admin = new Kafka({ brokers: [brokers as string], logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  return {
+    name: 'kafka',
+    label: 'Kafka (mock cluster)',
+    broker: 'kafka-mock',
+    env: { BOXRELAY_KAFKA_BROKERS: brokers as string, BOXRELAY_KAFKA_TOPIC: topic },
+    held: async () => (await admin.fetchTopicOffsets(topic).catch(() => [])).reduce((sum, { high }) => sum + Number(high), 0),
+    async close() {
+      await admin.disconnect();
+      mock.stdin?.end();
+      await exited;
+    },
   };
 }
 
@@ -281,10 +314,10 @@ export async function runBuses(
   log: (line: string) => void,
 ): Promise<{ lines: string[] }> {
   const makers = [() => amqpBus(settings.amqpUrl), () => redisBus(settings.redisUrl), () => mqttBus(settings.mqttUrl)];
-  const lines = ['## Buses: RabbitMQ, Redis Streams, MQTT', ''];
+  const lines = ['## Buses: RabbitMQ, Redis Streams, MQTT, Kafka', ''];
   if (parts.drain) {
     const drains: Drain[] = [];
-    for (const make of makers) {
+    for (const make of [...makers, () => kafkaBus(ctx.root)]) {
       const bus = await make();
       try {
         drains.push(await drain(ctx, bus, settings, log));

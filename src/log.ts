@@ -21,6 +21,7 @@ export const redactedPaths = [
   'amqpUrl',
   'redisUrl',
   'mqttUrl',
+  'kafkaSaslPassword',
   'upstreamApiKey',
   'secretsEncryptionKey',
   'authorization',

@@ -40,14 +40,16 @@ describe('the bus seam', () => {
       redisUrl: SHARED_REDIS,
       mqttUrl: SHARED_MQTT,
       mqttOrdering: 'per-box',
+      kafkaBrokers: '127.0.0.1:9',
+      kafkaOrdering: 'per-box',
       hooks: [{ name: 'alerts', url: 'http://127.0.0.1:9/h' }],
     });
     const { sinks, buses } = createSinks({ config, clock: systemClock, logger: createLogger('silent') });
-    expect(sinks.map((s) => s.name)).toEqual(['nats', 'amqp', 'redis', 'mqtt', 'alerts']);
+    expect(sinks.map((s) => s.name)).toEqual(['nats', 'amqp', 'redis', 'mqtt', 'kafka', 'alerts']);
     expect(buses.map((b) => b.name)).toEqual(BUSES.map((b) => b.name));
-    expect(sinks.map((s) => s.ordering)).toEqual(['none', 'per-box', 'none', 'per-box', 'none']);
-    // Buses retry on the hooks' schedule and pause after 10 minutes (contract section 12); NATS keeps its own rule.
-    expect(buses.map((b) => [b.maxAttempts, b.pauseAfterMs])).toEqual([[Infinity, undefined], [8, 600_000], [8, 600_000], [8, 600_000]]);
+    expect(sinks.map((s) => s.ordering)).toEqual(['none', 'per-box', 'none', 'per-box', 'per-box', 'none']);
+    // Buses retry on the hooks' schedule and pause after 10 minutes (contract sections 12 and 18); NATS keeps its own rule.
+    expect(buses.map((b) => [b.maxAttempts, b.pauseAfterMs])).toEqual([[Infinity, undefined], [8, 600_000], [8, 600_000], [8, 600_000], [8, 600_000]]);
     expect(buses.every((b) => b.check().state === 'down' && !b.up())).toBe(true);
   });
 
@@ -95,7 +97,7 @@ describe('the bus seam', () => {
   });
 
   it('refuses a hook named like a bus', () => {
-    for (const name of ['nats', 'amqp', 'redis', 'mqtt']) {
+    for (const name of ['nats', 'amqp', 'redis', 'mqtt', 'kafka']) {
       expect(configSchema.safeParse({ hooks: [{ name, url: 'http://127.0.0.1:9/h' }] }).success, name).toBe(false);
     }
   });

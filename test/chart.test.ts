@@ -94,6 +94,7 @@ const SECRET_VARS: Record<string, string | null> = {
   BOXRELAY_AMQP_URL: 'secrets.amqpUrl',
   BOXRELAY_REDIS_URL: 'secrets.redisUrl',
   BOXRELAY_MQTT_URL: 'secrets.mqttUrl',
+  BOXRELAY_KAFKA_SASL_PASSWORD: 'secrets.kafkaSaslPassword',
   // boxrelay's own setting (docs/reference/configuration.md).
   BOXRELAY_SECRETS_ENCRYPTION_KEY: 'secrets.secretsEncryptionKey',
 };
@@ -223,6 +224,11 @@ const ALL_CONFIG = {
   natsMaxAge: '2d',
   natsTlsCaFile: '/etc/boxrelay/ca/ca.pem',
   amqpQueue: 'sandbox-events',
+  kafkaBrokers: 'kafka-0.kafka:9092,kafka-1.kafka:9092',
+  kafkaSaslMechanism: 'scram-sha-512',
+  kafkaSaslUsername: 'relay',
+  kafkaTls: true,
+  kafkaTlsCaFile: '/etc/boxrelay/ca/ca.pem',
   upstreamBaseUrl: 'https://sandbox.example.com',
   outboxLeaseMs: 90000,
   shutdownTimeoutMs: 20000,
@@ -263,6 +269,7 @@ const MATRIX: Record<string, Obj> = {
       amqpUrl: { value: 'amqp://relay:pw@rabbitmq.bus.svc:5672/%2F' },
       redisUrl: { existingSecret: 'redis-credentials', key: 'url' },
       mqttUrl: { value: 'mqtt://mosquitto.bus.svc:1883' },
+      kafkaSaslPassword: { value: 'kafka-password' },
     },
     persistence: { storageClass: 'fast', annotations: { a: 'b' } },
     ingress: { enabled: true, className: 'nginx' },
@@ -360,6 +367,8 @@ describe('chart: rendered by helm', () => {
     expect(refused(['--set', 'replicas=2'])).toMatch(/additional properties 'replicas' not allowed/);
     expect(refused(['--set', 'config.natsMode=fast'])).toMatch(/config\/natsMode/);
     expect(refused(['--set', 'config.mqttTopicPrefix=a/+'])).toMatch(/config\/mqttTopicPrefix/);
+    expect(refused(['--set', 'config.kafkaBrokers=kafka-0'])).toMatch(/config\/kafkaBrokers/);
+    expect(refused(['--set', 'config.kafkaSaslMechanism=gssapi'])).toMatch(/config\/kafkaSaslMechanism/);
     expect(refused(['--set', 'secrets.redisUrl.value=http://x'])).toMatch(/secrets\/redisUrl\/value/);
     expect(refused(['--set', 'serviceMonitor.enabeld=true'])).toMatch(/'enabeld' not allowed/);
   });
@@ -371,8 +380,10 @@ describe('chart: rendered by helm', () => {
     for (const [key, value] of Object.entries(config)) {
       expect(env.get(envNameOf(key as ConfigKey)), `config.${key}`).toBe(String(value));
     }
-    const loaded = loadConfig({ env: Object.fromEntries(env) });
+    // The SASL password comes from secrets.*; the Kafka CA file is read at start-up (from extraVolumes in a pod).
+    const loaded = loadConfig({ env: { ...Object.fromEntries(env), BOXRELAY_KAFKA_SASL_PASSWORD: 'pw' }, readFile: () => '-----BEGIN CERTIFICATE-----\n' });
     expect(loaded.natsMaxAge).toBe(2 * 86_400_000);
+    expect([loaded.kafkaBrokers, loaded.kafkaTls]).toEqual([['kafka-0.kafka:9092', 'kafka-1.kafka:9092'], true]);
     expect(loaded.outboxLeaseMs).toBe(90000);
     expect(loaded.shutdownTimeoutMs).toBe(20000);
     // Without config.shutdownTimeoutMs, it follows the grace period (40 - 5 s shutdown delay - 10 seconds).
@@ -458,6 +469,10 @@ describe('chart: rendered by helm', () => {
       'secret:relay-boxrelay/amqp-url', 'secret:redis-credentials/url', 'secret:relay-boxrelay/mqtt-url',
     ]);
     expect([...containerEnv(render({})).keys()].filter((k) => /^BOXRELAY_(AMQP|REDIS|MQTT)_URL$/.test(k))).toEqual([]);
+    expect([env.get('BOXRELAY_KAFKA_BROKERS'), env.get('BOXRELAY_KAFKA_TLS'), env.get('BOXRELAY_KAFKA_SASL_PASSWORD')]).toEqual([
+      'kafka-0.kafka:9092,kafka-1.kafka:9092', 'true', 'secret:relay-boxrelay/kafka-sasl-password',
+    ]);
+    expect([...containerEnv(render({})).keys()].filter((k) => k.startsWith('BOXRELAY_KAFKA_') && !['BOXRELAY_KAFKA_TOPIC', 'BOXRELAY_KAFKA_CLIENT_ID', 'BOXRELAY_KAFKA_TLS', 'BOXRELAY_KAFKA_ORDERING'].includes(k))).toEqual([]);
     expect(containerEnv(render(MATRIX['PostgreSQL with replicas']!)).get('BOXRELAY_DATABASE')).toBe('secret:relay-boxrelay/database-url');
     const token = containerEnv(render({ secrets: { nats: { auth: 'token', token: 't' } } }));
     expect(token.get('BOXRELAY_NATS_TOKEN')).toBe('secret:relay-boxrelay/nats-token');

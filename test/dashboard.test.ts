@@ -132,7 +132,7 @@ describe('Grafana dashboard', () => {
       'Buses: dead letters',
     ]);
     const name = uniqueName();
-    const t = await relay({ natsUrl: SHARED_NATS, amqpUrl: SHARED_AMQP, amqpExchange: name, redisUrl: SHARED_REDIS, redisStream: name, mqttUrl: SHARED_MQTT });
+    const t = await relay({ natsUrl: SHARED_NATS, amqpUrl: SHARED_AMQP, amqpExchange: name, redisUrl: SHARED_REDIS, redisStream: name, mqttUrl: SHARED_MQTT, kafkaBrokers: '127.0.0.1:9' });
     const scraped = parseExposition((await request(t.relay.internalApp).get('/metrics').expect(200)).text);
     const exposedSinks = new Set(scraped.samples.filter((s) => s.name === 'boxrelay_sink_up').map((s) => s.labels.sink));
     expect(exposedSinks).toEqual(new Set(BUS_NAMES));

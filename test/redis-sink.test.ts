@@ -1,8 +1,7 @@
-import { createServer } from 'node:http';
 import request from 'supertest';
 import { expect, it } from 'vitest';
 import { createTracing } from '../src/tracing/tracing.js';
-import { HOSTILE_BOX_IDS, busUp, expectHeld, expectListed, poster, readyz, SHARED_REDIS, ownRedis, redisClient, streamEntries, uniqueName } from './support/buses.js';
+import { HOSTILE_BOX_IDS, busUp, otlpEndpoint, expectHeld, expectListed, poster, readyz, SHARED_REDIS, ownRedis, redisClient, streamEntries, uniqueName } from './support/buses.js';
 import { adminAuth, allDelivered, fanoutFixture, metricValue } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 
@@ -20,18 +19,10 @@ function uniqueStream(redis: ReturnType<typeof redisClient>): string {
   return stream;
 }
 
-/** An OTLP endpoint that takes every export: tracing on, so attempts carry a traceparent. */
-async function otlpEndpoint(): Promise<string> {
-  const server = createServer((req, res) => req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}')));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  defer(() => new Promise((resolve) => server.close(resolve)));
-  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-}
-
 it('adds one entry per event with the fields id, type, subject, event and traceparent, and lists the sink everywhere', async () => {
   const redis = redisClient();
   const stream = uniqueStream(redis);
-  const tracing = createTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(), OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
+  const tracing = createTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(defer), OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
   const t = await relay({ redisUrl: SHARED_REDIS, redisStream: stream }, { tracing });
   await busUp(t, 'redis');
 

@@ -49,10 +49,19 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   mqttUrl: '`mqtt://` or `mqtts://` (MQTT 5, falling back to 3.1.1); unset: the MQTT sink is off',
   mqttTopicPrefix: 'first topic level(s)',
   mqttOrdering: '`per-box`: MQTT gets one event of a box at a time, in accepted order',
+  kafkaBrokers: 'comma-separated `host:port` bootstrap brokers; unset: the Kafka sink is off (docs/buses.md)',
+  kafkaTopic: 'the topic every event goes to',
+  kafkaClientId: 'the client id the brokers see',
+  kafkaSaslMechanism: '`plain`, `scram-sha-256` or `scram-sha-512`; set with the username and password, the three go together',
+  kafkaSaslUsername: 'the SASL user (with the mechanism and password)',
+  kafkaSaslPassword: 'the SASL password (with the mechanism and username); never logged',
+  kafkaTls: 'TLS to the brokers',
+  kafkaTlsCaFile: 'a CA (PEM, read at start-up; needs `BOXRELAY_KAFKA_TLS=true`) instead of the system\'s',
+  kafkaOrdering: '`per-box`: Kafka gets one event of a box at a time, in accepted order',
   outboxPollMs:
     'how often the dispatcher looks for work written elsewhere (CLI, other replicas) and for expired leases; each commit wakes it at once',
   outboxLeaseMs:
-    'how long a replica holds the fan-out work it is sending; work of a replica that died goes to the others once it runs out. Unset: per sink, its longest run of in-process attempts plus 30 s. Keep it above twice the longest attempt timeout (the relay warns at start)',
+    'the longest run of one event\'s attempts in process before further retries are scheduled in the database; unset: per sink, its quick retries\' attempt timeouts and waits plus 30 s. Leases on fan-out work last 8 s (or this, if shorter) and are renewed while their replica lives, so a replica that dies hands its work to the others within about 10 s. Keep it above twice the longest attempt timeout (the relay warns at start)',
   unservedSinkGrace:
     'pending work for a sink this replica does not serve is left to the replicas that serve it, and set aside as dead letters once none has served it for this long (SQLite: at start)',
   fanoutThread:

@@ -69,12 +69,34 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   if ((config.natsUser === undefined) !== (config.natsPassword === undefined)) {
     throw new ConfigError(['BOXRELAY_NATS_USER and BOXRELAY_NATS_PASSWORD go together']);
   }
+  const kafkaProblems = kafkaSettingProblems(config, readFile);
+  if (kafkaProblems.length > 0) throw new ConfigError(kafkaProblems);
   // Read now so a missing or broken file stops the start (exit 2), not every delivery later.
   const tlsProblems = config.hooks.flatMap((hook) => (hook.tls ? readTlsFiles(hook.name, hook.tls, readFile).problems : []));
   const proxyEnv = proxyEnvOf(env);
   const egressProblems = [...tlsProblems, ...proxyEnvProblems(proxyEnv)];
   if (egressProblems.length > 0) throw new ConfigError(egressProblems);
   return { ...config, proxyEnv };
+}
+
+/** Settings of contract section 18 that only make sense together; the CA file is read now, as the hooks' are. */
+function kafkaSettingProblems(config: Config, readFile: (path: string) => string): string[] {
+  const problems: string[] = [];
+  const sasl = [config.kafkaSaslMechanism, config.kafkaSaslUsername, config.kafkaSaslPassword];
+  if (sasl.some((value) => value !== undefined) && sasl.some((value) => value === undefined)) {
+    problems.push('BOXRELAY_KAFKA_SASL_MECHANISM, BOXRELAY_KAFKA_SASL_USERNAME and BOXRELAY_KAFKA_SASL_PASSWORD go together');
+  }
+  if (config.kafkaTlsCaFile !== undefined) {
+    if (!config.kafkaTls) problems.push('BOXRELAY_KAFKA_TLS_CA_FILE: needs BOXRELAY_KAFKA_TLS=true');
+    else {
+      try {
+        if (!readFile(config.kafkaTlsCaFile).includes('-----BEGIN CERTIFICATE-----')) problems.push(`BOXRELAY_KAFKA_TLS_CA_FILE (${config.kafkaTlsCaFile}): not a PEM certificate`);
+      } catch (error) {
+        problems.push(`BOXRELAY_KAFKA_TLS_CA_FILE (${config.kafkaTlsCaFile}): cannot read (${errorCodeOf(error) ?? 'error'})`);
+      }
+    }
+  }
+  return problems;
 }
 
 function readStructuredFile(path: string, readFile: (path: string) => string, problems: string[]): unknown {

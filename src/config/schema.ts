@@ -32,9 +32,12 @@ const stringList = z
   .transform((value) => (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean));
 
 /** The buses' sink names (src/sinks/buses.ts has one entry each): no hook may take one. */
-export const BUS_NAMES = ['nats', 'amqp', 'redis', 'mqtt'] as const;
+export const BUS_NAMES = ['nats', 'amqp', 'redis', 'mqtt', 'kafka'] as const;
 
 const ordering = z.enum(['none', 'per-box']).default('none');
+
+/** `true` or `false`, as YAML gives it or as env vars spell it. */
+const flag = z.union([z.boolean(), z.enum(['true', 'false']).transform((text) => text === 'true')], { error: 'expected true or false' });
 
 export const hookSchema = z.strictObject({
   name: z
@@ -172,6 +175,21 @@ export const configSchema = z.strictObject({
     .regex(/^[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*$/, 'expected MQTT topic levels of A-Z a-z 0-9 _ -')
     .default('sandbox'),
   mqttOrdering: ordering,
+  // Contract section 18: Kafka is off unless its bootstrap brokers are set.
+  kafkaBrokers: stringList
+    .refine((brokers) => brokers.length > 0 && brokers.every((broker) => /^([^\s:,[\]]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/.test(broker)), 'expected comma-separated host:port bootstrap brokers')
+    .optional(),
+  kafkaTopic: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name of A-Z a-z 0-9 . _ - (at most 249)')
+    .default('sandbox.events'),
+  kafkaClientId: z.string().min(1).default('boxrelay'),
+  kafkaSaslMechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']).optional(),
+  kafkaSaslUsername: optionalText,
+  kafkaSaslPassword: optionalText,
+  kafkaTls: flag.default(false),
+  kafkaTlsCaFile: optionalText,
+  kafkaOrdering: ordering,
   /** How often the dispatcher looks for work committed elsewhere (CLI, other replicas) and expired leases. */
   outboxPollMs: positiveInt.default(2000),
   /**

@@ -7,7 +7,7 @@ import { BusDownError, BusNoAnswerError, asSinkFailure, eventJson, type SinkFail
 import type { Sink } from './sink.js';
 
 /**
- * A message bus (NATS, RabbitMQ, Redis Streams, MQTT): a sink that keeps its own connection, so the
+ * A message bus (NATS, RabbitMQ, Redis Streams, MQTT, Kafka): a sink that keeps its own connection, so the
  * dispatcher claims nothing for it while it is down, and reports readiness under its name.
  */
 export interface Bus extends Sink {
@@ -51,7 +51,7 @@ export interface BusLink {
 }
 
 /**
- * The part of a bus that differs from broker to broker; `busSink` makes it a Bus. A fifth bus is one
+ * The part of a bus that differs from broker to broker; `busSink` makes it a Bus. Another bus is one
  * such driver and its definition.
  */
 export interface BusDriver<M> {

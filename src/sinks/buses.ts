@@ -1,12 +1,13 @@
 import type { Config } from '../config/schema.js';
 import { amqpBus } from './amqp.js';
 import type { BusDefinition } from './bus.js';
+import { kafkaBus } from './kafka.js';
 import { mqttBus } from './mqtt.js';
 import { natsBus } from './nats.js';
 import { redisBus } from './redis.js';
 
 /** Every bus the relay can publish to, in the order their sinks are listed. A new bus is one entry. */
-export const BUSES: readonly BusDefinition[] = [natsBus, amqpBus, redisBus, mqttBus];
+export const BUSES: readonly BusDefinition[] = [natsBus, amqpBus, redisBus, mqttBus, kafkaBus];
 
 /** The buses whose URL is set, with it. */
 export function configuredBuses(config: Config): { bus: BusDefinition; url: string }[] {

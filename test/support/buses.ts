@@ -1,6 +1,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { connect as connectTcp } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -213,4 +214,12 @@ export async function expectHeld(t: TestRelay, bus: string, pending: number): Pr
   expect(await metricValue(t.registry, 'boxrelay_sink_up', { sink: bus })).toBe(0);
   expect(await pendingCount(t, bus)).toBeGreaterThanOrEqual(pending);
   expect((await outboxRows(t, bus)).every((row) => row.status === 'pending')).toBe(true);
+}
+
+/** An OTLP endpoint that takes every export (closed through `defer`): tracing on, so attempts carry a traceparent. */
+export async function otlpEndpoint(defer: (cleanup: () => Promise<unknown>) => void): Promise<string> {
+  const server = createServer((req, res) => req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}')));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  defer(() => new Promise((resolve) => server.close(resolve)));
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
 }

@@ -173,6 +173,14 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_REDIS_ORDERING" "value" .Values.config.redisOrdering) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_MQTT_TOPIC_PREFIX" "value" .Values.config.mqttTopicPrefix) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_MQTT_ORDERING" "value" .Values.config.mqttOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_BROKERS" "value" .Values.config.kafkaBrokers) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_TOPIC" "value" .Values.config.kafkaTopic) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_CLIENT_ID" "value" .Values.config.kafkaClientId) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_SASL_MECHANISM" "value" .Values.config.kafkaSaslMechanism) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_SASL_USERNAME" "value" .Values.config.kafkaSaslUsername) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_TLS" "value" .Values.config.kafkaTls) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_TLS_CA_FILE" "value" .Values.config.kafkaTlsCaFile) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_ORDERING" "value" .Values.config.kafkaOrdering) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_POLL_MS" "value" .Values.config.outboxPollMs) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_LEASE_MS" "value" .Values.config.outboxLeaseMs) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_UNSERVED_SINK_GRACE" "value" .Values.config.unservedSinkGrace) }}
@@ -223,7 +231,7 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- if or $s.secretsEncryptionKey.value $s.secretsEncryptionKey.existingSecret }}
 {{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_SECRETS_ENCRYPTION_KEY" "secret" ($s.secretsEncryptionKey.existingSecret | default $own) "key" $s.secretsEncryptionKey.key) }}
 {{- end }}
-{{- range $name, $env := dict "amqpUrl" "BOXRELAY_AMQP_URL" "redisUrl" "BOXRELAY_REDIS_URL" "mqttUrl" "BOXRELAY_MQTT_URL" }}
+{{- range $name, $env := dict "amqpUrl" "BOXRELAY_AMQP_URL" "redisUrl" "BOXRELAY_REDIS_URL" "mqttUrl" "BOXRELAY_MQTT_URL" "kafkaSaslPassword" "BOXRELAY_KAFKA_SASL_PASSWORD" }}
 {{- $url := get $s $name }}
 {{- if or $url.value $url.existingSecret }}
 {{ include "boxrelay.envFromSecret" (dict "name" $env "secret" ($url.existingSecret | default $own) "key" $url.key) }}
@@ -247,5 +255,5 @@ The signing secrets are left out on purpose: the relay re-reads that file, no re
 */}}
 {{- define "boxrelay.restartChecksum" -}}
 {{- $s := .Values.secrets }}
-{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "amqpUrl" $s.amqpUrl "redisUrl" $s.redisUrl "mqttUrl" $s.mqttUrl "upstreamApiKey" $s.upstreamApiKey "secretsEncryptionKey" $s.secretsEncryptionKey | toJson | sha256sum }}
+{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "amqpUrl" $s.amqpUrl "redisUrl" $s.redisUrl "mqttUrl" $s.mqttUrl "kafkaSaslPassword" $s.kafkaSaslPassword "upstreamApiKey" $s.upstreamApiKey "secretsEncryptionKey" $s.secretsEncryptionKey | toJson | sha256sum }}
 {{- end }}

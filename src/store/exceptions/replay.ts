@@ -56,12 +56,14 @@ export async function queueReplay(database: Database, replay: Replay, audit?: Au
       .execute();
     const inserts = pageInserts(database, replay, page);
     const note = unrecorded;
-    queued += await atomically(database, function* () {
-      let changed = 0;
-      for (const statement of inserts) changed += (yield statement).changed;
-      if (note) yield insertAudit(db, note);
-      return changed;
-    });
+    if (inserts.length > 0 || note) {
+      queued += await atomically(database, function* () {
+        let changed = 0;
+        for (const statement of inserts) changed += (yield statement).changed;
+        if (note) yield insertAudit(db, note);
+        return changed;
+      });
+    }
     unrecorded = undefined;
     const last = page[page.length - 1];
     if (page.length < pageSize || last === undefined) return queued;

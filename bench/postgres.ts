@@ -55,7 +55,7 @@ function merged(loads: LoadResult[]): LoadResult {
 }
 
 /** A fresh database on the server, migrated; dropped by the returned function. */
-async function scratchDatabase(ctx: Context, serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function scratchDatabase(ctx: Context, serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `bench_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();

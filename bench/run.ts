@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { runBacklog } from './backlog.js';
 import { runBuses } from './buses.js';
 import { runPostgres } from './postgres.js';
+import { runReplay } from './replay.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -194,6 +195,7 @@ try {
     const { seconds, connections, fanoutTimeoutMs, postgresUrl: url } = settings;
     sections.push(...(await runPostgres(ctx, { url, seconds, connections, fanoutTimeoutMs }, log)).lines);
   }
+  if (wanted('replay')) sections.push(...(await runReplay(ctx, settings.replay, log)).lines);
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();

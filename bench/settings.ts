@@ -1,5 +1,6 @@
 import type { BacklogSettings } from './backlog.js';
 import type { BusBenchSettings } from './buses.js';
+import type { ReplaySettings } from './replay.js';
 
 /** Bench settings: env vars (BENCH_SECONDS=3) or flags (--seconds=3), flags winning. */
 export interface Settings {
@@ -27,7 +28,7 @@ export interface Settings {
   compare: string[];
   /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
   pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, postgres, bus-drain, bus-beside-nats). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, postgres, bus-drain, bus-beside-nats, replay). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;
@@ -35,6 +36,8 @@ export interface Settings {
   backlog: BacklogSettings;
   /** The buses (bench/buses.ts); `only` names them `bus-drain` (each bus alone drains a backlog) and `bus-beside-nats`. */
   buses: BusBenchSettings;
+  /** A replay under load on SQLite and PostgreSQL (bench/replay.ts); `only` names it `replay`. */
+  replay: ReplaySettings;
 }
 
 const DEFAULTS = {
@@ -60,6 +63,8 @@ const DEFAULTS = {
   'prune-rows': '300000',
   'prune-recent': '1000000',
   'prune-rate': '300',
+  replay: '600000',
+  'replay-rate': '100',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
@@ -114,6 +119,11 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
       seconds: Math.max(1, num('seconds')),
       connections: Math.max(1, num('connections')),
       timeoutMs: num('backlog-timeout') * 1000,
+    },
+    replay: {
+      events: Math.max(1, Math.floor(num('replay'))),
+      rate: Math.max(1, num('replay-rate')),
+      postgresUrl: get('postgres-url') as string,
     },
   };
 }

@@ -45,7 +45,7 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
     expect((await get(t, '/admin/dead-letters')).body.deadLetters).toEqual([]);
   });
 
-  it('a hook added after the event is not listed; a replay routes the event to it', async () => {
+  it('a hook added after the event is not listed; a replay for it routes the event to it (its routing takes the event now)', async () => {
     const receiver = await server();
     const database = await engine.url();
     const before = await relay({ database, hooks: [hook('early', receiver.url)] });

@@ -70,7 +70,7 @@ describe('dispatcher', () => {
     const id = await recordEvent(other, { receivedAt: t.clock.now(), sinks: ['h'] });
     const [req] = await target.received(1);
     expect(req!.headers['webhook-id']).toBe(id);
-    expect(await createOutbox(other.database).replay({ since: 0, now: t.clock.now(), sinksFor: () => ['h'] })).toBe(1);
+    expect(await createOutbox(other.database).replay({ since: 0, now: t.clock.now(), sinksFor: () => ['h'], configured: ['h'] })).toBe(1);
     await target.received(2);
   });
 

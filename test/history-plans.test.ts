@@ -56,12 +56,29 @@ describe('the events listing on a migrated SQLite database', () => {
     expect(await planOf({ boxId: 'bx_1', type: 'box.error', since: 1 })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at>\?\)/);
   });
 
-  it('a replay finds the types it must queue by seeks, never reading the history', async () => {
-    const database: Database = { dialect: 'sqlite', kysely, sqlite, prepare: statementCache(sqlite), synchronous: 'FULL', close: () => kysely.destroy() };
-    await queueReplay(database, { since: 1, now: 2, sinksFor: () => ['alerts'] });
-    const plan = planOfLast();
-    expect(plan).toMatch(/USING COVERING INDEX deliveries_type \(type=\? AND received_at>\?\)/);
-    expect(plan).not.toMatch(/SCAN deliveries/);
+  it('a replay pages through the receipt time index and probes each event\'s own rows, never reading the history or the outbox', async () => {
+    const prepared: string[] = [];
+    const cache = statementCache(sqlite);
+    const prepare = (text: string) => {
+      prepared.push(text);
+      return cache(text);
+    };
+    const database: Database = { dialect: 'sqlite', kysely, sqlite, prepare, synchronous: 'FULL', close: () => kysely.destroy() };
+    await kysely
+      .insertInto('deliveries')
+      .values({ id: 'evt_1', type: 'box.error', box_id: 'bx_1', created_at: 'x', received_at: 1, attempt: 1, payload: '{}', origin: null, seq: null, sinks: 'alerts', trace_parent: null })
+      .execute();
+    expect(await queueReplay(database, { since: 1, now: 2, sinksFor: () => [], configured: ['alerts'] })).toBe(1);
+    const page = planOfLast();
+    expect(page).toMatch(/USING INDEX deliveries_received_at \(received_at>\? AND received_at<\?\)/);
+    expect(page).not.toMatch(/SCAN deliveries/);
+    const insert = prepared.find((text) => text.startsWith('insert into "outbox"')) as string;
+    const plan = (sqlite.prepare(`EXPLAIN QUERY PLAN ${insert}`).all(...insert.split('?').slice(1).map(() => null)) as { detail: string }[])
+      .map((r) => r.detail)
+      .join('; ');
+    expect(plan).toMatch(/SEARCH d USING INDEX sqlite_autoindex_deliveries_1 \(id=\?\)/);
+    expect(plan).toMatch(/SEARCH o USING INDEX outbox_delivery \(delivery_id=\?\)/);
+    expect(plan).not.toMatch(/SCAN (deliveries|d|outbox|o)\b/);
   });
 
   it('unfiltered and since a time use the receipt time index', async () => {

@@ -1,9 +1,10 @@
+import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DAY_MS } from '../src/clock.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import type { OutboxStatus } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
-import { pendingCount, readWholeLog, unfinishedIds } from './support/fanout-relay.js';
+import { ADMIN_TOKEN, metricValue, pendingCount, readWholeLog, unfinishedIds } from './support/fanout-relay.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 
 const RETENTION_DAYS = 30;
@@ -15,6 +16,7 @@ for (const engine of engines) {
       t = await testRelay({
         database: await engine.url(),
         retentionDays: RETENTION_DAYS,
+        adminToken: ADMIN_TOKEN,
         // Every event goes to `alerts`; box.error also to `audit`.
         hooks: [
           { name: 'alerts', url: 'http://127.0.0.1:9/a' },
@@ -75,16 +77,66 @@ for (const engine of engines) {
       const result = await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
       // Settled events (delivered, discarded) go; unsettled ones keep their delivery, and so does an event a sink has not read.
-      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 3, boxes: 1, expiredSecrets: 0, audit: 0 });
+      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 3, boxes: 0, expiredSecrets: 0, audit: 0 });
       expect(await deliveryIds()).toEqual([pending, dead, setAside, half, recent, unread].sort());
       expect(await outboxRows()).toEqual([`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${setAside}/alerts/set_aside`, `${half}/audit/pending`].sort());
-      expect(await boxIds()).toEqual(['bx_live']);
+      // bx_old is silent past the window, but in `error` (by `half`) and with work pending for its events: it stays.
+      expect(await boxIds()).toEqual(['bx_live', 'bx_old']);
 
       // Once handled (and read), the kept deliveries go on the next run.
       await setOutbox(pending, 'alerts', 'delivered');
       await logRead();
       expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 2, boxes: 0 });
       expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 0, boxes: 0 });
+      // With no work left (the dead letters discarded, the rest delivered) its events go; the box, in `error`, stays.
+      for (const id of [dead, setAside]) await setOutbox(id, 'alerts', 'discarded');
+      await setOutbox(half, 'audit', 'delivered');
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS })).toMatchObject({ deliveries: 3, boxes: 0 });
+      expect(await boxIds()).toEqual(['bx_live', 'bx_old']);
+    });
+
+    it('keeps a box in error past the window until something changes it, and a box with work pending; forgets the rest; /admin/boxes and the boxes gauge agree', async () => {
+      const now = t.clock.now();
+      const admin = (path: string) => request(t.relay.internalApp).get(path).set({ Authorization: `Bearer ${ADMIN_TOKEN}` });
+      const listed = async () => ((await admin('/admin/boxes')).body.boxes as { id: string; state: string }[]).map((box) => `${box.id}:${box.state}`).sort();
+      const gauge = async () =>
+        Object.fromEntries(
+          await Promise.all(['error', 'ready'].map(async (state) => [state, await metricValue(t.registry, 'boxrelay_boxes', { state })] as const)),
+        );
+      const prune = () => pruneExpired(database(), { now: t.clock.now(), retentionDays: RETENTION_DAYS });
+      t.clock.set(now - (RETENTION_DAYS + 1) * DAY_MS);
+      await t.post({ type: 'box.error', boxId: 'bx_error' });
+      const retried = (await t.post({ boxId: 'bx_retried' })).deliveryId;
+      await t.post({ boxId: 'bx_idle' });
+      await logRead();
+      // Not yet read by `alerts` (past its cursor), and a delivery failed once and due again.
+      await t.post({ boxId: 'bx_unread' });
+      await setOutbox(retried, 'alerts', 'pending');
+      t.clock.set(now);
+
+      expect(await prune()).toMatchObject({ boxes: 1 });
+      expect(await boxIds()).toEqual(['bx_error', 'bx_retried', 'bx_unread']);
+      expect(await listed()).toEqual(['bx_error:error', 'bx_retried:ready', 'bx_unread:ready']);
+      expect(await gauge()).toEqual({ error: 1, ready: 2 });
+
+      // The work done: those two go, the box in error stays (nothing changed it).
+      await setOutbox(retried, 'alerts', 'delivered');
+      await logRead();
+      expect(await prune()).toMatchObject({ boxes: 2 });
+      expect(await listed()).toEqual(['bx_error:error']);
+      expect(await gauge()).toEqual({ error: 1, ready: 0 });
+      t.clock.advance(365 * DAY_MS);
+      expect(await prune()).toMatchObject({ boxes: 0 });
+      expect(await listed()).toEqual(['bx_error:error']);
+
+      // A newer event moves it out of error: it is then forgotten once that event has left the window.
+      await t.post({ type: 'box.ready', boxId: 'bx_error' });
+      await logRead();
+      expect(await listed()).toEqual(['bx_error:ready']);
+      t.clock.advance((RETENTION_DAYS + 1) * DAY_MS);
+      expect(await prune()).toMatchObject({ boxes: 1 });
+      expect(await listed()).toEqual([]);
+      expect(await gauge()).toEqual({ error: 0, ready: 0 });
     });
 
     it('ends the dedup window of a pruned delivery: the same id is then accepted as new', async () => {

@@ -9,7 +9,7 @@ export interface OperationsDeps {
   outbox: Outbox;
   /** The configured sinks' names. */
   sinks: string[];
-  /** The router (event patterns and hook filters) that replays go through. */
+  /** The router (event patterns and hook filters), for a replay of deliveries stored before their routing was. */
   sinksFor: Replay['sinksFor'];
   clock: Clock;
   /** Each change is recorded with who asked for it (contract section 15). */
@@ -88,7 +88,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
       const sinceMs = requireSince(since);
       configuredSink(sink);
       const queued = await trail.record({ action: 'replay', target: sink ?? null, by, detail: given({ since, sink }) }, (audit) =>
-        outbox.replay({ since: sinceMs, now: audit.at, sinksFor, sink }, audit),
+        outbox.replay({ since: sinceMs, now: audit.at, sinksFor, configured: sinks, sink }, audit),
       );
       if (queued > 0) wake();
       return queued;

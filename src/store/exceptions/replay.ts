@@ -1,101 +1,150 @@
-import { sql, type CompiledQuery, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { sql, type CompiledQuery } from 'kysely';
 import { atomically } from '../engines/atomically.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
 import type { Replay } from './rows.js';
-import type { Schema } from '../schema.js';
-
-/** Stored events read at a time for the hooks with a filter (evaluated here per event), and ids queued per statement. */
-const FILTER_PAGE = 500;
-
-type Narrow = (eb: ExpressionBuilder<Schema, 'deliveries'>) => Expression<SqlBool>;
 
 /**
- * New pending rows for the stored deliveries received since `since`, for every sink whose event
- * patterns take the event's type and whose filter (a hook's, if it has one) is true for the event
- * (or just `sink`). They keep the event id, so receivers (and JetStream's duplicate window) can
- * tell a replay from a new event. One statement per sink, or per page of events for a filtered
- * hook (whose events are read and filtered first), all in one transaction with the operator's audit
- * row when one is given.
+ * Stored deliveries queued per page, each page its own short transaction: on SQLite a transaction
+ * holds the receive thread, on PostgreSQL a long one holds the log's read fence.
  */
-export async function queueReplay(database: Database, { since, now, sinksFor, sink }: Replay, audit?: AuditNote): Promise<number> {
+export const REPLAY_PAGE = 1000;
+
+/**
+ * A pending row, written as an expression so that SQLite's planner seeks the event's own rows
+ * (`outbox_delivery`), not every pending row of the sink (the partial indexes on `status = 'pending'`).
+ */
+const PENDING = sql<boolean>`o.status || '' = 'pending'`;
+
+interface PageRow {
+  id: string;
+  type: string;
+  origin: string | null;
+  sinks: string | null;
+  received_at: number;
+  /** Read only where routing needs it: no stored routing (before migration 012), an operator event, or a replay for one sink. */
+  payload: string | null;
+}
+
+/**
+ * New pending rows for the deliveries received from `since` up to `now` (the request), each for the
+ * sinks it was routed to when accepted (the `sinks` column; before migration 012, the router's),
+ * still configured, less the sink an operator event is about. A (delivery, sink) that already has a
+ * pending row gets none. They keep the event id, so receivers (and JetStream's duplicate window)
+ * can tell a replay from a new event. Queued in pages of `pageSize` deliveries in accepted order,
+ * each page its own transaction with a turn of the event loop after it; the audit row commits with
+ * the first page, so a replay cut short by a crash is recorded, and what it queued stays queued: run
+ * again, it queues only what is not pending.
+ */
+export async function queueReplay(database: Database, replay: Replay, audit?: AuditNote, pageSize = REPLAY_PAGE): Promise<number> {
   const db = database.kysely;
-  // A walk over the few distinct types of the (type, received_at) index, each checked for a delivery
-  // since then: a few index seeks, where DISTINCT reads every entry of the window (or the whole index).
-  const { rows: types } = await sql<{ type: string }>`
-    WITH RECURSIVE t(type) AS (
-      SELECT min(type) FROM deliveries
-      UNION ALL SELECT (SELECT min(type) FROM deliveries WHERE type > t.type) FROM t WHERE t.type IS NOT NULL
-    )
-    SELECT type FROM t
-    WHERE type IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries AS d WHERE d.type = t.type AND d.received_at >= ${since})`.execute(db);
-  const typesBySink = new Map<string, string[]>();
-  for (const { type } of types) {
-    for (const target of sinksFor(type)) {
-      if (sink === undefined || target === sink) typesBySink.set(target, [...(typesBySink.get(target) ?? []), type]);
+  const { since, now } = replay;
+  let queued = 0;
+  let unrecorded = audit;
+  let after: { receivedAt: number; id: string } | undefined;
+  for (;;) {
+    const page: PageRow[] = await db
+      .selectFrom('deliveries')
+      .select([
+        'id',
+        'type',
+        'origin',
+        'sinks',
+        'received_at',
+        replay.sink === undefined ? sql<string | null>`CASE WHEN sinks IS NULL OR origin = 'operator' THEN payload END`.as('payload') : sql<string>`payload`.as('payload'),
+      ])
+      .where('received_at', '>=', after?.receivedAt ?? since)
+      .where('received_at', '<=', now)
+      .$if(after !== undefined, (q) => q.where((eb) => eb.or([eb('received_at', '>', after!.receivedAt), eb('id', '>', after!.id)])))
+      .orderBy('received_at')
+      .orderBy('id')
+      .limit(pageSize)
+      .execute();
+    const inserts = pageInserts(database, replay, page);
+    const note = unrecorded;
+    if (inserts.length > 0 || note) {
+      queued += await atomically(database, function* () {
+        let changed = 0;
+        for (const statement of inserts) changed += (yield statement).changed;
+        if (note) yield insertAudit(db, note);
+        return changed;
+      });
+    }
+    unrecorded = undefined;
+    const last = page[page.length - 1];
+    if (page.length < pageSize || last === undefined) return queued;
+    after = { receivedAt: last.received_at, id: last.id };
+    await nextTurn();
+  }
+}
+
+/**
+ * The sinks a replay sends a stored delivery to: those it was routed to. A replay for one named
+ * sink also takes what that sink's routing takes now (an operator backfilling a hook added later).
+ */
+function replayTargets({ sinksFor, configured, sink }: Replay, row: PageRow): string[] {
+  const stored = row.sinks === null ? [] : row.sinks.split(',').filter((name) => name !== '');
+  const routed = row.sinks === null || sink !== undefined ? [...stored, ...sinksFor(row.type, { payload: row.payload ?? '', origin: row.origin })] : stored;
+  const about = row.origin === 'operator' && row.payload !== null ? aboutSink(row.payload) : undefined;
+  return [...new Set(routed)].filter((target) => configured.includes(target) && (sink === undefined || target === sink) && target !== about);
+}
+
+/** The sink an operator event names in `data.sink` (a pause, a resume, a dead letter): a sink is never told about itself. */
+function aboutSink(payload: string): string | undefined {
+  const { data } = JSON.parse(payload) as { data?: { sink?: unknown } };
+  return typeof data?.sink === 'string' ? data.sink : undefined;
+}
+
+/** One INSERT per target sink of the page, its rows in accepted order (per-box order follows row ids). */
+function pageInserts(database: Database, replay: Replay, page: PageRow[]): CompiledQuery[] {
+  const idsBySink = new Map<string, string[]>();
+  for (const row of page) {
+    for (const target of replayTargets(replay, row)) {
+      const ids = idsBySink.get(target);
+      if (ids) ids.push(row.id);
+      else idsBySink.set(target, [row.id]);
     }
   }
-
-  const insert = (target: string, narrow: Narrow) =>
+  const db = database.kysely;
+  const { now } = replay;
+  return [...idsBySink].map(([target, ids]) =>
     db
       .insertInto('outbox')
       .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
       .expression(
         db
-          .selectFrom('deliveries')
+          .selectFrom('deliveries as d')
           .select([
-            'id',
+            'd.id',
             sql.val(target).as('sink'),
             sql.val('pending').as('status'),
             sql.val(0).as('attempts'),
             sql.val(now).as('next_attempt_at'),
             sql.val(now).as('created_at'),
             sql.val(now).as('updated_at'),
-            'box_id',
+            'd.box_id',
           ])
-          .where('received_at', '>=', since)
-          .where(narrow)
-          .orderBy('received_at')
-          .orderBy('id'),
+          .where('d.id', 'in', ids)
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('outbox as o')
+                  .select('o.id')
+                  .whereRef('o.delivery_id', '=', 'd.id')
+                  .where('o.sink', '=', target)
+                  .where(PENDING)
+                  // PostgreSQL: kept a probe per event; as an anti-join, its planner (with the outbox's statistics
+                  // behind a replay's growth) chose a scan of the sink's whole outbox per page.
+                  .$if(database.dialect === 'postgres', (q) => q.offset(0)),
+              ),
+            ),
+          )
+          .orderBy('d.received_at')
+          .orderBy('d.id'),
       )
-      // An event already waiting for the sink is sent once: one open row per event and sink.
+      // A replay that runs beside another (or a log lane writing an exception) keeps one open row per event and sink.
       .onConflict((oc) => oc.doNothing())
-      .compile();
-
-  /** A filtered hook: its events read page by page (in accepted order), each put to the router with its body. */
-  const filteredInserts = async (target: string, sinkTypes: string[]) => {
-    const pages: CompiledQuery[] = [];
-    let after: { receivedAt: number; id: string } | undefined;
-    for (;;) {
-      const page = await db
-        .selectFrom('deliveries')
-        .select(['id', 'type', 'payload', 'origin', 'received_at'])
-        .where('received_at', '>=', since)
-        .where('type', 'in', sinkTypes)
-        .$if(after !== undefined, (q) =>
-          q.where((eb) => eb.or([eb('received_at', '>', after!.receivedAt), eb.and([eb('received_at', '=', after!.receivedAt), eb('id', '>', after!.id)])])),
-        )
-        .orderBy('received_at')
-        .orderBy('id')
-        .limit(FILTER_PAGE)
-        .execute();
-      const ids = page.filter((row) => sinksFor(row.type, row).includes(target)).map((row) => row.id);
-      if (ids.length > 0) pages.push(insert(target, (eb) => eb('id', 'in', ids)));
-      const last = page[page.length - 1];
-      if (page.length < FILTER_PAGE || last === undefined) return pages;
-      after = { receivedAt: last.received_at, id: last.id };
-    }
-  };
-
-  const inserts: CompiledQuery[] = [];
-  for (const [target, sinkTypes] of typesBySink) {
-    if (sinksFor.filtered?.has(target)) inserts.push(...(await filteredInserts(target, sinkTypes)));
-    else inserts.push(insert(target, (eb) => eb('type', 'in', sinkTypes)));
-  }
-  return atomically(database, function* () {
-    let queued = 0;
-    for (const statement of inserts) queued += (yield statement).changed;
-    if (audit) yield insertAudit(db, audit);
-    return queued;
-  });
+      .compile(),
+  );
 }

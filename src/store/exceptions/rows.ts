@@ -71,13 +71,16 @@ export interface Settled {
 export interface Replay {
   /** Epoch ms: deliveries received at or after this. */
   since: number;
+  /** Epoch ms of the request: deliveries received after it are not replayed. */
   now: number;
   /**
-   * The receiver's router: the sinks an event type fans out to, and with the event, less the hooks
-   * whose filter is not true for it; `filtered` names those hooks.
+   * The receiver's router (event patterns and hook filters), for deliveries stored before their
+   * routing was (migration 012).
    */
-  sinksFor: ((type: string, event?: StoredEvent) => string[]) & { readonly filtered?: ReadonlySet<string> };
-  /** Only this sink (still within its event filter). */
+  sinksFor: (type: string, event?: StoredEvent) => string[];
+  /** The configured sinks: a sink routed to once and configured no more gets nothing. */
+  configured: readonly string[];
+  /** Only this sink (of those each event was routed to). */
   sink?: string | undefined;
 }
 

@@ -1,11 +1,9 @@
 import { sql } from 'kysely';
-import { routedSql } from '../log/position.js';
 import { DAY_MS } from '../../clock.js';
 import type { Database } from '../engines/database.js';
 import { executeUnsynced } from '../engines/unsynced.js';
+import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
 
-/** Outbox rows that keep their delivery: work, dead letters and set-aside work. */
-const UNSETTLED = sql<boolean>`outbox.status IN ('pending', 'dead', 'set_aside')`;
 
 export interface PruneOptions {
   /** Epoch ms. */
@@ -36,11 +34,11 @@ export interface PruneResult {
 }
 
 /**
- * A delivery no sink it was routed to still has to read from the log: numbered (or from before
- * the log), and behind the cursor of each sink it was routed to.
+ * A box retention may forget: not in `error` (its alert must not clear while nobody acted: a newer
+ * event, a reconcile run or an operator's forget changes it), and no work pending for its events.
  */
-const NOT_IN_ANY_BACKLOG = sql<boolean>`(d.seq IS NOT NULL OR d.sinks IS NULL) AND NOT EXISTS (SELECT 1 FROM log_cursors c
-  WHERE c.part = d.part AND d.seq > c.seq AND ${routedSql(sql.ref('c.sink'))})`;
+const forgettable = (box: 'b' | 'boxes') =>
+  sql<boolean>`(${sql.ref(`${box}.state`)} IS NULL OR ${sql.ref(`${box}.state`)} <> 'error') AND NOT ${boxWorkPending(`${box}.id`)}`;
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -73,12 +71,10 @@ async function deleteInBatches(
 
 /**
  * Retention: removes deliveries older than `retentionDays` with their settled outbox rows
- * (delivered, discarded), boxes not heard of for as long, audit entries, delivery counts and
- * cursor marks as old,
- * and signing secrets past their expiry. A
- * delivery stays while any of its outbox rows is unsettled (pending, a dead letter, set aside), or
- * while a sink it was routed to has not read it from the log, so
- * retention never loses undelivered events. Removing a delivery ends its dedup protection: the
+ * (delivered, discarded), boxes not heard of for as long (unless in `error`, or with work pending),
+ * audit entries, delivery counts and cursor marks as old, and signing secrets past their expiry. A
+ * delivery stays while work for it is pending (an outbox row pending, a dead letter or set aside, or
+ * a sink it was routed to has not read it from the log), so retention never loses undelivered events. Removing a delivery ends its dedup protection: the
  * dedup window is the retention period. Every statement stands alone (no transaction), as the
  * SQLite connection is shared with the group-commit writer; each commits without an fsync of its own
  * (a delete lost to a power failure is only done again on the next run), as an fsync per batch
@@ -97,10 +93,7 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
         .selectFrom('deliveries as d')
         .select('d.id')
         .where('d.received_at', '<', cutoff)
-        .where(({ not, exists, selectFrom }) =>
-          not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'd.id').where(UNSETTLED))),
-        )
-        .where(NOT_IN_ANY_BACKLOG)
+        .where(sql<boolean>`NOT ${DELIVERY_WORK_PENDING}`)
         .limit(batchSize)
         .execute();
       if (expired.length === 0) return [];
@@ -119,15 +112,36 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
     options.signal,
   );
 
+  // In (last seen, id) order from where the last batch ended, so boxes kept are read once a run.
+  let after: { lastSeenAt: number; id: string } | undefined;
   const boxes = await deleteInBatches(
-    () =>
-      executeUnsynced(
+    async () => {
+      const batch = await kysely
+        .selectFrom('boxes as b')
+        .select(['b.id', 'b.last_seen_at'])
+        .where('b.last_seen_at', '<', cutoff)
+        .$if(after !== undefined, (q) =>
+          q.where('b.last_seen_at', '>=', after!.lastSeenAt).where((eb) => eb.or([eb('b.last_seen_at', '>', after!.lastSeenAt), eb('b.id', '>', after!.id)])),
+        )
+        .where(forgettable('b'))
+        .orderBy('b.last_seen_at')
+        .orderBy('b.id')
+        .limit(batchSize)
+        .execute();
+      const last = batch[batch.length - 1];
+      if (last === undefined) return [];
+      after = { lastSeenAt: last.last_seen_at, id: last.id };
+      // Checked again: an event or a replay may have come for the box since.
+      return executeUnsynced(
         database,
         kysely
           .deleteFrom('boxes')
-          .where('id', 'in', (eb) => eb.selectFrom('boxes').select('id').where('last_seen_at', '<', cutoff).limit(batchSize))
+          .where('id', 'in', batch.map((box) => box.id))
+          .where('last_seen_at', '<', cutoff)
+          .where(forgettable('boxes'))
           .returning('id'),
-      ),
+      );
+    },
     batchSize,
     options.signal,
   );

@@ -38,6 +38,7 @@ import { acceptEvent } from './store/write/accept-event.js';
 import { countBoxesByState } from './store/state/boxes.js';
 import { createSinkStates } from './store/state/sink-state.js';
 import { createOutbox } from './store/exceptions/outbox.js';
+import { unnumberedFor } from './store/log/sequencer.js';
 import { pruneExpired } from './store/retention/prune.js';
 import { leaseClock } from './store/engines/database-clock.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
@@ -172,6 +173,7 @@ export async function createRelay({
       sinkUp: () => Object.fromEntries(fanout.sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
+      logUnnumberedSeconds: async () => (await unnumberedFor(store.database, clock.now())) / 1000,
     },
   });
 

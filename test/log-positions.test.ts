@@ -6,6 +6,7 @@ import { createOutbox } from '../src/store/exceptions/outbox.js';
 import { openDatabase } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import { PARTS, partOf } from '../src/store/log/position.js';
+import { unnumberedFor } from '../src/store/log/sequencer.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines, postgresSchema } from './support/databases.js';
 import { recordEvent, waitFor } from './support/fanout.js';
@@ -99,18 +100,26 @@ describe('log positions on PostgreSQL beside other transactions', () => {
   it('number a row another client holds locked once it lets go, and the rest meanwhile', async () => {
     const url = await postgresSchema();
     const store = await open(url);
-    const locked = await recordEvent(store, { receivedAt: T0, sinks: ['h'] });
     const other = new pg.Client(url);
     await other.connect();
     try {
+      // Stored by another process (committed, not numbered yet), then locked by a client.
+      await other.query(
+        `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, part, sinks)
+         VALUES ('evt_locked', 'box.ready', 'bx_locked', '2026-11-26T10:00:00.000Z', $1, 1, '{}', $2, 'h')`,
+        [T0, partOf('bx_locked')],
+      );
+      // How long it has waited shows (boxrelay_log_unnumbered_seconds) until it is numbered.
+      expect(await unnumberedFor(store.database, T0 + 90_000)).toBe(90_000);
       await other.query('BEGIN');
-      await other.query('SELECT id FROM deliveries WHERE id = $1 FOR UPDATE', [locked]);
+      await other.query(`SELECT id FROM deliveries WHERE id = 'evt_locked' FOR UPDATE`);
       const free = await recordEvent(store, { receivedAt: T0 + 1, sinks: ['h'] });
       await store.sequenceLog();
       expect((await readAll(store, 'h')).ids).toEqual([free]);
       await other.query('ROLLBACK');
       await store.sequenceLog();
-      expect((await readAll(store, 'h')).ids.sort()).toEqual([locked, free].sort());
+      expect((await readAll(store, 'h')).ids.sort()).toEqual(['evt_locked', free].sort());
+      expect(await unnumberedFor(store.database, T0 + 90_000)).toBe(0);
     } finally {
       await other.end();
     }

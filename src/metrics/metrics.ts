@@ -79,6 +79,8 @@ export interface MetricSources {
   ready?(): Promise<boolean>;
   /** Set when reconciliation is on: epoch ms of the newest successful run on any replica, or null. */
   reconcileLastSuccessAt?(): Promise<number | null>;
+  /** How long the oldest stored delivery has waited for its log position, in seconds (0: none waits). */
+  logUnnumberedSeconds?(): Promise<number>;
 }
 
 /** The metrics the relay's parts update; the rest are read at scrape time from `MetricSources`. */
@@ -205,6 +207,16 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
       if (!counts) return;
       this.reset();
       for (const state of new Set([...BOX_STATES, ...Object.keys(counts)])) this.set({ state }, counts[state] ?? 0);
+    },
+  });
+
+  new Gauge({
+    name: `${prefix}log_unnumbered_seconds`,
+    help: 'How long the oldest stored delivery has waited for its log position (PostgreSQL; 0: none waits): no sink can be sent it before',
+    registers,
+    async collect() {
+      const seconds = await sources.logUnnumberedSeconds?.().catch(() => undefined);
+      this.set(seconds ?? 0);
     },
   });
 

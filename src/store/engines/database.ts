@@ -62,6 +62,11 @@ export type Database =
       pool: pg.Pool;
       /** A pooled client under the same bounds as Kysely's (refused at once beyond the waiting limit), for statements prepared by name. */
       connect(): Promise<pg.PoolClient>;
+      /**
+       * A connection of its own, outside the pool the requests share (the log's sequencer: its short
+       * transactions never take a request's place or its place in the queue).
+       */
+      connectOwn(): Promise<pg.PoolClient>;
       close(): Promise<void>;
     };
 
@@ -118,53 +123,79 @@ function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConne
     statement_timeout: timeoutMs,
     idle_in_transaction_session_timeout: 2 * timeoutMs,
   };
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: poolSize,
-    ...timeouts,
-    // Epoch-millisecond columns are BIGINT; they fit a JS number, so read them as numbers.
-    types: {
-      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-        oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as never,
-    },
-  });
-  // Without these, a restart of the server ("terminating connection due to administrator command")
-  // is an unhandled 'error' event that ends the process: the pool's for idle clients, the client's
-  // own for one checked out (Kysely listens to neither).
-  pool.on('error', onConnectionError);
-  pool.on('connect', (client) => {
-    client.on('error', onConnectionError);
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    // A statement that timed out on the client may still be running on the server: the connection
-    // is closed, so its transaction ends there and the next checkout gets a fresh connection.
-    client.query = ((...args: unknown[]) => {
-      const result = query(...args);
-      if (result instanceof Promise) {
-        result.catch((error: unknown) => {
-          if (!(error instanceof pg.DatabaseError)) dropConnection(client);
-        });
-      }
-      return result;
-    }) as typeof client.query;
-  });
+  const poolOf = (max: number): pg.Pool => {
+    const pool = new pg.Pool({
+      connectionString: url,
+      max,
+      ...timeouts,
+      // Epoch-millisecond columns are BIGINT; they fit a JS number, so read them as numbers.
+      types: {
+        getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+          oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as never,
+      },
+    });
+    // Without these, a restart of the server ("terminating connection due to administrator command")
+    // is an unhandled 'error' event that ends the process: the pool's for idle clients, the client's
+    // own for one checked out (Kysely listens to neither).
+    pool.on('error', onConnectionError);
+    pool.on('connect', (client) => watchClient(client, onConnectionError));
+    return pool;
+  };
+  const pool = poolOf(poolSize);
+  let own: pg.Pool | undefined;
   const bounded = {
     async connect() {
       if (pool.waitingCount >= maxWaiting) throw new DatabaseBusyError(pool.waitingCount);
-      const client = await pool.connect();
-      // A dropped connection (below) is released already: the later release by its user does nothing.
-      const release = client.release;
-      let released = false;
-      client.release = (destroy) => {
-        if (released) return;
-        released = true;
-        release(destroy);
-      };
-      return client;
+      return releasedOnce(await pool.connect());
     },
     end: () => pool.end(),
   };
   const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: bounded }) });
-  return { dialect: 'postgres', kysely, pool, connect: bounded.connect, close: () => kysely.destroy() };
+  return {
+    dialect: 'postgres',
+    kysely,
+    pool,
+    connect: bounded.connect,
+    connectOwn: async () => releasedOnce(await (own ??= poolOf(1)).connect()),
+    close: async () => {
+      await kysely.destroy();
+      const ownPool = own;
+      own = undefined;
+      await ownPool?.end();
+    },
+  };
+}
+
+/**
+ * A pooled client's errors go to `onConnectionError`, and one whose statement failed other than by
+ * the server's answer (a timeout, a lost socket) is dropped.
+ */
+function watchClient(client: pg.PoolClient, onConnectionError: (error: Error) => void): void {
+  client.on('error', onConnectionError);
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  // A statement that timed out on the client may still be running on the server: the connection
+  // is closed, so its transaction ends there and the next checkout gets a fresh connection.
+  client.query = ((...args: unknown[]) => {
+    const result = query(...args);
+    if (result instanceof Promise) {
+      result.catch((error: unknown) => {
+        if (!(error instanceof pg.DatabaseError)) dropConnection(client);
+      });
+    }
+    return result;
+  }) as typeof client.query;
+}
+
+/** A dropped connection (`dropConnection`) is released already: the later release by its user does nothing. */
+function releasedOnce(client: pg.PoolClient): pg.PoolClient {
+  const release = client.release;
+  let released = false;
+  client.release = (destroy) => {
+    if (released) return;
+    released = true;
+    release(destroy);
+  };
+  return client;
 }
 
 /** Releases the client as broken: the pool closes it (its socket at once when a query still hangs on it) and never lends it again. */

@@ -65,6 +65,10 @@ export function createOutboxClaims(database: Database): OutboxClaims {
   const leaseNow = leaseClock(database);
   const leaseFree = (now: number) => sql<boolean>`(lease_until IS NULL OR lease_until <= ${leaseNow(now)})`;
 
+  /** A scrape, the console and the admin API asking at once share one count of the log (it reads the whole backlog). */
+  let counting: ReturnType<typeof countBacklogs> | undefined;
+  const sharedBacklogCount = () => (counting ??= countBacklogs(database).finally(() => (counting = undefined)));
+
   return {
     /**
      * Leases up to `limit` due rows of one sink, in due order (which is arrival order for fresh work).
@@ -336,7 +340,7 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .execute();
       const counts = Object.fromEntries(rows.map((r) => [r.sink, Number(r.count)]));
       if (kind === 'pending') {
-        for (const { sink, backlog } of await countBacklogs(database)) if (backlog > 0) counts[sink] = (counts[sink] ?? 0) + backlog;
+        for (const { sink, backlog } of await sharedBacklogCount()) if (backlog > 0) counts[sink] = (counts[sink] ?? 0) + backlog;
       }
       return counts;
     },

@@ -11,7 +11,7 @@ import { comparePositions, routedWithoutRow, type Position } from './position.js
 export const BACKLOG_COUNT_SLICE = 5000;
 
 /**
- * Per sink, the routed deliveries past its cursors or not yet numbered, less those already written
+ * Per sink, the routed deliveries past its cursors or not yet numbered (PostgreSQL), less those already written
  * down as an outbox row (counted there, or settled) while the cursor's move is not yet stored.
  * Counted from each sink's least cursor, `slice` entries of the log index at a time.
  */
@@ -28,11 +28,10 @@ export async function countBacklogs(database: Database, slice = BACKLOG_COUNT_SL
     let backlog = 0;
     for (let after: Position | undefined = from; after; ) {
       const end = await sliceEnd(db, after, slice);
-      backlog += await countBetween(db, sink, after, end);
+      backlog += await countBetween(db, sink, after, end, database.dialect === 'postgres');
       after = end;
       if (end) await nextTurn();
     }
-    if (database.dialect === 'postgres') backlog += await countUnsequenced(db, sink);
     backlogs.push({ sink, backlog });
   }
   return backlogs;
@@ -46,17 +45,19 @@ async function sliceEnd(db: Kysely<Schema>, after: Position, slice: number): Pro
   return row ? { seq: Number(row.seq) } : undefined;
 }
 
-async function countBetween(db: Kysely<Schema>, sink: string, after: Position, end: Position | undefined): Promise<number> {
+/**
+ * The routed entries in (after, end] past their partition's cursor. The last slice (no `end`) adds,
+ * with `unnumbered`, the stored deliveries not yet given a position, in the same statement: one
+ * numbered meanwhile is counted once, either way.
+ */
+async function countBetween(db: Kysely<Schema>, sink: string, after: Position, end: Position | undefined, unnumbered: boolean): Promise<number> {
   const upTo = end ? sql`AND d.seq <= ${end.seq}` : sql``;
+  const waiting =
+    end === undefined && unnumbered
+      ? sql`+ (SELECT count(*) FROM deliveries d WHERE d.seq IS NULL AND d.sinks IS NOT NULL AND ${routedWithoutRow(sink)})`
+      : sql``;
   const { rows } = await sql<{ backlog: number }>`
-    SELECT count(*) AS backlog FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
-    WHERE d.seq > ${after.seq} ${upTo} AND d.seq > c.seq AND ${routedWithoutRow(sink)}`.execute(db);
-  return Number(rows[0]?.backlog ?? 0);
-}
-
-/** Stored and not yet given a position (PostgreSQL, for moments): a few entries of a partial index. */
-async function countUnsequenced(db: Kysely<Schema>, sink: string): Promise<number> {
-  const { rows } = await sql<{ backlog: number }>`SELECT count(*) AS backlog FROM deliveries d
-    WHERE d.seq IS NULL AND d.sinks IS NOT NULL AND ${routedWithoutRow(sink)}`.execute(db);
+    SELECT (SELECT count(*) FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
+      WHERE d.seq > ${after.seq} ${upTo} AND d.seq > c.seq AND ${routedWithoutRow(sink)}) ${waiting} AS backlog`.execute(db);
   return Number(rows[0]?.backlog ?? 0);
 }

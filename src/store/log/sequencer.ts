@@ -26,7 +26,7 @@ export type SequenceLog = () => Promise<number>;
 
 export function createSequencer(database: Extract<Database, { dialect: 'postgres' }>): SequenceLog {
   const numberOnce = async (): Promise<number> => {
-    const client = await database.connect();
+    const client = await database.connectOwn();
     try {
       await client.query('BEGIN');
       // A DDL lock held by someone else fails this run (tried again) rather than hanging it.
@@ -95,4 +95,18 @@ export function startSequencing({ sequence, onNumbered, onError, intervalMs }: S
       await running;
     },
   };
+}
+
+/** How long the oldest delivery without a position has waited (ms by `now`), 0 when none does. */
+export async function unnumberedFor(database: Database, now: number): Promise<number> {
+  // SQLite numbers as it inserts: nothing ever waits (and it has no index to ask).
+  if (database.dialect !== 'postgres') return 0;
+  const row = await database.kysely
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.min('received_at').as('oldest'))
+    .where('seq', 'is', null)
+    .where('sinks', 'is not', null)
+    .executeTakeFirst();
+  const oldest = row?.oldest;
+  return oldest === null || oldest === undefined ? 0 : Math.max(0, now - Number(oldest));
 }

@@ -86,7 +86,7 @@ export interface RelayDeps {
   tracing?: Tracing;
   /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
   /** `runTimers`: a run's lease renewal and deadline (`timers` is the schedule's). */
-  reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; leaseMs?: number; runTimers?: Timers };
+  reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; wait?: ReconcilerFromConfig['wait']; leaseMs?: number; runTimers?: Timers };
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
@@ -236,6 +236,7 @@ export async function createRelay({
       operatorEvents,
       tracing,
       upstream: reconcileOptions?.upstream,
+      wait: reconcileOptions?.wait,
       leaseMs: reconcileOptions?.leaseMs,
       timers: reconcileOptions?.runTimers,
     });

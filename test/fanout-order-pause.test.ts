@@ -60,6 +60,8 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
     const accepted = await postForBoxes(t, 20, 10);
     // Per-box order: only each box's first event is tried; its quick retries fail too.
     await waitFor(async () => (await outboxRows(t, 'down')).filter((r) => r.attempts === 3).length === 20, 'every box to have failed 3 attempts');
+    // Settled, the lane has tried all it would before the next retry is due: none of the later events.
+    await t.relay.fanout.settled();
     expect(new Set(target.requests.map((r) => body(r).id)).size).toBe(20);
 
     // Ten minutes of nothing but failures: the next scheduled attempt pauses the hook.
@@ -163,10 +165,12 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
 
     const held = await t.post({ boxId: 'bx_p' });
     await waitFor(async () => (await sinks(t)).find((s: { name: string }) => s.name === 'main')?.pending === 1, 'the event to wait');
-    // Time passes, the hook is healthy, but nothing is sent while paused by hand (no probes): the
-    // wake that lets NATS publish the event has the paused lane claim nothing.
+    // Time passes, the hook is healthy, but nothing is sent while paused by hand (no probes). Once
+    // every lane has served the wakes of the commit and of the clock, anything the paused lane had
+    // taken would have been answered by the hook: it took nothing.
     advanceAndWake(t, 5 * MINUTE);
     await allDelivered(t, 'nats');
+    await t.relay.fanout.settled();
     expect(target.requests).toHaveLength(0);
     expect([...(await unfinishedIds(t, 'main'))]).toEqual([held.deliveryId]);
 
@@ -196,6 +200,8 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
     await waitFor(async () => (await outboxRows(t, 'bad')).filter((r) => r.status === 'dead').length === 1, "bad's dead letter");
     await waitFor(() => ops.requests.some((r) => body(r).type === 'boxrelay.event.dead_lettered'), 'the announcement');
     await waitFor(async () => (await outboxRows(t, 'ops')).filter((r) => r.status === 'pending').length === 0, 'ops to have nothing pending');
+    // Both dead letters announced and every lane's wakes served: an announcement routed to ops would have reached it.
+    await t.relay.fanout.settled();
 
     const announcements = ops.requests.map(body).filter((e) => e.type.startsWith('boxrelay.'));
     expect(announcements).toHaveLength(1);

@@ -1,11 +1,14 @@
 import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
+import type { Wait } from '../src/reconcile/pace.js';
 import type { Run } from '../src/store/state/reconcile-runs.js';
+import { ManualClock } from './support/clock.js';
 import { adminAuth, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { startFakeSandbox, type FakeSandbox } from './support/fake-sandbox.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
+import { gate } from './support/reconcile.js';
 import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js';
 import type { TestRelay } from './support/relay.js';
 import { eventId } from './support/sign.js';
@@ -28,14 +31,31 @@ interface CloudEventBody {
   data: { state?: string; previousState?: string; box: { id: string; name?: string } };
   boxrelayorigin?: string;
 }
+/**
+ * A wait for a turn under the request rate that moves the clock on to the turn instead of sleeping:
+ * a turn due `ms` after now is reached once the clock reads it.
+ */
+const turnsByClock =
+  (clock: ManualClock): Wait =>
+  async (ms) => {
+    const due = clock.now() + ms;
+    await Promise.resolve();
+    clock.set(Math.max(clock.now(), due));
+  };
+
 const relayed = (server: HookServer): CloudEventBody[] => server.requests.map((r) => JSON.parse(r.body) as CloudEventBody);
 
 describe('reconciliation with the Sandbox Service', () => {
   const { defer, server, relay } = fanoutFixture();
 
-  /** A relay watching since an hour before its clock, with one hook that takes everything, and a fake upstream. */
-  async function setup(options: { overrides?: Record<string, unknown>; pageSize?: number } = {}) {
-    const upstream = await startFakeSandbox({ pageSize: options.pageSize });
+  /**
+   * A relay watching since an hour before its clock, with one hook that takes everything, and a fake
+   * upstream. With `clock`, the relay and the upstream's request log run on it, and the relay waits
+   * for its turns under the request rate by moving it on (`turnsByClock`).
+   */
+  async function setup(options: { overrides?: Record<string, unknown>; pageSize?: number; clock?: ManualClock } = {}) {
+    const { clock } = options;
+    const upstream = await startFakeSandbox({ pageSize: options.pageSize, now: clock && (() => clock.now()) });
     defer(() => upstream.close());
     const receiver = await server();
     const t = await relay(
@@ -47,7 +67,7 @@ describe('reconciliation with the Sandbox Service', () => {
         hooks: [hook('all', receiver.url, { events: ['*'] })],
         ...options.overrides,
       },
-      { reconcile: { upstream: { minTimeout: 5, maxTimeout: 20, randomize: false } } },
+      { clock, reconcile: { upstream: { minTimeout: 5, maxTimeout: 20, randomize: false }, wait: clock && turnsByClock(clock) } },
     );
     const watchStart = t.clock.now() - 60 * MINUTE;
     await t.relay.store.database.kysely.updateTable('relay_meta').set({ value: iso(watchStart) }).where('name', '=', 'watch_start').execute();
@@ -272,7 +292,7 @@ describe('reconciliation with the Sandbox Service', () => {
   });
 
   it('POST /admin/reconcile answers 202 with the run, 409 while it runs; GET reports it; the request rate is honoured', async () => {
-    const { upstream, t } = await setup({ overrides: { reconcileMaxRps: 20 } });
+    const { upstream, t } = await setup({ overrides: { reconcileMaxRps: 20 }, clock: new ManualClock() });
     const now = t.clock.now();
     for (let i = 0; i < 8; i++) upstream.setBox({ id: `bx_r${i}`, name: `r${i}`, state: 'ready', updatedAt: iso(now - MINUTE) });
     const internal = request(t.relay.internalApp);
@@ -292,12 +312,8 @@ describe('reconciliation with the Sandbox Service', () => {
       return status.body.running === false ? status.body : undefined;
     }, 'the run to end');
     expect(done.last).toMatchObject({ id: started.body.run.id, outcome: 'succeeded', boxesListed: 8, eventsSynthesized: 8 });
-    // 1 list + 8 histories at 20 a second: requests 50 ms apart. Arrival times jitter with the load of
-    // the machine, so check spans of two gaps (never under one interval) and the whole run.
-    expect(upstream.requests).toHaveLength(9);
-    const at = upstream.requests.map((r) => r.at);
-    for (let i = 2; i < at.length; i++) expect(at[i]! - at[i - 2]!).toBeGreaterThanOrEqual(50);
-    expect(at.at(-1)! - at[0]!).toBeGreaterThanOrEqual(8 * 50 - 50);
+    // 1 list + 8 histories at 20 a second: each a turn of 50 ms after the one before, by the relay's clock.
+    expect(upstream.requests.map((r) => r.at - now)).toEqual([0, 50, 100, 150, 200, 250, 300, 350, 400]);
 
     const wrongBody = await internal.post('/admin/reconcile').set(adminAuth).send({ dryRun: 'yes' });
     expect(wrongBody.status).toBe(400);
@@ -307,15 +323,17 @@ describe('reconciliation with the Sandbox Service', () => {
   it('answers a delivery while a run waits on a slow upstream', async () => {
     const { upstream, t } = await setup();
     upstream.setBox({ id: 'bx_slow', name: 's', state: 'ready', updatedAt: iso(t.clock.now() - MINUTE) });
-    upstream.inject({ kind: 'delay', ms: 1500, path: '/v1/boxes' });
+    const list = gate();
+    upstream.inject({ kind: 'hold', until: list.until, path: '/v1/boxes' });
     const { finished } = await t.relay.reconciler!.start({ dryRun: false });
     let runEnded = false;
     void finished.then(() => (runEnded = true));
     await waitFor(() => upstream.requests.length === 1, 'the run to ask for the box list');
     const answered = await t.post({ boxId: 'bx_other' });
     expect(answered.status).toBe(200);
-    // The receiver answered while the run was still waiting for the upstream.
+    // The receiver answered while the run was still waiting for the upstream, which answers only now.
     expect(runEnded).toBe(false);
+    list.open();
     expect((await finished).outcome).toBe('succeeded');
   });
 

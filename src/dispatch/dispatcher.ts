@@ -57,6 +57,11 @@ export interface Dispatcher {
   wake(scope?: WakeScope): void;
   /** A sink was paused or resumed: its lane reads the state again and looks for work. */
   sinkStateChanged(sink: string): void;
+  /**
+   * Resolves at a moment when no lane has a wake, a pass or an attempt under way: all that was asked
+   * of the lanes so far is done (what a lane would have sent has been answered).
+   */
+  settled(): Promise<void>;
   stop(graceMs: number): Promise<void>;
 }
 
@@ -106,6 +111,14 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     createLane(sink, { owner, outbox, sinkStates, clock, tuning, log, tryEvent, judge, untilStored, delivered, stopping: stopping.signal, inFlight, running: () => running }),
   );
   const wake = (scope: WakeScope = 'all') => lanes.forEach((lane) => lane.wake(scope));
+  const settled = async (): Promise<void> => {
+    for (;;) {
+      // A wake queued before this turn has started its pass (and put it in flight) by the next.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (inFlight.size === 0) return;
+      await Promise.all([...inFlight]);
+    }
+  };
   const poll = () => lanes.forEach((lane) => lane.poll());
   const served = deps.sinks.map((s) => s.name);
 
@@ -155,6 +168,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       lane?.forgetState();
       lane?.wake('all');
     },
+    settled,
     /**
      * Claims and reads nothing more and ends in-process waits (those rows stay due); sink calls in
      * flight may finish within `graceMs`, then are cut. Every row ends delivered, scheduled, dead or
@@ -167,7 +181,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       clearInterval(serveTimer);
       const cutTimer = setTimeout(() => cut.abort(), graceMs);
       // A claim that was under way may still start rows: they see the stop and are released.
-      while (inFlight.size > 0) await Promise.all([...inFlight]);
+      await settled();
       clearTimeout(cutTimer);
       await delivered.flush();
       await Promise.all(lanes.map((lane) => lane.stop()));

@@ -54,6 +54,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   let restartTimer: NodeJS.Timeout | undefined;
   let wakeQueued = false;
   let wakeScope: WakeScope = 'log';
+  /** Callers of `settled`, answered in the order asked (the worker answers in order); all at once when it exits. */
+  const settling: (() => void)[] = [];
   /** The last exited worker's rows being given back; the store stays open until that is done. */
   let handedBack: Promise<void> = Promise.resolve();
 
@@ -100,6 +102,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
           case 'started':
             started = true;
             return resolve();
+          case 'settled':
+            return settling.shift()?.();
           case 'stopped':
             return void thread.terminate();
         }
@@ -110,6 +114,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       });
       thread.on('exit', (code) => {
         if (worker === thread) worker = undefined;
+        // Nothing is under way in a worker that is gone.
+        for (const answer of settling.splice(0)) answer();
         status = { up: {}, throttled: {}, buses: {} };
         // Messages posted before the exit have all been received: `serving` is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
@@ -148,6 +154,13 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       });
     },
     sinkStateChanged: (sink) => post({ kind: 'sinkStateChanged', sink }),
+    settled: () =>
+      new Promise<void>((resolve) => {
+        if (!worker) return resolve();
+        settling.push(resolve);
+        // After a wake queued this turn, which is posted in the next.
+        setImmediate(() => post({ kind: 'settle' }));
+      }),
     async stop(graceMs) {
       stopping = true;
       clearTimeout(restartTimer);

@@ -63,6 +63,8 @@ port.on('message', (message: ToWorker) => {
       return fanout.wake(message.scope);
     case 'sinkStateChanged':
       return fanout.sinkStateChanged(message.sink);
+    case 'settle':
+      return void fanout.settled().then(() => post({ kind: 'settled' }));
     case 'stop':
       return void fanout
         .stop(message.graceMs)

@@ -22,6 +22,8 @@ export interface Fanout {
   wake(scope?: WakeScope): void;
   /** A sink was paused or resumed. */
   sinkStateChanged(sink: string): void;
+  /** Resolves once the wakes asked so far have been served and no attempt is under way (see Dispatcher.settled). */
+  settled(): Promise<void>;
   /** The dispatcher finishes or releases its rows within `graceMs`; then the sinks close (buses drain). */
   stop(graceMs: number): Promise<void>;
 }
@@ -57,6 +59,7 @@ export function createInlineFanout(deps: DispatcherDeps & { buses: Bus[] }): Fan
     },
     wake: dispatcher.wake,
     sinkStateChanged: dispatcher.sinkStateChanged,
+    settled: dispatcher.settled,
     async stop(graceMs) {
       await dispatcher.stop(graceMs);
       await Promise.all(sinks.map((sink) => sink.close()));

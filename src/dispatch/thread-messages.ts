@@ -54,12 +54,14 @@ export type FromWorker =
   | { kind: 'status'; status: SinkStatus }
   | { kind: 'log'; line: string }
   | { kind: 'started' }
+  | { kind: 'settled' }
   | { kind: 'stopped' };
 
 export type ToWorker =
   | { kind: 'answer'; id: number; value?: unknown; error?: ThreadError }
   | { kind: 'wake'; scope: WakeScope }
   | { kind: 'sinkStateChanged'; sink: string }
+  | { kind: 'settle' }
   | { kind: 'stop'; graceMs: number };
 
 /**

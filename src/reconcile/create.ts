@@ -1,6 +1,6 @@
-import pThrottle from 'p-throttle';
 import type { Config } from '../config/schema.js';
 import { createUpstreamClient, upstreamFetch, type UpstreamClientOptions } from '../upstream/client.js';
+import { paced, realWait, type Wait } from './pace.js';
 import { createReconciler, type Reconciler, type ReconcilerDeps } from './reconciler.js';
 
 type FromConfig = 'upstream' | 'retentionDays' | 'maxPages' | 'maxDurationMs';
@@ -10,6 +10,8 @@ export interface ReconcilerFromConfig extends Omit<ReconcilerDeps, FromConfig> {
   config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'reconcileMaxPages' | 'reconcileMaxDuration' | 'retentionDays' | 'proxyEnv'>;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
+  /** How a request waits for its turn under BOXRELAY_RECONCILE_MAX_RPS, by `clock` (tests move their clock). */
+  wait?: Wait;
 }
 
 /** Whether the config lets the relay read the upstream API (contract section 9). */
@@ -21,14 +23,13 @@ export const reconcileConfigured = (config: Pick<Config, 'upstreamBaseUrl' | 'up
  * a second (retries included: each attempt is a request the upstream counts). A run hands its own
  * signal to each request, so stopping it (shutdown, lost lease, a bound) cuts requests and waits.
  */
-export function reconcilerFromConfig({ config, upstream, ...deps }: ReconcilerFromConfig): Reconciler {
-  const throttle = pThrottle({ limit: 1, interval: 1000 / config.reconcileMaxRps, strict: true });
+export function reconcilerFromConfig({ config, upstream, wait = realWait, ...deps }: ReconcilerFromConfig): Reconciler {
   const log = deps.logger.child({ part: 'reconcile' });
-  const send = upstreamFetch(config.proxyEnv);
+  const send = paced(upstreamFetch(config.proxyEnv), { intervalMs: 1000 / config.reconcileMaxRps, clock: deps.clock, wait });
   const client = createUpstreamClient({
     baseUrl: config.upstreamBaseUrl as string,
     apiKey: config.upstreamApiKey as string,
-    fetch: throttle((input: string | URL | Request, init?: RequestInit) => send(input, init)),
+    fetch: send,
     onRetry: ({ operation, attempt, error }) => log.warn({ operation, attempt }, `${error.message}; trying again`),
     ...upstream,
   });

@@ -180,25 +180,27 @@ export class NatsPayloadTooLargeError extends PermanentFailure {
 
 /**
  * Each event's JSON, made once for every sink it goes to (the dispatcher shares the event between
- * them). A memo of a pure function, keyed weakly by the event: no state any caller could depend on.
+ * them): a memo of `stringify`, keyed weakly by the event, so no state any caller could depend on.
+ * JSON.stringify overflows the stack on data nested some thousands of levels deep (an event stored
+ * before the receiver's depth limit), at every attempt: that is a PermanentFailure.
  */
-const jsonOfEvent = new WeakMap<CloudEvent, string>();
-
-/**
- * The event as JSON, or a PermanentFailure: JSON.stringify overflows the stack on data nested some
- * thousands of levels deep (an event stored before the receiver's depth limit), at every attempt.
- */
-export function eventJson(event: CloudEvent): string {
-  let json = jsonOfEvent.get(event);
-  if (json !== undefined) return json;
-  try {
-    json = JSON.stringify(event);
-  } catch {
-    throw new EventNotSerializableError();
-  }
-  jsonOfEvent.set(event, json);
-  return json;
+export function jsonOnceEach(stringify: (event: CloudEvent) => string = JSON.stringify): (event: CloudEvent) => string {
+  const jsonOfEvent = new WeakMap<CloudEvent, string>();
+  return (event) => {
+    let json = jsonOfEvent.get(event);
+    if (json !== undefined) return json;
+    try {
+      json = stringify(event);
+    } catch {
+      throw new EventNotSerializableError();
+    }
+    jsonOfEvent.set(event, json);
+    return json;
+  };
 }
+
+/** The event as JSON, or an EventNotSerializableError: shared by every sink. */
+export const eventJson = jsonOnceEach();
 
 /** Anything a sink threw that is not a SinkFailure is an unexpected library error: retry it. */
 export function asSinkFailure(error: unknown): SinkFailure {

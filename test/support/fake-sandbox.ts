@@ -59,7 +59,7 @@ export interface LoggedRequest {
   path: string;
   /** The query string, without `?`. */
   query: string;
-  /** Wall-clock ms of arrival. */
+  /** Ms of arrival, by the fake's `now` (wall-clock by default). */
   at: number;
   authorization: string | undefined;
   body: unknown;
@@ -99,6 +99,8 @@ export interface FakeSandboxOptions {
   shapes?: Partial<FakeShapes>;
   /** Items per page of the list endpoints when the request asks for more (default 200, the document's maximum). */
   pageSize?: number;
+  /** The clock of each request's `at` (a test's manual clock); Date.now by default. */
+  now?: () => number;
 }
 
 interface Stored {
@@ -125,6 +127,7 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
   const boxes = new Map<string, FakeBox>();
   const histories = new Map<string, unknown[]>();
   const pageSize = options.pageSize ?? 200;
+  const now = options.now ?? Date.now;
   const endless = new Set<string>();
   const listeners: ((request: LoggedRequest) => void)[] = [];
   let inFlight = 0;
@@ -148,7 +151,7 @@ export async function startFakeSandbox(options: FakeSandboxOptions = {}): Promis
       method,
       path,
       query: url.search.slice(1),
-      at: Date.now(),
+      at: now(),
       authorization: req.headers.authorization,
       body: tryJson(text),
       outcome: 'dropped',

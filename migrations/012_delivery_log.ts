@@ -1,7 +1,7 @@
 import { PostgresAdapter, sql, type Kysely } from 'kysely';
 
 /**
- * The stored deliveries are the fan-out's log (issue 26). Each delivery gets a log position and the
+ * The stored deliveries are the fan-out's log. Each delivery gets a log position and the
  * sinks it was routed to when accepted; each sink reads the log by a cursor per partition (a hash of
  * the box id), and only the exceptions (retries, dead letters, held or replayed work, deliveries
  * after failures) get outbox rows. The outbox and its pending, retrying, dead and paused rows stay as

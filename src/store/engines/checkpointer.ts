@@ -20,9 +20,8 @@ export interface CheckpointerOptions {
 /**
  * The serving connection's own checkpoint is far out of the way (`SERVING_AUTOCHECKPOINT_PAGES`): it
  * would copy the WAL into the database and fsync it on the event loop, inside whichever write crosses
- * the threshold. A backlog drain writes a few WAL pages per delivered row (its deletes), so at the
- * default 1,000 pages the loop stalled in checkpoints several times a second. This is the safety net
- * should the background checkpointer fall behind.
+ * the threshold, and a backlog drain crosses SQLite's default threshold several times a second. This
+ * is the safety net should the background checkpointer fall behind.
  */
 export const SERVING_AUTOCHECKPOINT_PAGES = 20_000;
 

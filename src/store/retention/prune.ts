@@ -11,8 +11,7 @@ export interface PruneOptions {
   retentionDays: number;
   /**
    * Rows per DELETE: small, so no statement holds the (SQLite: synchronous) connection for long. Each
-   * row costs a random page of the id and box indexes; 50 kept the receive path's p99 unchanged
-   * under load where 100 doubled it (docs/performance.md).
+   * row costs a random page of the id and box indexes (the batch size's measure: docs/performance.md).
    */
   batchSize?: number;
   /** Stops between batches (shutdown); what was removed so far stays removed. */
@@ -44,8 +43,7 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 /**
  * The least rest between two batches, so that a prune under load adds a bounded stream of writes
- * (on SQLite a statement blocks the event loop and the group-commit writer alike). A day of
- * deliveries (some 350,000 rows at 4/s) still goes in under 10 minutes.
+ * (on SQLite a statement blocks the event loop and the group-commit writer alike).
  */
 const MIN_PAUSE_MS = 50;
 

@@ -12,9 +12,8 @@ import {
 } from './delivery-sql.js';
 
 /**
- * A delivery (appended to the log) and its box in one statement, so one round trip and one commit: as
- * BEGIN, three inserts and COMMIT, each waiting for the server, the relay spent most of a request
- * waiting on the pool. The box insert takes its row from the delivery's insert, so a
+ * A delivery (numbered in the log after commit, by the sequencer) and its box in one statement, so
+ * one round trip and one commit. The box insert takes its row from the delivery's insert, so a
  * duplicate (no row inserted) writes nothing else. The final SELECT sees the table as the statement
  * started: the first copy's payload when this one is a duplicate. Prepared once per connection (by
  * name): parsing and planning it each time cost the server more than running it.

@@ -12,6 +12,7 @@ import { runBacklog } from './backlog.js';
 import { runBuses } from './buses.js';
 import { runPostgres } from './postgres.js';
 import { runReplay } from './replay.js';
+import { runLogReads } from './log-reads.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -196,6 +197,7 @@ try {
     sections.push(...(await runPostgres(ctx, { url, seconds, connections, fanoutTimeoutMs }, log)).lines);
   }
   if (wanted('replay')) sections.push(...(await runReplay(ctx, settings.replay, log)).lines);
+  if (wanted('log-reads')) sections.push(...(await runLogReads(ctx, settings.logReads, log)).lines);
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();

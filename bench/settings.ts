@@ -1,5 +1,6 @@
 import type { BacklogSettings } from './backlog.js';
 import type { BusBenchSettings } from './buses.js';
+import type { LogReadSettings } from './log-reads.js';
 import type { ReplaySettings } from './replay.js';
 
 /** Bench settings: env vars (BENCH_SECONDS=3) or flags (--seconds=3), flags winning. */
@@ -28,7 +29,7 @@ export interface Settings {
   compare: string[];
   /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
   pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, postgres, bus-drain, bus-beside-nats, replay). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, postgres, bus-drain, bus-beside-nats, replay, log-reads). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;
@@ -38,6 +39,8 @@ export interface Settings {
   buses: BusBenchSettings;
   /** A replay under load on SQLite and PostgreSQL (bench/replay.ts); `only` names it `replay`. */
   replay: ReplaySettings;
+  /** What the fan-out reads of the log, hooks on replicas sharing PostgreSQL (bench/log-reads.ts); `only` names it `log-reads`. */
+  logReads: LogReadSettings;
 }
 
 const DEFAULTS = {
@@ -65,6 +68,9 @@ const DEFAULTS = {
   'prune-rate': '300',
   replay: '600000',
   'replay-rate': '100',
+  'log-reads': '5000',
+  'log-reads-hooks': '10',
+  'log-reads-replicas': '2',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
@@ -123,6 +129,12 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     replay: {
       events: Math.max(1, Math.floor(num('replay'))),
       rate: Math.max(1, num('replay-rate')),
+      postgresUrl: get('postgres-url') as string,
+    },
+    logReads: {
+      events: Math.max(1, Math.floor(num('log-reads'))),
+      hooks: Math.max(1, Math.floor(num('log-reads-hooks'))),
+      replicas: Math.max(1, Math.floor(num('log-reads-replicas'))),
       postgresUrl: get('postgres-url') as string,
     },
   };

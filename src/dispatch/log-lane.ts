@@ -189,10 +189,13 @@ export function createLogLane(ctx: LaneContext): LogLane {
         leaseMs: ctx.holdMs,
         readerTtlMs: 2 * tuning.pollMs + tuning.leaseMarginMs / 10,
       });
+      const before = new Set(partitions.held());
       partitions.hold(held);
-      // A partition taken over is read from its own cursor: what was read ahead may skip past it.
-      readAhead = [];
-      readEnd = undefined;
+      if (held.some(({ part }) => !before.has(part))) {
+        // A partition taken over is read from its own cursor: what was read ahead may skip past it.
+        readAhead = [];
+        readEnd = undefined;
+      }
       const surplus = partitions.idle().slice(0, Math.max(0, held.length - share));
       if (surplus.length === 0) return;
       await storeCursors();

@@ -11,6 +11,7 @@ import * as keptOutcomes from './009_kept_outcomes.js';
 import * as operatorOrigin from './010_operator_origin.js';
 import * as auditAndSinkMinutes from './011_audit_and_sink_minutes.js';
 import * as deliveryLog from './012_delivery_log.js';
+import * as attempts from './014_attempts.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '010_operator_origin': operatorOrigin,
   '011_audit_and_sink_minutes': auditAndSinkMinutes,
   '012_delivery_log': deliveryLog,
+  '014_attempts': attempts,
 };

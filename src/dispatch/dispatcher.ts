@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
-import type { Sink } from '../sinks/sink.js';
+import type { Exchange, Sink } from '../sinks/sink.js';
 import { routedTo } from '../store/log/position.js';
 import type { LogEntry } from '../store/log/read-log.js';
 import type { Outbox } from '../store/exceptions/outbox.js';
@@ -12,6 +12,7 @@ import type { ClaimedRow, Delivered } from '../store/exceptions/rows.js';
 import type { NewException } from '../store/exceptions/claims.js';
 import type { SinkState, SinkStates } from '../store/state/sink-state.js';
 import { attemptDelivery, type Outcome } from './attempt.js';
+import type { AttemptRecorder } from './attempt-recorder.js';
 import type { OperatorEvents } from './operator-events.js';
 import { createLogPartitions } from './log-partitions.js';
 import { recentEvents } from './recent-events.js';
@@ -34,6 +35,8 @@ export interface DispatcherDeps {
   operatorEvents: OperatorEvents;
   tracing: Tracing;
   tuning?: Partial<DispatchTuning>;
+  /** Writes each attempt down (contract section 16); none when attempts are not recorded. */
+  attempts?: AttemptRecorder | undefined;
   /** Names this dispatcher's leases (the fan-out thread names its worker's, to free them if it dies); a new one by default. */
   owner?: string;
 }
@@ -322,7 +325,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const attempt = async (sink: Sink, work: Work, workMs: number, trial: Trial, state: SinkState): Promise<{ verdict: Verdict; changed: boolean }> => {
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
-    const send = async (signal: AbortSignal): Promise<void> => {
+    const send = async (signal: AbortSignal): Promise<Exchange | void> => {
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
       if (!deps.tracing.enabled) return sink.deliver(event, signal);
       const span = deps.tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
@@ -331,8 +334,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         'boxrelay.event_type': event.type,
       });
       try {
-        await sink.deliver(event, signal, { traceparent: span.traceparent });
+        const exchange = await sink.deliver(event, signal, { traceparent: span.traceparent });
         span.end();
+        return exchange;
       } catch (error) {
         span.end({ 'error.type': (error as { code?: string }).code ?? 'sink_error' }, error);
         throw error;
@@ -350,6 +354,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       stopping: stopping.signal,
       cut: cut.signal,
       observe: (seconds) => metrics.sinkDeliveryDuration.observe({ sink: sink.name }, seconds),
+      // A paused sink's failures wait rather than dead-letter.
+      record: (ended) =>
+        deps.attempts?.record({ ...ended, sink: sink.name, eventId: work.eventId, final: ended.final && trial !== 'probe' && state.paused_at === null }),
     });
     const verdict = await judge(sink, work, outcome, trial, state);
     return { verdict, changed: trial === 'probe' || outcome.kind !== 'delivered' || state.failing_since !== null };
@@ -780,6 +787,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       while (inFlight.size > 0) await Promise.all([...inFlight]);
       clearTimeout(cutTimer);
       await flushDelivered();
+      await deps.attempts?.flush();
       await Promise.all(lanes.map((lane) => lane.stop()));
     },
   };

@@ -7,6 +7,7 @@ import { createLogCursors, type LogCursors } from '../log/cursors.js';
 import type { Position } from '../log/position.js';
 import { readLog, type LogEntry } from '../log/read-log.js';
 import { queueReplay } from './replay.js';
+import { queueResend, type Resend } from './resend.js';
 import type { EventRow, Replay } from './rows.js';
 
 /**
@@ -16,6 +17,8 @@ import type { EventRow, Replay } from './rows.js';
 export interface Outbox extends OutboxClaims, DeadLetterStore, LogCursors {
   /** New pending rows for the deliveries received since `since`; returns how many. With `audit`, recorded in the same transaction. */
   replay(replay: Replay, audit?: AuditNote): Promise<number>;
+  /** A new pending row sending one event to one sink again; 0 when the event is not stored. With `audit`, recorded in the same transaction. */
+  resend(resend: Resend, audit?: AuditNote): Promise<number>;
   rowsOfEvent(eventId: string): Promise<EventRow[]>;
   readLog(after: Position, limit: number): Promise<LogEntry[]>;
 }
@@ -26,6 +29,7 @@ export function createOutbox(database: Database): Outbox {
     ...createDeadLetterStore(database),
     ...createLogCursors(database),
     replay: (replay, audit) => queueReplay(database, replay, audit),
+    resend: (resend, audit) => queueResend(database, resend, audit),
     rowsOfEvent: (eventId) => rowsOfEvent(database, eventId),
     readLog: (after, limit) => readLog(database, after, limit),
   };

@@ -1,0 +1,36 @@
+import { PostgresAdapter, type Kysely } from 'kysely';
+
+/**
+ * Contract section 16: every attempt to deliver an event to a sink, with what a hook sent and got
+ * back. Read per event and sink (newest first, `n`), per sink over a time window (health), and
+ * pruned by `at` with retention.
+ */
+export async function up(db: Kysely<unknown>): Promise<void> {
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  await db.schema
+    .createTable('attempts')
+    .addColumn('id', postgres ? 'bigserial' : 'integer', (c) => (postgres ? c.primaryKey() : c.primaryKey().autoIncrement()))
+    .addColumn('event_id', 'text', (c) => c.notNull())
+    .addColumn('sink', 'text', (c) => c.notNull())
+    .addColumn('n', 'integer', (c) => c.notNull())
+    /** Epoch ms when the attempt started. */
+    .addColumn('at', 'bigint', (c) => c.notNull())
+    .addColumn('duration_ms', 'integer', (c) => c.notNull())
+    .addColumn('outcome', 'text', (c) => c.notNull())
+    .addColumn('status', 'integer')
+    .addColumn('error_code', 'text')
+    .addColumn('error_message', 'text')
+    /** 1 when the receiver or broker answered (its latency counts in the sink's health). */
+    .addColumn('answered', 'integer', (c) => c.notNull())
+    /** JSON: a hook's request and response. */
+    .addColumn('request', 'text')
+    .addColumn('response', 'text')
+    .execute();
+  await db.schema.createIndex('attempts_event').on('attempts').columns(['event_id', 'sink', 'n']).execute();
+  await db.schema.createIndex('attempts_sink_at').on('attempts').columns(['sink', 'at']).execute();
+  await db.schema.createIndex('attempts_at').on('attempts').column('at').execute();
+}
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await db.schema.dropTable('attempts').execute();
+}

@@ -1,14 +1,19 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import request from 'supertest';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { DAY_MS } from '../src/clock.js';
 import type { Attempt } from '../src/store/attempts/attempt-rows.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { adminAuth, allDelivered, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
+import { ownNats, uniqueNames } from './support/nats.js';
+import { requireBuild, runCli } from './support/process.js';
 import type { TestRelay } from './support/relay.js';
 
-const { server, relay } = fanoutFixture();
+const { server, relay, defer } = fanoutFixture();
 
 const get = (t: TestRelay, path: string) => request(t.relay.internalApp).get(path).set(adminAuth);
 const post = (t: TestRelay, path: string, body: object) => request(t.relay.internalApp).post(path).set(adminAuth).send(body);
@@ -161,6 +166,23 @@ describe.each(engines)('delivery attempts on $name', ({ url }) => {
     expect([unknown.status, unknown.body.code]).toEqual([404, 'not_found']);
   });
 
+  it("records a bus's attempts with no request or response, and the broker's refusal", async () => {
+    const config = join(mkdtempSync(join(tmpdir(), 'boxrelay-nats-conf-')), 'nats.conf');
+    writeFileSync(config, 'max_payload: 1024\n');
+    const nats = await ownNats(['-c', config]);
+    defer(() => nats.kill());
+    const { prefix, stream } = uniqueNames();
+    const t = await relay({ database: await url(), natsUrl: nats.url, natsSubjectPrefix: prefix, natsStream: stream });
+    const sent = await t.post();
+    // Larger than the server's max_payload: refused for good.
+    const refused = await t.post({ boxName: 'n'.repeat(2000) });
+    const [delivered] = await attemptsCount(t, sent.deliveryId, 1);
+    expect(delivered).toEqual({ sink: 'nats', n: 1, at: expect.any(String), durationMs: expect.any(Number), outcome: 'delivered', status: null, error: null, request: null, response: null });
+    const [dead] = await attemptsCount(t, refused.deliveryId, 1);
+    expect(dead).toMatchObject({ sink: 'nats', n: 1, outcome: 'dead_lettered', status: null, error: { code: 'nats_payload_too_large' }, request: null, response: null });
+    expect((await get(t, '/admin/sinks/nats/health')).body.health).toMatchObject({ attempts: 2, delivered: 1, failed: 1, statuses: { nats_payload_too_large: 1 } });
+  });
+
   it('BOXRELAY_ATTEMPTS=failed keeps failures only, and health counts successes from the delivery counts', async () => {
     const receiver = await server((_request, index) => (index === 0 ? 503 : 200));
     const t = await relay({ database: await url(), hooks: [hook('alerts', receiver.url)], attempts: 'failed' });
@@ -194,5 +216,30 @@ describe.each(engines)('delivery attempts on $name', ({ url }) => {
 
     await pruneExpired(t.relay.store.database, { now: t.clock.now() + 31 * DAY_MS, retentionDays: 30 });
     expect(await t.relay.store.database.kysely.selectFrom('attempts').select('n').execute()).toEqual([]);
+  });
+});
+
+describe.each(engines)('boxrelay events resend on $name', ({ url }) => {
+  beforeAll(() => requireBuild());
+
+  it('queues the event for the sink again, audited with `cli` as who asked; an unknown event or sink exits 1', async () => {
+    const receiver = await server();
+    const t = await relay({ database: await url(), hooks: [hook('alerts', receiver.url)] });
+    const { deliveryId } = await t.post();
+    await receiver.received(1);
+    const hooksFile = join(mkdtempSync(join(tmpdir(), 'boxrelay-hooks-')), 'hooks.yaml');
+    writeFileSync(hooksFile, `- name: alerts\n  url: ${receiver.url}\n`);
+    const env = { BOXRELAY_DATABASE: t.config.database, BOXRELAY_HOOKS_FILE: hooksFile };
+    const result = await runCli(['events', 'resend', deliveryId, '--sink', 'alerts'], env);
+    expect(result.code, result.stderr).toBe(0);
+    // The running relay takes the row up once due (the CLI dates it by the wall clock).
+    t.clock.set(Date.now() + 1000);
+    t.relay.fanout.wake();
+    await receiver.received(2);
+    expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([deliveryId, deliveryId]);
+    expect((await runCli(['events', 'resend', 'evt_nope', '--sink', 'alerts'], env)).code).toBe(1);
+    expect((await runCli(['events', 'resend', deliveryId, '--sink', 'nope'], env)).code).toBe(1);
+    const audit = (await get(t, '/admin/audit?action=resend')).body.audit as { target: string; by: string; detail: unknown }[];
+    expect(audit.map(({ target, by, detail }) => ({ target, by, detail }))).toEqual([{ target: deliveryId, by: 'cli', detail: { sink: 'alerts' } }]);
   });
 });

@@ -3,7 +3,7 @@ import { PostgresAdapter, type Kysely } from 'kysely';
 /**
  * Contract section 16: every attempt to deliver an event to a sink, with what a hook sent and got
  * back. Read per event and sink (newest first, `n`), per sink over a time window (health), and
- * pruned by `at` with retention.
+ * pruned by sink and `at` with retention (no index of its own: every success writes this table).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
@@ -28,7 +28,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await db.schema.createIndex('attempts_event').on('attempts').columns(['event_id', 'sink', 'n']).execute();
   await db.schema.createIndex('attempts_sink_at').on('attempts').columns(['sink', 'at']).execute();
-  await db.schema.createIndex('attempts_at').on('attempts').column('at').execute();
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {

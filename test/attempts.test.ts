@@ -11,6 +11,7 @@ import { waitFor } from './support/fanout.js';
 import { adminAuth, allDelivered, fanoutFixture, hook, outboxRows } from './support/fanout-relay.js';
 import { ownNats, uniqueNames } from './support/nats.js';
 import { requireBuild, runCli } from './support/process.js';
+import type { HookAnswer } from './support/hook-server.js';
 import type { TestRelay } from './support/relay.js';
 
 const { server, relay, defer } = fanoutFixture();
@@ -35,7 +36,7 @@ const SIGNING = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
 describe.each(engines)('delivery attempts on $name', ({ url }) => {
   it('records each attempt of a hook: status, error, the request (redacted, unsigned) and the answer, newest first', async () => {
-    const receiver = await server((_request, index) =>
+    const receiver = await server((_request, index): HookAnswer =>
       index === 0 ? { status: 503, headers: { 'content-type': 'text/plain', 'x-why': 'busy' } } : { status: 200, headers: { 'x-ok': '1' } },
     );
     const t = await relay({

@@ -43,12 +43,19 @@ function toNewAttempt({ sink, eventId, at, durationMs, exchange, failure, final 
   };
 }
 
-/** None when attempts are off. Successes go in batches (those ended in one turn, one statement), off the attempts' path. */
+/** How long a success waits for others to be written with it: one transaction for many, off the attempts' path. */
+const BATCH_MS = 100;
+const BATCH_ROWS = 500;
+
+/** None when attempts are off. */
 export function createAttemptRecorder({ log, mode, logger }: { log: AttemptLog; mode: AttemptsMode; logger: Logger }): AttemptRecorder | undefined {
   if (mode === 'off') return undefined;
   let queued: NewAttempt[] = [];
   let writing: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
   const flush = (): Promise<void> => {
+    clearTimeout(timer);
+    timer = undefined;
     const batch = queued;
     queued = [];
     if (batch.length === 0) return writing;
@@ -61,8 +68,9 @@ export function createAttemptRecorder({ log, mode, logger }: { log: AttemptLog; 
     record(attempt) {
       if (attempt.failure) return log.recordFailed([toNewAttempt(attempt)]);
       if (mode === 'failed') return undefined;
-      if (queued.length === 0) setImmediate(flush);
       queued.push(toNewAttempt(attempt));
+      if (queued.length >= BATCH_ROWS) void flush();
+      else timer ??= setTimeout(() => void flush(), BATCH_MS).unref();
       return undefined;
     },
     flush,

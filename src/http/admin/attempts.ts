@@ -11,9 +11,9 @@ import { requester } from './requester.js';
 import type { AdminRoutes } from './router.js';
 
 // The cursor carries the last attempt returned as "at:id".
-const encodePosition = ({ at, id }: AttemptPosition): string => `${at}:${id}`;
+export const encodePosition = ({ at, id }: AttemptPosition): string => `${at}:${id}`;
 
-function decodePosition(after: Page['after']): AttemptPosition | undefined {
+export function decodePosition(after: Page['after']): AttemptPosition | undefined {
   if (after === undefined) return undefined;
   const match = typeof after === 'string' ? /^(\d{1,15}):(\d{1,15})$/.exec(after) : null;
   if (!match) throw new InvalidRequestError('cursor is not one this server issued');

@@ -14,17 +14,26 @@ export async function pruneAttempts(
 ): Promise<number> {
   const db = database.kysely;
   let removed = 0;
-  for (;;) {
-    if (signal?.aborted) return removed;
-    const batch = await executeUnsynced(
-      database,
-      db
-        .deleteFrom('attempts')
-        .where('id', 'in', (eb) => eb.selectFrom('attempts').select('id').where('at', '<', cutoff).limit(batchSize))
-        .returning('id'),
-    );
-    removed += batch.length;
-    if (batch.length < batchSize) break;
+  // Sink by sink, on the (sink, at) index; the sinks found by a walk of index seeks, not a scan.
+  const { rows: sinks } = await sql<{ sink: string }>`
+    WITH RECURSIVE s(sink) AS (
+      SELECT min(sink) FROM attempts
+      UNION ALL SELECT (SELECT min(sink) FROM attempts WHERE sink > s.sink) FROM s WHERE s.sink IS NOT NULL
+    )
+    SELECT sink FROM s WHERE sink IS NOT NULL`.execute(db);
+  for (const { sink } of sinks) {
+    for (;;) {
+      if (signal?.aborted) return removed;
+      const batch = await executeUnsynced(
+        database,
+        db
+          .deleteFrom('attempts')
+          .where('id', 'in', (eb) => eb.selectFrom('attempts').select('id').where('sink', '=', sink).where('at', '<', cutoff).limit(batchSize))
+          .returning('id'),
+      );
+      removed += batch.length;
+      if (batch.length < batchSize) break;
+    }
   }
   if (signal?.aborted) return removed;
   const beyond = await executeUnsynced(

@@ -1,10 +1,10 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../engines/database.js';
-import { executeUnsynced } from '../engines/unsynced.js';
+import { executeAllUnsynced } from '../engines/unsynced.js';
 import type { Schema } from '../schema.js';
 import { KEPT_PER_EVENT_AND_SINK, type NewAttempt } from './attempt-rows.js';
 
-/** Rows per INSERT: well under SQLite's limit of bound parameters. */
+/** Rows per INSERT on PostgreSQL: well under its limit of bound parameters. */
 const ROWS_PER_STATEMENT = 500;
 
 /** Where the fan-out writes its attempts (in the worker thread, a call served by the main thread). */
@@ -74,7 +74,9 @@ export function createAttemptLog(database: Database): AttemptLog {
       }
     },
     async recordDelivered(attempts) {
-      for (const chunk of chunks(attempts)) await executeUnsynced(database, insert(db, chunk));
+      // SQLite: one row per statement, a text prepared once, all in one transaction; PostgreSQL: rows in bulk.
+      const statements = database.dialect === 'sqlite' ? attempts.map((a) => [a]) : chunks(attempts);
+      await executeAllUnsynced(database, statements.map((rows) => insert(db, rows).compile()));
     },
   };
 }

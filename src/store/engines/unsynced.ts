@@ -17,13 +17,32 @@ interface Query<O> {
 export async function executeUnsynced<O>(database: Database, query: Query<O>): Promise<O[]> {
   if (database.dialect !== 'sqlite') return query.execute();
   const { sql, parameters } = query.compile();
-  const { prepare } = database;
-  prepare('PRAGMA synchronous = NORMAL').run();
-  try {
+  return unsynced(database, (prepare) => {
     const statement = prepare(sql);
     if (statement.reader) return statement.all(...parameters) as O[];
     statement.run(...parameters);
     return [];
+  });
+}
+
+/**
+ * Statements of the same kind (one text, prepared once) in one transaction on SQLite, committed as
+ * executeUnsynced commits; PostgreSQL runs them one by one.
+ */
+export async function executeAllUnsynced(database: Database, queries: CompiledQuery[]): Promise<void> {
+  if (database.dialect !== 'sqlite') {
+    for (const query of queries) await database.kysely.executeQuery(query);
+    return;
+  }
+  unsynced(database, (prepare) => database.sqlite.transaction(() => queries.forEach((q) => prepare(q.sql).run(...q.parameters))).immediate());
+}
+
+/** Runs `work` on SQLite at synchronous=NORMAL, then restores the configured level. */
+function unsynced<T>(database: Extract<Database, { dialect: 'sqlite' }>, work: (prepare: Extract<Database, { dialect: 'sqlite' }>['prepare']) => T): T {
+  const { prepare } = database;
+  prepare('PRAGMA synchronous = NORMAL').run();
+  try {
+    return work(prepare);
   } finally {
     prepare(`PRAGMA synchronous = ${database.synchronous}`).run();
   }

@@ -161,6 +161,17 @@ describe.each(engines)('delivery attempts on $name', ({ url }) => {
     expect((await get(t, '/admin/sinks/alerts/health?window=1h')).body.health).toMatchObject({ attempts: 0, successRate: null, latencyMs: null, statuses: {} });
     expect((await get(t, '/admin/sinks/alerts/health?window=24h')).body.health).toMatchObject({ window: '24h', attempts: 3 });
 
+    // The console's sink page: its failed attempts, newest first, and its attempts per minute by outcome.
+    const failed = (await get(t, '/admin/sinks/alerts/failed-attempts')).body;
+    expect(failed.attempts.map((a: Attempt & { eventId: string }) => [a.eventId, a.n, a.outcome])).toEqual([
+      [second.deliveryId, 1, 'dead_lettered'],
+      [first.deliveryId, 1, 'retried'],
+    ]);
+    const { minutes } = (await get(t, '/admin/sinks/alerts/attempts-per-minute?window=24h')).body as { minutes: { start: string; delivered: number; retried: number; dead_lettered: number }[] };
+    expect(minutes.length).toBeGreaterThanOrEqual(24 * 60);
+    const busy = minutes.filter((m) => m.delivered + m.retried + m.dead_lettered > 0);
+    expect(busy).toEqual([{ start: new Date(Math.floor((t.clock.now() - DAY_MS / 24 - 1) / 60_000) * 60_000).toISOString(), delivered: 1, retried: 1, dead_lettered: 1 }]);
+
     const badWindow = await get(t, '/admin/sinks/alerts/health?window=2h');
     expect([badWindow.status, badWindow.body.ok, badWindow.body.code, typeof badWindow.body.message]).toEqual([400, false, 'invalid_request', 'string']);
     const unknown = await get(t, '/admin/sinks/nope/health');

@@ -150,7 +150,7 @@ describe.each(engines)('delivery attempts on $name', ({ url }) => {
       statuses: { '200': 1, '422': 1, '500': 1 },
       lastSuccessAt: at,
       lastFailureAt: at,
-      lastError: { code: 'http_422', message: 'hook answered 422' },
+      lastError: 'http_422: hook answered 422',
     });
     expect(health.successRate).toBeCloseTo(1 / 3);
     expect(health.latencyMs.p50).toBeGreaterThanOrEqual(0);

@@ -108,7 +108,7 @@ export type SinkHealth = Record<'attempts' | 'delivered' | 'failed', number> &
     successRate: number | null;
     latencyMs: Record<'p50' | 'p95' | 'p99', number> | null;
     statuses: Record<string, number>;
-    lastError: Attempt['error'];
+    lastError: string | null;
   };
 
 /** A sink's recorded attempts in one UTC minute, by outcome. */

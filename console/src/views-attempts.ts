@@ -125,7 +125,7 @@ export function sinkView(context: ViewContext, name: string, query: URLSearchPar
         ['Latency p50 / p95 / p99', health.latencyMs ? `${health.latencyMs.p50} / ${health.latencyMs.p95} / ${health.latencyMs.p99} ms` : '—'],
         ['Last success', time(health.lastSuccessAt)],
         ['Last failure', time(health.lastFailureAt)],
-        ['Last error', errorText(health.lastError)],
+        ['Last error', health.lastError ?? '—'],
       ];
       return h(
         'div',

@@ -15,7 +15,8 @@ export interface SinkHealth {
   statuses: Record<string, number>;
   lastSuccessAt: string | null;
   lastFailureAt: string | null;
-  lastError: { code: string; message: string } | null;
+  /** As an event's deliveries give it: the code, then the detail. */
+  lastError: string | null;
 }
 
 /** How a statuses key names an attempt: its HTTP status, else its failure's class or code. */
@@ -29,6 +30,9 @@ function statusKey(status: number | null, code: string | null): string | undefin
 
 /** The nearest-rank percentile of sorted values. */
 const percentile = (sorted: Float64Array, p: number): number => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] as number;
+
+/** A failure as `lastError` reads elsewhere (SinkFailure.summary): the code, then the detail when it adds something. */
+const summary = (code: string, message: string | null): string => (message && message !== code ? `${code}: ${message}` : code);
 
 const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString());
 
@@ -94,6 +98,6 @@ export async function sinkHealth(
     statuses,
     lastSuccessAt: iso(lastSuccess?.at),
     lastFailureAt: iso(lastFailure?.at),
-    lastError: lastFailure?.error_code ? { code: lastFailure.error_code, message: lastFailure.error_message ?? '' } : null,
+    lastError: lastFailure?.error_code ? summary(lastFailure.error_code, lastFailure.error_message) : null,
   };
 }

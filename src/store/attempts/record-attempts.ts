@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../engines/database.js';
-import { executeAllUnsynced } from '../engines/unsynced.js';
+import { runEachUnsynced } from '../engines/unsynced.js';
 import type { Schema } from '../schema.js';
 import { KEPT_PER_EVENT_AND_SINK, type NewAttempt } from './attempt-rows.js';
 
@@ -26,6 +26,8 @@ const nextN = (db: Kysely<Schema>, attempt: NewAttempt) =>
     .where('event_id', '=', attempt.eventId)
     .where('sink', '=', attempt.sink);
 
+const json = (value: object | null): string | null => value && JSON.stringify(value);
+
 const insert = (db: Kysely<Schema>, attempts: NewAttempt[]) =>
   db.insertInto('attempts').values(
     attempts.map((a) => ({
@@ -39,10 +41,33 @@ const insert = (db: Kysely<Schema>, attempts: NewAttempt[]) =>
       error_code: a.error?.code ?? null,
       error_message: a.error?.message ?? null,
       answered: a.answered ? 1 : 0,
-      request: a.request && JSON.stringify(a.request),
-      response: a.response && JSON.stringify(a.response),
+      request: json(a.request),
+      response: json(a.response),
     })),
   );
+
+/**
+ * The same insert of one row as SQLite runs it for a batch of successes: one text, prepared once,
+ * with no query built per row (building and compiling one costs more than running it).
+ */
+const SQLITE_INSERT_ONE = `INSERT INTO attempts (event_id, sink, n, at, duration_ms, outcome, status, error_code, error_message, answered, request, response)
+  VALUES (?, ?, (SELECT coalesce(max(n), 0) + 1 FROM attempts WHERE event_id = ? AND sink = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+
+const sqliteRow = (a: NewAttempt): unknown[] => [
+  a.eventId,
+  a.sink,
+  a.eventId,
+  a.sink,
+  a.at,
+  Math.round(a.durationMs),
+  a.outcome,
+  a.status,
+  a.error?.code ?? null,
+  a.error?.message ?? null,
+  a.answered ? 1 : 0,
+  json(a.request),
+  json(a.response),
+];
 
 /** Removes an event and sink's attempts beyond the newest 50. */
 export const trimAttempts = (db: Kysely<Schema>, eventId: string, sink: string) =>
@@ -74,9 +99,9 @@ export function createAttemptLog(database: Database): AttemptLog {
       }
     },
     async recordDelivered(attempts) {
-      // SQLite: one row per statement, a text prepared once, all in one transaction; PostgreSQL: rows in bulk.
-      const statements = database.dialect === 'sqlite' ? attempts.map((a) => [a]) : chunks(attempts);
-      await executeAllUnsynced(database, statements.map((rows) => insert(db, rows).compile()));
+      // SQLite: one row per statement, all in one transaction; PostgreSQL: rows in bulk.
+      if (database.dialect === 'sqlite') return runEachUnsynced(database, SQLITE_INSERT_ONE, attempts.map(sqliteRow));
+      for (const chunk of chunks(attempts)) await insert(db, chunk).execute();
     },
   };
 }

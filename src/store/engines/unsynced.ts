@@ -25,20 +25,18 @@ export async function executeUnsynced<O>(database: Database, query: Query<O>): P
   });
 }
 
-/**
- * Statements of the same kind (one text, prepared once) in one transaction on SQLite, committed as
- * executeUnsynced commits; PostgreSQL runs them one by one.
- */
-export async function executeAllUnsynced(database: Database, queries: CompiledQuery[]): Promise<void> {
-  if (database.dialect !== 'sqlite') {
-    for (const query of queries) await database.kysely.executeQuery(query);
-    return;
-  }
-  unsynced(database, (prepare) => database.sqlite.transaction(() => queries.forEach((q) => prepare(q.sql).run(...q.parameters))).immediate());
+type SqliteDatabase = Extract<Database, { dialect: 'sqlite' }>;
+
+/** One statement run once per row of parameters, in one transaction committed as executeUnsynced commits. */
+export async function runEachUnsynced(database: SqliteDatabase, statement: string, rows: unknown[][]): Promise<void> {
+  unsynced(database, (prepare) => {
+    const prepared = prepare(statement);
+    database.sqlite.transaction(() => rows.forEach((row) => prepared.run(...row))).immediate();
+  });
 }
 
 /** Runs `work` on SQLite at synchronous=NORMAL, then restores the configured level. */
-function unsynced<T>(database: Extract<Database, { dialect: 'sqlite' }>, work: (prepare: Extract<Database, { dialect: 'sqlite' }>['prepare']) => T): T {
+function unsynced<T>(database: SqliteDatabase, work: (prepare: SqliteDatabase['prepare']) => T): T {
   const { prepare } = database;
   prepare('PRAGMA synchronous = NORMAL').run();
   try {

@@ -1,4 +1,4 @@
-import { PostgresAdapter, type Kysely } from 'kysely';
+import { PostgresAdapter, sql, type Kysely } from 'kysely';
 
 /**
  * Contract section 16: every attempt to deliver an event to a sink, with what a hook sent and got
@@ -28,6 +28,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await db.schema.createIndex('attempts_event').on('attempts').columns(['event_id', 'sink', 'n']).execute();
   await db.schema.createIndex('attempts_sink_at').on('attempts').columns(['sink', 'at']).execute();
+  // A sink's failures found without walking its successes (a healthy sink has few among many).
+  await db.schema.createIndex('attempts_failed').on('attempts').columns(['sink', 'at']).where(sql<boolean>`outcome <> 'delivered'`).execute();
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {

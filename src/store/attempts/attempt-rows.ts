@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { ExchangeRequest as AttemptRequest, ExchangeResponse as AttemptResponse } from '../../sinks/sink.js';
 import type { AttemptsTable } from '../schema.js';
 
@@ -34,6 +34,9 @@ export interface Attempt {
   request: AttemptRequest | null;
   response: AttemptResponse | null;
 }
+
+/** A failed attempt, as the partial index `attempts_failed` is written (a literal, so both engines use that index). */
+export const FAILED_ATTEMPT = sql<boolean>`outcome <> 'delivered'`;
 
 /** The most attempts kept per event and sink: the newest. */
 export const KEPT_PER_EVENT_AND_SINK = 50;

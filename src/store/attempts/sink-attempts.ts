@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Schema } from '../schema.js';
-import { attemptColumns, toAttempt, type Attempt } from './attempt-rows.js';
+import { FAILED_ATTEMPT, attemptColumns, toAttempt, type Attempt } from './attempt-rows.js';
 import type { AttemptPosition } from './list-attempts.js';
 
 /** A sink's attempts that failed (retried or dead-lettered), newest first, after `before`. */
@@ -13,7 +13,7 @@ export async function failedAttemptsOfSink(
     .selectFrom('attempts')
     .select([...attemptColumns, 'event_id'])
     .where('sink', '=', query.sink)
-    .where('outcome', '!=', 'delivered')
+    .where(FAILED_ATTEMPT)
     .$if(before !== undefined, (q) => q.where((eb) => eb.or([eb('at', '<', before!.at), eb.and([eb('at', '=', before!.at), eb('id', '<', before!.id)])])))
     .orderBy('at', 'desc')
     .orderBy('id', 'desc')

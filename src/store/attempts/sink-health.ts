@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Schema } from '../schema.js';
+import { FAILED_ATTEMPT } from './attempt-rows.js';
 
 /** Which attempts are recorded (`BOXRELAY_ATTEMPTS`). */
 export type AttemptsMode = 'all' | 'failed' | 'off';
@@ -65,7 +66,7 @@ export async function sinkHealth(
       .selectFrom('attempts')
       .select(['at', 'error_code', 'error_message'])
       .where('sink', '=', sink)
-      .where('outcome', '!=', 'delivered')
+      .where(FAILED_ATTEMPT)
       .orderBy('at', 'desc')
       .orderBy('id', 'desc')
       .limit(1)

@@ -49,7 +49,7 @@ const DRAIN_TARGET = 10_000; // events/s: the drain rate the log design must kee
 const CONTROL_SECONDS = 10;
 const P99_TARGET_MS = 50;
 const HOOK_TARGET = 1000;
-const HOOK = 'bench-hook';
+export const HOOK = 'bench-hook';
 
 /**
  * A migrated SQLite file holding `count` stored events routed to `sink` that it never read: the log
@@ -131,8 +131,15 @@ async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: st
   }
 }
 
-/** A hook answering 200 at once drains `hookEvents` pending rows, at one `concurrency`. */
-async function hookDrain(ctx: Context, settings: BacklogSettings, concurrency: number, template: string, log: (line: string) => void) {
+/** A hook answering 200 at once drains `hookEvents` pending rows, at one `concurrency` (`variant`: the relay's extra settings, named). */
+export async function hookDrain(
+  ctx: Context,
+  settings: BacklogSettings,
+  concurrency: number,
+  template: string,
+  log: (line: string) => void,
+  variant: { name: string; env: Record<string, string> } = { name: 'default', env: {} },
+) {
   let received = 0;
   let firstNs = 0n;
   let lastNs = 0n;
@@ -151,22 +158,23 @@ async function hookDrain(ctx: Context, settings: BacklogSettings, concurrency: n
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as { port: number };
-  const hooksFile = join(ctx.tmp, `hooks-${concurrency}.json`);
+  const run = `${concurrency}-${variant.name}`;
+  const hooksFile = join(ctx.tmp, `hooks-${run}.json`);
   writeFileSync(hooksFile, JSON.stringify([{ name: HOOK, url: `http://127.0.0.1:${port}/hook`, concurrency }]));
-  const file = join(ctx.tmp, `backlog-hook-${concurrency}.db`);
+  const file = join(ctx.tmp, `backlog-hook-${run}.db`);
   copyFileSync(template, file);
-  const running = await relay(`backlog-hook-${concurrency}`, `hook drain, concurrency ${concurrency}`, ctx, {
+  const running = await relay(`backlog-hook-${run}`, `hook drain, concurrency ${concurrency} (${variant.name})`, ctx, {
     logLevel: 'info',
     database: () => file,
     fanout: false,
-    env: { BOXRELAY_HOOKS_FILE: hooksFile },
+    env: { BOXRELAY_HOOKS_FILE: hooksFile, ...variant.env },
   }).start();
   try {
     const timedOut = await Promise.race([all.then(() => false), new Promise<boolean>((r) => setTimeout(r, settings.timeoutMs, true).unref())]);
     // From the first request the hook saw: the relay's start-up is not the hook's drain.
     const seconds = timedOut ? null : Number(lastNs - firstNs) / 1e9;
     const cpuMicrosPerEvent = (running.server.cpuSeconds() * 1e6) / Math.max(1, received);
-    log(`bench: hook drain at concurrency ${concurrency}: ${seconds === null ? `timed out at ${received}` : `${Math.round(settings.hookEvents / seconds)}/s`}`);
+    log(`bench: hook drain at concurrency ${concurrency} (${variant.name}): ${seconds === null ? `timed out at ${received}` : `${Math.round(settings.hookEvents / seconds)}/s`}`);
     return { concurrency, events: settings.hookEvents, seconds, eventsPerSecond: seconds === null ? null : settings.hookEvents / seconds, cpuMicrosPerEvent };
   } finally {
     await running.stop();

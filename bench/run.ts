@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, wri
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runAttemptsCost } from './attempts-cost.js';
 import { runBacklog } from './backlog.js';
 import { runBuses } from './buses.js';
 import { runPostgres } from './postgres.js';
@@ -189,6 +190,7 @@ try {
     receiveSteps = await runReceiveSteps({ tmp });
   }
   if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, settings.compare, log)).lines);
+  if (wanted('attempts') && settings.backlog.hookEvents > 0) sections.push(...(await runAttemptsCost(ctx, settings.backlog, log)).lines);
   if (wanted('bus-drain') || wanted('bus-beside-nats')) {
     sections.push(...(await runBuses(ctx, settings.buses, { drain: wanted('bus-drain'), besideNats: wanted('bus-beside-nats') }, log)).lines);
   }

@@ -12,6 +12,7 @@ import * as operatorOrigin from './010_operator_origin.js';
 import * as auditAndSinkMinutes from './011_audit_and_sink_minutes.js';
 import * as deliveryLog from './012_delivery_log.js';
 import * as logPositions from './013_log_positions.js';
+import * as attempts from './014_attempts.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '011_audit_and_sink_minutes': auditAndSinkMinutes,
   '012_delivery_log': deliveryLog,
   '013_log_positions': logPositions,
+  '014_attempts': attempts,
 };

@@ -3,13 +3,16 @@ import { createAuditTrail } from './audit-trail.js';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
 import { createDeliveryTally } from './dispatch/delivery-tally.js';
+import { createAttemptRecorder } from './dispatch/attempt-recorder.js';
 import { createFanoutThread } from './dispatch/fanout-thread.js';
 import { createInlineFanout, createSinks, type Fanout } from './dispatch/fanout.js';
 import { createOperations } from './dispatch/operations.js';
 import { createOperatorEvents } from './dispatch/operator-events.js';
 import { createPauses } from './dispatch/pauses.js';
 import type { DispatchTuning } from './dispatch/tuning.js';
+import { attemptRoutes } from './http/admin/attempts.js';
 import { auditRoutes } from './http/admin/audit.js';
+import { sinkHealthRoutes } from './http/admin/sink-health.js';
 import { RelayError } from './errors.js';
 import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
@@ -39,6 +42,7 @@ import { countBoxesByState } from './store/state/boxes.js';
 import { createSinkStates } from './store/state/sink-state.js';
 import { createOutbox } from './store/exceptions/outbox.js';
 import { unnumberedFor } from './store/log/sequencer.js';
+import { createAttemptLog } from './store/attempts/record-attempts.js';
 import { pruneExpired } from './store/retention/prune.js';
 import { leaseClock } from './store/engines/database-clock.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
@@ -181,13 +185,14 @@ export async function createRelay({
   const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
   const dispatchMetrics = tally.metrics(metrics);
   const exclusive = store.database.dialect === 'sqlite';
+  const attemptLog = createAttemptLog(store.database);
   const fanout: Fanout =
     config.fanoutThread === 'worker'
       ? createFanoutThread({
           config,
           exclusive,
           tracing: tracing.enabled,
-          parts: { outbox, sinkStates, pauses, operatorEvents },
+          parts: { outbox, sinkStates, pauses, operatorEvents, attempts: attemptLog },
           metrics: dispatchMetrics,
           sinkNames,
           logger,
@@ -204,6 +209,7 @@ export async function createRelay({
           pauses,
           operatorEvents,
           tracing,
+          attempts: createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }),
           tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace, ...dispatch },
         });
   wakeDispatcher = fanout.wake;
@@ -250,6 +256,8 @@ export async function createRelay({
         eventDeliveryRoutes({ kysely, outbox, source: config.source }),
         sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink, trail }),
         auditRoutes(kysely),
+        attemptRoutes({ kysely, operations }),
+        sinkHealthRoutes({ kysely, clock, sinks: sinkNames, mode: config.attempts, flush: tally.flush }),
         statsRoutes({ kysely, clock, flush: tally.flush }),
       ])
     : undefined;

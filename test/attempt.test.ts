@@ -137,3 +137,41 @@ describe('attempting one event', () => {
     expect(outcome).toEqual({ kind: 'retry', attempts: 2, failures: 0, error: undefined, nextAttemptAt: 1_000_000 });
   });
 });
+
+describe('recording each attempt', () => {
+  it('hands each attempt to record: a failure (final when the last) is stored before the run goes on, then the success', async () => {
+    const { sink, startedAt } = scriptedSink([new HookUnavailableError(503, undefined), undefined]);
+    const recorded: { failure: string | undefined; final: boolean; at: number }[] = [];
+    let stored!: () => void;
+    const failureStored = new Promise<void>((resolve) => (stored = resolve));
+    const running = attemptDelivery(
+      runOf(sink, {
+        record: (attempt) => {
+          recorded.push({ failure: attempt.failure?.code, final: attempt.final, at: attempt.at });
+          return attempt.failure ? failureStored : undefined;
+        },
+      }),
+    );
+    // Well past the quick retry's delay (20 ms): no second attempt while the failure is being stored.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect([recorded.length, startedAt.length]).toEqual([1, 1]);
+    stored();
+    expect(await running).toMatchObject({ kind: 'delivered', attempts: 2, failures: 1 });
+    expect(recorded).toEqual([
+      { failure: 'http_503', final: false, at: 1_000_000 },
+      { failure: undefined, final: false, at: 1_000_000 },
+    ]);
+
+    const refused = scriptedSink([new HookRejectedError(422)]);
+    const finals: boolean[] = [];
+    await attemptDelivery(runOf(refused.sink, { record: (attempt) => void finals.push(attempt.final) }));
+    expect(finals).toEqual([true]);
+  });
+
+  it('a failure that cannot be recorded ends the run with that error: no outcome counts, no retry is made', async () => {
+    const { sink, startedAt } = scriptedSink([new HookUnavailableError(503, undefined), undefined]);
+    const storageDown = new Error('disk full');
+    await expect(attemptDelivery(runOf(sink, { record: (attempt) => (attempt.failure ? Promise.reject(storageDown) : undefined) }))).rejects.toBe(storageDown);
+    expect(startedAt).toHaveLength(1);
+  });
+});

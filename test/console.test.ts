@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Page, Request as BrowserRequest } from 'playwright-core';
 import request from 'supertest';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -45,6 +47,17 @@ const receivedFrom = (hook: HookServer, id: string, from: number) =>
 /** The event's status per sink, as the admin API answers it. */
 const deliveriesOf = async (t: TestRelay, id: string) =>
   (await request(t.relay.internalApp).get(`/admin/events/${id}`).set(adminAuth)).body.deliveries as { sink: string; status: string }[];
+
+/** A hook that answers every request 422 with `body` as HTML. */
+async function hostileHook(body: string): Promise<{ url: string }> {
+  const hostile = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(422, { 'content-type': 'text/html' }).end(body));
+  });
+  await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+  defer(() => new Promise((resolve) => (hostile.closeAllConnections(), hostile.close(resolve))));
+  return { url: `http://127.0.0.1:${(hostile.address() as AddressInfo).port}/hook` };
+}
 
 /** No element that markup from the upstream could have made. */
 const injectedElements = (page: Page) => page.locator('img, svg, iframe, object, embed, script:not([src])').count();
@@ -293,6 +306,88 @@ describe('operator console (contract section 10) in Chromium', () => {
 });
 
 describe('the CSP check of these tests', () => {
+  it('lists an event\'s attempts and opens one (request and response headers); "Resend" sends it to that sink again', async () => {
+    const receiver = await server((_req, i) => (i === 0 ? { status: 500, headers: { 'content-type': 'text/html', 'x-trace': '<b>t</b>' } } : 200));
+    const { t, base, page, requests } = await consoleOn({ hooks: [hook('alerts', receiver.url, { headers: { Authorization: 'Bearer s3cret' } })] });
+    const { deliveryId } = await t.post();
+    await receiver.received(2);
+    await waitFor(async () => (await request(t.relay.internalApp).get(`/admin/events/${deliveryId}/attempts`).set(adminAuth)).body.attempts.length === 2, 'two attempts');
+
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.goto(`${base}/console#/events/${deliveryId}`);
+    const rows = await rowsOnceThere(page, 'Attempts', 2);
+    expect(rows[0]).toContain('delivered');
+    expect(rows[1]).toContain('retried');
+    expect(rows[1]).toContain('http_500');
+    await page.getByRole('table', { name: 'Attempts' }).locator('tbody tr').nth(1).getByRole('button', { name: 'Open' }).click();
+    const opened = page.getByRole('region', { name: 'Attempt 1 to alerts' });
+    await opened.waitFor();
+    expect(await opened.getByRole('table', { name: 'Request headers' }).textContent()).toContain('[redacted]');
+    expect(await opened.getByRole('table', { name: 'Response headers' }).textContent()).toContain('<b>t</b>');
+    expect(await page.content()).not.toContain('s3cret');
+
+    // Resend: the hook gets the delivered event once more.
+    await page.getByRole('table', { name: 'Deliveries' }).getByRole('button', { name: 'Resend' }).click();
+    await page.getByText('Event queued for alerts again.').waitFor();
+    expect((await receiver.received(3))[2]?.headers['webhook-id']).toBe(deliveryId);
+    expect((await request(t.relay.internalApp).get('/admin/audit?action=resend').set(adminAuth)).body.audit).toHaveLength(1);
+    expect(requests.filter((url) => !url.startsWith(`${base}/`))).toEqual([]);
+  });
+
+  it('shows a hook\'s answer body as text, never rendered: no element is made of it, no script runs', async () => {
+    const hostile = '<img src=x onerror="window.hacked=1"><script>window.hacked=2</script><iframe src="/x"></iframe>';
+    const answering = await hostileHook(hostile);
+    const { t, base, page, requests } = await consoleOn({ hooks: [hook('hostile', answering.url, { maxAttempts: 1 })] });
+    const { deliveryId } = await t.post();
+    await waitFor(async () => (await outboxRows(t, 'hostile')).some((r) => r.status === 'dead'), 'a dead letter');
+
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.goto(`${base}/console#/events/${deliveryId}`);
+    await rowsOnceThere(page, 'Attempts', 1);
+    await page.getByRole('button', { name: 'Open' }).click();
+    const shown = page.getByLabel('Response body');
+    await shown.waitFor();
+    expect(await shown.textContent()).toBe(hostile);
+    expect(await injectedElements(page)).toBe(0);
+    expect(await page.evaluate('window.hacked')).toBeUndefined();
+
+    // The sink's page: its health, the failure listed and opened, the chart of attempts per minute.
+    await page.goto(`${base}/console#/sinks/hostile`);
+    const health = await rowsOnceThere(page, 'Health', 8);
+    expect(health).toContain('Attempts1');
+    expect(health).toContain('Success rate0.0 %');
+    await rowsOnceThere(page, 'Failed attempts', 1);
+    await page.getByRole('table', { name: 'Failed attempts' }).getByRole('button', { name: 'Open' }).click();
+    expect(await page.getByLabel('Response body').textContent()).toBe(hostile);
+    expect(await injectedElements(page)).toBe(0);
+    const chart = await waitFor(
+      async () =>
+        (await page.evaluate(`(() => { const u = document.querySelector('figure.chart canvas')?.uplot; return u && { labels: u.series.slice(1).map((s) => s.label), sums: u.data.slice(1).map((ys) => ys.reduce((a, b) => a + b, 0)) }; })()`)) as
+          | { labels: string[]; sums: number[] }
+          | undefined,
+      'the chart',
+    );
+    expect(chart).toEqual({ labels: ['dead_lettered'], sums: [1] });
+    expect(await page.evaluate('window.hacked')).toBeUndefined();
+    expect(requests.filter((url) => !url.startsWith(`${base}/`) || /\/x$/.test(url))).toEqual([]);
+  });
+
+  it('shows each sink\'s success rate and p95 over the last hour, linking to its page', async () => {
+    const receiver = await server((_req, i) => (i === 0 ? 503 : 200));
+    const { t, base, page } = await consoleOn({ hooks: [hook('alerts', receiver.url)] });
+    const { deliveryId } = await t.post();
+    await receiver.received(2);
+    await waitFor(async () => (await request(t.relay.internalApp).get(`/admin/events/${deliveryId}/attempts`).set(adminAuth)).body.attempts.length === 2, 'two attempts');
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.goto(`${base}/console#/sinks`);
+    const [row] = await rowsOnceThere(page, 'Sinks', 1);
+    expect(row).toContain('50.0 %');
+    expect(row).toMatch(/\d+ ms/);
+    await page.getByRole('table', { name: 'Sinks' }).getByRole('link', { name: 'alerts' }).click();
+    await page.waitForURL(/#\/sinks\/alerts$/);
+    expect(await rowsOnceThere(page, 'Health', 8)).toContain('Attempts2');
+  });
+
   it('catches a violation (it is not a no-op)', async () => {
     const { base, page } = await consoleOn({});
     await page.goto(`${base}/console`);

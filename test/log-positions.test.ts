@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { queueResend } from '../src/store/exceptions/resend.js';
 import { openDatabase } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import { PARTS, partOf } from '../src/store/log/position.js';
@@ -66,6 +67,10 @@ describe.each(engines)('log positions on $name', (engine) => {
     expect((await readAll(store, 'h')).ids).toEqual([b]);
     const rows = await store.database.kysely.selectFrom('outbox').select('id').where('delivery_id', '=', a).where('status', '=', 'pending').execute();
     expect(rows).toHaveLength(1);
+    // A resend of an event still waiting makes that row due now with a fresh budget, rather than a second row.
+    expect(await queueResend(store.database, { eventId: a, sink: 'h', now: T0 + 5 })).toBe(1);
+    const resent = await store.database.kysely.selectFrom('outbox').select(['attempts', 'next_attempt_at']).where('delivery_id', '=', a).where('status', '=', 'pending').execute();
+    expect(resent.map((r) => [r.attempts, Number(r.next_attempt_at)])).toEqual([[0, T0 + 5]]);
   });
 });
 

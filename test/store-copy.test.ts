@@ -199,6 +199,8 @@ describe('boxrelay store copy', () => {
       'audit entries': [2, 2],
       // alerts' failed attempts and audit's refusals, by minute (both in one minute, or across two).
       'delivery counts per minute': expect.anything(),
+      // Every attempt, recorded by the fan-out's worker thread: alerts' 3 of each event, audit's refusals.
+      'delivery attempts': [12, 12],
       // alerts, audit and held: 16 partitions each.
       'log cursors (per sink and partition)': [48, 48],
     });

@@ -88,3 +88,36 @@ export interface SinkRow {
   throttled: boolean;
   deadLetters: number;
 }
+
+/** One attempt to deliver an event to a sink (contract section 16). */
+export interface Attempt {
+  sink: string;
+  n: number;
+  at: string;
+  durationMs: number;
+  outcome: 'delivered' | 'retried' | 'dead_lettered';
+  status: number | null;
+  error: { code: string; message: string } | null;
+  request: { url: string; headers: Record<string, string> } | null;
+  response: { headers: Record<string, string>; body: string; bodyTruncated: boolean } | null;
+}
+
+/** What the console reads of a sink's health over a window (contract section 16). */
+export type SinkHealth = Record<'attempts' | 'delivered' | 'failed', number> &
+  Record<'lastSuccessAt' | 'lastFailureAt', string | null> & {
+    successRate: number | null;
+    latencyMs: Record<'p50' | 'p95' | 'p99', number> | null;
+    statuses: Record<string, number>;
+    lastError: string | null;
+  };
+
+/** A sink's recorded attempts in one UTC minute, by outcome. */
+export interface AttemptMinute {
+  start: string;
+  delivered: number;
+  retried: number;
+  dead_lettered: number;
+}
+
+/** An admin path under one sink, its name percent-encoded. */
+export const sinkPath = (name: string, rest: string): string => `/admin/sinks/${encodeURIComponent(name)}/${rest}`;

@@ -3,6 +3,7 @@ import { field, h, link, message } from './dom.js';
 import { auditView } from './views-audit.js';
 import { boxesView, boxView } from './views-boxes.js';
 import { eventsView, eventView } from './views-events.js';
+import { sinkView } from './views-attempts.js';
 import { deadLettersView, overviewView, replayView, sinksView } from './views-operations.js';
 import type { View, ViewContext } from './view.js';
 
@@ -42,6 +43,7 @@ function viewAt(context: ViewContext): { view: View; section: string } | null {
   if (id !== undefined) {
     if (first === 'boxes') return { view: boxView(context, id), section: '#/boxes' };
     if (first === 'events') return { view: eventView(context, id), section: '#/events' };
+    if (first === 'sinks') return { view: sinkView(context, id, at.query), section: '#/sinks' };
     return null;
   }
   const views: Record<string, () => View> = {

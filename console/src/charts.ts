@@ -27,13 +27,24 @@ export type ChartCanvas = HTMLCanvasElement & { uplot?: uPlot };
 
 const cssColor = (name: string) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 
+/** One point in time of a chart, with a count per name. */
+export interface CountsAt {
+  start: string;
+  counts: Record<string, number>;
+}
+
 /**
  * A line per name (event type, or sink) over the buckets, with a caption that gives the totals as
  * text. Built again at each refresh: the old chart is destroyed by `release`.
  */
 export function countChart(title: string, buckets: StatsBucket[], key: keyof Omit<StatsBucket, 'start'>, width: number): { node: HTMLElement; chart?: uPlot } {
-  const names = [...new Set(buckets.flatMap((b) => Object.keys(b[key])))].sort();
-  const totals = names.map((name) => buckets.reduce((sum, b) => sum + (b[key][name] ?? 0), 0));
+  return linesChart(title, buckets.map((b) => ({ start: b.start, counts: b[key] })), width);
+}
+
+/** A line per name over the points, with a caption that gives the totals as text. */
+export function linesChart(title: string, points: CountsAt[], width: number): { node: HTMLElement; chart?: uPlot } {
+  const names = [...new Set(points.flatMap((b) => Object.keys(b.counts)))].sort();
+  const totals = names.map((name) => points.reduce((sum, b) => sum + (b.counts[name] ?? 0), 0));
   const caption = h(
     'figcaption',
     null,
@@ -45,7 +56,7 @@ export function countChart(title: string, buckets: StatsBucket[], key: keyof Omi
     figure.append(message('empty', 'None in this period.'));
     return { node: figure };
   }
-  const data: uPlot.AlignedData = [buckets.map((b) => Date.parse(b.start) / 1000), ...names.map((name) => buckets.map((b) => b[key][name] ?? 0))];
+  const data: uPlot.AlignedData = [points.map((b) => Date.parse(b.start) / 1000), ...names.map((name) => points.map((b) => b.counts[name] ?? 0))];
   const text = cssColor('--fg');
   const grid = cssColor('--line');
   const axis: uPlot.Axis = { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };

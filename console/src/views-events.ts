@@ -1,5 +1,6 @@
 import { api, ApiError, itemPath, withQuery, type CloudEvent, type Delivery, type Page } from './api.js';
 import { field, h, link, message, route, table, time } from './dom.js';
+import { eventAttempts, resendButton } from './views-attempts.js';
 import { withDeliveries } from './views-boxes.js';
 import { deliveryList, deliveryStatus, filterForm, isoToLocal, listOrEmpty, localToIso, pager, type View, type ViewContext } from './view.js';
 
@@ -41,8 +42,8 @@ export function eventsView(context: ViewContext, query: URLSearchParams): View {
   };
 }
 
-/** One event: its deliveries to each sink and the CloudEvent as sent. */
-export function eventView(_context: ViewContext, id: string): View {
+/** One event: its deliveries to each sink (each resent by a button), its attempts, and the CloudEvent as sent. */
+export function eventView(context: ViewContext, id: string): View {
   return {
     title: `Event ${id}`,
     async load() {
@@ -56,6 +57,7 @@ export function eventView(_context: ViewContext, id: string): View {
         throw error;
       }
       const { event, deliveries } = found;
+      const attempts = await eventAttempts(id);
       return h(
         'div',
         null,
@@ -65,11 +67,13 @@ export function eventView(_context: ViewContext, id: string): View {
           ? message('empty', 'It was routed to no sink.')
           : table(
               'Deliveries',
-              ['Sink', 'Status', 'Attempts', 'Last error', 'Updated'],
-              deliveries.map((d) => [d.sink, deliveryStatus(d.status), d.attempts, d.lastError ?? '—', time(d.updatedAt)]),
+              ['Sink', 'Status', 'Attempts', 'Last error', 'Updated', 'Actions'],
+              deliveries.map((d) => [link(route('sinks', d.sink), d.sink), deliveryStatus(d.status), d.attempts, d.lastError ?? '—', time(d.updatedAt), resendButton(context, id, d.sink)]),
             ),
         h('p', null, deliveries.some((d) => d.status === 'dead_lettered') ? link('#/dead-letters', 'Retry it under Dead letters') : null),
         h('p', null, 'See the ', link(withQuery('#/audit', { eventId: id }), 'operator changes to its dead letters'), '.'),
+        h('h2', null, 'Attempts'),
+        attempts,
         h('h2', null, 'CloudEvent'),
         h('pre', { class: 'json', tabindex: 0 }, JSON.stringify(event, null, 2)),
       );

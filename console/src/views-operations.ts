@@ -1,6 +1,7 @@
 import { api, ApiError, withQuery, type DeadLetter, type Page, type SinkRow } from './api.js';
 import { chartWidth, countChart, PERIODS, type Period, type StatsBucket } from './charts.js';
 import { field, h, link, message, route, table, time } from './dom.js';
+import { lastHourHealth } from './views-attempts.js';
 import { action, fetchSinks, listOrEmpty, localToIso, pager, sinkSelect, type View, type ViewContext } from './view.js';
 
 /** Dead letters, by sink: each retried or discarded, or all of one sink retried. */
@@ -82,31 +83,33 @@ export function replayView(context: ViewContext): View {
   };
 }
 
-/** The sinks table, shared by Overview and Sinks. */
-export function sinkTable(sinks: SinkRow[], action?: (sink: SinkRow) => Node): Node {
+/** The sinks table, shared by Overview and Sinks (which adds each sink's last hour and actions); a sink links to its page. */
+export function sinkTable(sinks: SinkRow[], action?: (sink: SinkRow) => Node, lastHour?: { successRate: string; p95: string }[]): Node {
   if (sinks.length === 0) return message('empty', 'No sink is configured: set a bus URL (BOXRELAY_NATS_URL, BOXRELAY_AMQP_URL, BOXRELAY_REDIS_URL, BOXRELAY_MQTT_URL) or add hooks to fan events out.');
-  const headers = ['Sink', 'Kind', 'Up', 'Paused', 'Pending', 'Dead letters', ...(action ? ['Actions'] : [])];
+  const headers = ['Sink', 'Kind', 'Up', 'Paused', 'Pending', 'Dead letters', ...(lastHour ? ['Success (1 h)', 'p95 (1 h)'] : []), ...(action ? ['Actions'] : [])];
   return table(
     'Sinks',
     headers,
-    sinks.map((s) => [
-      s.name,
+    sinks.map((s, i) => [
+      link(route('sinks', s.name), s.name),
       s.kind,
       h('span', { class: `badge ${s.up ? 'ok' : 'bad'}` }, s.up ? 'up' : 'down'),
       s.paused ? 'paused' : 'no',
       s.throttled ? h('span', null, String(s.pending), ' ', h('span', { class: 'badge warn', title: 'waiting for its turn under maxPerSecond' }, 'throttled')) : String(s.pending),
       s.deadLetters > 0 ? link(`#/dead-letters?sink=${encodeURIComponent(s.name)}`, String(s.deadLetters)) : '0',
+      ...(lastHour ? [lastHour[i]?.successRate ?? '—', lastHour[i]?.p95 ?? '—'] : []),
       ...(action ? [action(s)] : []),
     ]),
   );
 }
 
-/** Sinks with Pause / Resume. */
+/** Sinks with their last hour (success rate, p95 latency) and Pause / Resume. */
 export function sinksView(context: ViewContext): View {
   return {
     title: 'Sinks',
     async load() {
       const sinks = await fetchSinks();
+      const lastHour = await Promise.all(sinks.map((s) => lastHourHealth(s.name)));
       const toggle = (s: SinkRow) => {
         const verb = s.paused ? 'resume' : 'pause';
         return h(
@@ -125,7 +128,7 @@ export function sinksView(context: ViewContext): View {
       return h(
         'div',
         null,
-        sinkTable(sinks, toggle),
+        sinkTable(sinks, toggle, lastHour),
         h('p', { class: 'hint' }, 'A paused sink keeps its events waiting (none is dead-lettered) until it is resumed.'),
       );
     },

@@ -80,7 +80,7 @@ function target(id: number | undefined, options: TargetOptions): number | undefi
   return id;
 }
 
-/** `boxrelay dead-letters list|retry|discard` and `boxrelay replay`. */
+/** `boxrelay dead-letters list|retry|discard`, `boxrelay replay` and `boxrelay events resend`. */
 export function fanoutCommands(loadConfig: () => Config): Command[] {
   const deadLetters = new Command('dead-letters').description('list, retry or discard events a sink gave up on');
   deadLetters
@@ -124,5 +124,16 @@ export function fanoutCommands(loadConfig: () => Config): Command[] {
         console.log(`queued ${plural(await operations.replay(options, CLI_ACTOR), 'sink delivery', 'sink deliveries')}`);
       }),
     );
-  return [deadLetters, replay];
+  const events = new Command('events').description('act on one stored event');
+  events
+    .command('resend <id>')
+    .description("send one stored event to one sink again, whatever its status there (a fresh attempt budget)")
+    .requiredOption('--sink <name>', 'the configured sink to send it to')
+    .action((id: string, options: { sink: string }) =>
+      withOperations(withSinks(loadConfig(), 'events resend'), async (operations) => {
+        await operations.resend(id, options.sink, CLI_ACTOR);
+        console.log(`queued ${id} for ${options.sink}`);
+      }),
+    );
+  return [deadLetters, replay, events];
 }

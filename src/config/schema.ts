@@ -208,6 +208,8 @@ export const configSchema = z.strictObject({
    * on the receiver's event loop (what tests that inject a clock or timing use).
    */
   fanoutThread: z.enum(['worker', 'inline']).default('worker'),
+  /** Which delivery attempts are recorded for operators (contract section 16): every one, the failed ones, or none. */
+  attempts: z.enum(['all', 'failed', 'off']).default('all'),
   hooksFile: optionalText,
   hooks: hooksSchema.default([]),
   source: z.string().min(1).default('sandbox'),

@@ -2,7 +2,7 @@ import pRetry from 'p-retry';
 import type { CloudEvent } from '../events/cloudevent.js';
 import { waitRestOfRetryAfter } from '../retry-after.js';
 import { asSinkFailure, type SinkFailure } from '../sinks/failures.js';
-import type { Sink } from '../sinks/sink.js';
+import type { Exchange, Sink } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
 export type Outcome =
@@ -24,9 +24,14 @@ export interface AttemptRun {
   /** Passed to the sink: cuts an attempt in flight (after the stop grace). */
   cut: AbortSignal;
   /** One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span). */
-  send(signal: AbortSignal): Promise<void>;
+  send(signal: AbortSignal): Promise<Exchange | void>;
   /** Each attempt's duration in seconds. */
   observe(seconds: number): void;
+  /**
+   * Each attempt as it ended (`final`: its failure makes the event a dead letter); a failure's
+   * outcome counts only once what this returns has resolved, and its rejection ends the run.
+   */
+  record?(attempt: { at: number; durationMs: number; exchange: Exchange | undefined; failure: SinkFailure | undefined; final: boolean }): Promise<void> | undefined;
 }
 
 /**
@@ -53,13 +58,29 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     (failure.retryAfterMs ?? 0) <= Math.min(tuning.quickMaxDelayMs, startBy - (performance.now() - started)) &&
     !sinkDown();
 
+  /** A failed attempt that could not be recorded: the run ends with it, and the outcome is not written down. */
+  let unrecorded: { error: unknown } | undefined;
+  const recordFailure = async (failure: SinkFailure, at: number, durationMs: number) => {
+    try {
+      await run.record?.({ at, durationMs, exchange: failure.exchange, failure, final: !failure.retryable || attempts >= sink.maxAttempts });
+    } catch (error) {
+      unrecorded = { error };
+    }
+  };
+
   const attemptOnce = async () => {
     attempts++;
+    const at = run.now();
     const started = performance.now();
     try {
-      await run.send(run.cut);
+      const exchange = await run.send(run.cut);
       delivered = true;
+      const durationMs = performance.now() - started;
+      run.observe(durationMs / 1000);
+      void run.record?.({ at, durationMs, exchange: exchange ?? undefined, failure: undefined, final: false });
     } catch (error) {
+      const durationMs = performance.now() - started;
+      run.observe(durationMs / 1000);
       // Cut by shutdown: the sink was not given its chance, so this is neither an attempt nor a
       // failure; the row is released and sent again by the next process.
       if (run.cut.aborted) {
@@ -68,9 +89,8 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       }
       failures++;
       last = asSinkFailure(error);
+      await recordFailure(last, at, durationMs);
       throw last;
-    } finally {
-      run.observe((performance.now() - started) / 1000);
     }
   };
 
@@ -85,7 +105,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       firstFailure = { error };
     }
   }
-  if (firstFailure) {
+  if (firstFailure && !unrecorded) {
     const failed = firstFailure;
     try {
       await pRetry(
@@ -100,10 +120,10 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
           randomize: true,
           maxRetryTime: Math.max(0, startBy - (performance.now() - started)),
           signal: run.stopping,
-          shouldRetry: ({ error }) => mayRetryNow(error as SinkFailure),
+          shouldRetry: ({ error }) => !unrecorded && mayRetryNow(error as SinkFailure),
           onFailedAttempt: async ({ error, retriesLeft, retriesConsumed }) => {
             const failure = error as SinkFailure;
-            if (retriesLeft === 0 || !mayRetryNow(failure)) return;
+            if (retriesLeft === 0 || unrecorded || !mayRetryNow(failure)) return;
             await waitRestOfRetryAfter(failure.retryAfterMs, backoff, retriesConsumed, run.stopping);
           },
         },
@@ -112,6 +132,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       // The outcome is decided from what the attempts did, below.
     }
   }
+  if (unrecorded) throw unrecorded.error;
   // p-retry also throws when a stop arrives after the last attempt succeeded.
   if (delivered) return { kind: 'delivered', attempts, failures, error: last };
   const now = run.now();

@@ -7,6 +7,7 @@ import type { Sink } from '../sinks/sink.js';
 import type { Outbox } from '../store/exceptions/outbox.js';
 import type { SinkStates } from '../store/state/sink-state.js';
 import type { Tracing } from '../tracing/tracing.js';
+import type { AttemptRecorder } from './attempt-recorder.js';
 import { createDeliveredRows } from './delivered-rows.js';
 import { createJudge } from './judge.js';
 import { createLane } from './lane.js';
@@ -33,6 +34,8 @@ export interface DispatcherDeps {
   operatorEvents: OperatorEvents;
   tracing: Tracing;
   tuning?: Partial<DispatchTuning>;
+  /** Writes each attempt down (contract section 16); none when attempts are not recorded. */
+  attempts?: AttemptRecorder | undefined;
   /** Names this dispatcher's leases (the fan-out thread names its worker's, to free them if it dies); a new one by default. */
   owner?: string;
 }
@@ -103,6 +106,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     metrics,
     stopping: stopping.signal,
     cut: cut.signal,
+    attempts: deps.attempts,
   });
   const untilStored = untilStoredBy({ stopping: stopping.signal, maxDelayMs: tuning.pollMs, log });
   const delivered = createDeliveredRows({ markDelivered: outbox.markDelivered, recorded: () => wake('all'), log });
@@ -184,6 +188,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       await settled();
       clearTimeout(cutTimer);
       await delivered.flush();
+      await deps.attempts?.flush();
       await Promise.all(lanes.map((lane) => lane.stop()));
     },
   };

@@ -4,6 +4,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../log.js';
 import { createTracing, tracingOff } from '../tracing/tracing.js';
+import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
 import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
@@ -28,6 +29,7 @@ const fanout = createInlineFanout({
   sinkStates: caller.remote('sinkStates'),
   pauses: caller.remote('pauses'),
   operatorEvents: caller.remote('operatorEvents'),
+  attempts: createAttemptRecorder({ log: caller.remote('attempts'), mode: config.attempts, logger }),
   sinks,
   buses,
   clock: systemClock,

@@ -2,6 +2,7 @@ import type { AuditTrail } from '../audit-trail.js';
 import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
 import { requireSince } from '../iso-time.js';
+import { untrusted } from '../log.js';
 import type { Outbox } from '../store/exceptions/outbox.js';
 import type { DeadLetter, Replay } from '../store/exceptions/rows.js';
 
@@ -31,6 +32,8 @@ export interface Operations {
   discard(id: number, by: string): Promise<void>;
   /** Discards dead letters of any sink, configured or not (set-aside work included). */
   discardAll(sink: string | undefined, by: string): Promise<number>;
+  /** Sends one stored event to one configured sink again, whatever its status (contract section 16). */
+  resend(eventId: string, sink: string, by: string): Promise<void>;
   /** Queues the deliveries received since `since` (ISO 8601 with zone) again; returns how many rows. */
   replay(options: { since: string; sink?: string | undefined }, by: string): Promise<number>;
 }
@@ -83,6 +86,14 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
       trail.record({ action: 'discard', target: sink ?? null, by, detail: given({ all: true, sink }) }, (audit) =>
         outbox.discardDeadLetters({ sink, now: audit.at }, audit),
       ),
+
+    async resend(eventId: string, sink: string, by: string): Promise<void> {
+      if (!sinks.includes(sink)) throw new NotFoundError(`no sink ${JSON.stringify(untrusted(sink))} is configured`);
+      await trail.record({ action: 'resend', target: eventId, by, detail: { sink }, eventId }, async (audit) => {
+        if ((await outbox.resend({ eventId, sink, now: audit.at }, audit)) === 0) throw new NotFoundError('no such event');
+      });
+      wake();
+    },
 
     async replay({ since, sink }: { since: string; sink?: string | undefined }, by: string): Promise<number> {
       const sinceMs = requireSince(since);

@@ -3,6 +3,7 @@ import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import { causeChain } from '../errors.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
+import type { AttemptLog } from '../store/attempts/record-attempts.js';
 import type { Outbox } from '../store/exceptions/outbox.js';
 import type { SinkStates } from '../store/state/sink-state.js';
 import type { OperatorEvents } from './operator-events.js';
@@ -21,6 +22,7 @@ export interface ServedParts {
   sinkStates: SinkStates;
   pauses: Pauses;
   operatorEvents: OperatorEvents;
+  attempts: AttemptLog;
 }
 export type ServedPart = keyof ServedParts;
 

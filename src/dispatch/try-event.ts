@@ -1,8 +1,9 @@
 import type { Clock } from '../clock.js';
-import type { Sink } from '../sinks/sink.js';
+import type { Exchange, Sink } from '../sinks/sink.js';
 import type { SinkState } from '../store/state/sink-state.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { attemptDelivery } from './attempt.js';
+import type { AttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import type { Judge } from './judge.js';
 import type { recentEvents } from './recent-events.js';
@@ -24,13 +25,15 @@ export interface TryEventDeps {
   stopping: AbortSignal;
   /** Cuts attempts in flight (after the stop's grace). */
   cut: AbortSignal;
+  /** Writes each attempt down (contract section 16); none when attempts are not recorded. */
+  attempts?: AttemptRecorder | undefined;
 }
 
-export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics, stopping, cut }: TryEventDeps): TryEvent {
+export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics, stopping, cut, attempts }: TryEventDeps): TryEvent {
   return async (sink, work, workMs, trial, state) => {
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
-    const send = async (signal: AbortSignal): Promise<void> => {
+    const send = async (signal: AbortSignal): Promise<Exchange | void> => {
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
       if (!tracing.enabled) return sink.deliver(event, signal);
       const span = tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
@@ -39,8 +42,9 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
         'boxrelay.event_type': event.type,
       });
       try {
-        await sink.deliver(event, signal, { traceparent: span.traceparent });
+        const exchange = await sink.deliver(event, signal, { traceparent: span.traceparent });
         span.end();
+        return exchange;
       } catch (error) {
         span.end({ 'error.type': (error as { code?: string }).code ?? 'sink_error' }, error);
         throw error;
@@ -58,6 +62,8 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
       stopping,
       cut,
       observe: (seconds) => metrics.sinkDeliveryDuration.observe({ sink: sink.name }, seconds),
+      // A paused sink's failures wait rather than dead-letter.
+      record: (ended) => attempts?.record({ ...ended, sink: sink.name, eventId: work.eventId, final: ended.final && trial !== 'probe' && state.paused_at === null }),
     });
     const verdict = await judge.judge(sink, work, outcome, trial, state);
     return { verdict, changed: trial === 'probe' || outcome.kind !== 'delivered' || state.failing_since !== null };

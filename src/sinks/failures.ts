@@ -1,5 +1,6 @@
 import { RelayError, describeError, type BusName, type SinkFailureCode } from '../errors.js';
 import type { CloudEvent } from '../events/cloudevent.js';
+import type { Exchange } from './sink.js';
 
 /**
  * Why an attempt on a sink failed: one class per failure, each with a stable `code` (it lands in
@@ -9,6 +10,8 @@ export abstract class SinkFailure extends RelayError {
   abstract readonly retryable: boolean;
   /** A lower bound for the delay before the next attempt (a hook's Retry-After). */
   readonly retryAfterMs: number | undefined;
+  /** A hook's request and what came back, kept with the attempt. */
+  exchange: Exchange | undefined;
 
   constructor(
     readonly code: SinkFailureCode,

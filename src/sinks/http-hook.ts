@@ -14,10 +14,12 @@ import {
   HookRequestInvalidError,
   HookTimeoutError,
   HookUnavailableError,
+  SinkFailure,
   SinkStoppingError,
   eventJson,
 } from './failures.js';
-import type { Sink } from './sink.js';
+import { readCappedBody } from './capped-body.js';
+import type { Exchange, ExchangeRequest, Sink } from './sink.js';
 import { withRateGate } from './rate-gate.js';
 import { slackBody } from './slack.js';
 
@@ -36,6 +38,15 @@ function tlsOf(hook: HookConfig) {
   const { material, problems } = readTlsFiles(hook.name, hook.tls, (path) => readFileSync(path, 'utf8'));
   if (problems.length > 0) throw new Error(problems.join('; '));
   return material;
+}
+
+/** What an operator may read of a request: configured extra headers' values redacted, no signature. */
+function requestRecord(url: string, headers: Headers, extra: ReadonlySet<string>): ExchangeRequest {
+  const shown: Record<string, string> = {};
+  for (const [name, value] of headers) {
+    if (name !== 'webhook-signature') shown[name] = extra.has(name) ? '[redacted]' : value;
+  }
+  return { url, headers: shown };
 }
 
 const CONTENT_TYPE = { cloudevents: 'application/cloudevents+json', slack: 'application/json' } as const;
@@ -57,6 +68,8 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
   const key = hook.secret === undefined ? undefined : standardWebhooksKey(hook.secret);
   const signer = key && new Webhook(key, { format: 'raw' });
   let answering = true;
+  // Headers iterate lower-cased; the names configured may be in any case.
+  const extraHeaders = new Set(Object.keys(hook.headers).map((name) => name.toLowerCase()));
 
   /** The request for an event, or a PermanentFailure when it can never be built. */
   const request = (event: CloudEvent, traceparent: string | undefined): { body: string; headers: Headers } => {
@@ -93,6 +106,11 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
     spanName: () => 'POST',
     async deliver(event, signal, trace) {
       const built = request(event, trace?.traceparent);
+      const sent = requestRecord(hook.url, built.headers, extraHeaders);
+      const failed = <F extends SinkFailure>(failure: F, status: number | null = null, response: Exchange['response'] = null): F => {
+        failure.exchange = { request: sent, status, response };
+        return failure;
+      };
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;
       try {
@@ -104,18 +122,19 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
         });
       } catch (error) {
         answering = false;
-        if (timeout.aborted) throw new HookTimeoutError(hook.timeoutMs, { cause: error });
+        if (timeout.aborted) throw failed(new HookTimeoutError(hook.timeoutMs, { cause: error }));
         if (signal.aborted) throw new SinkStoppingError({ cause: error });
         // Only the system error code: fetch's own messages may quote the request's headers.
         const code = (error as { cause?: { code?: unknown } }).cause?.code;
-        throw new HookConnectionError(typeof code === 'string' ? code : undefined);
+        throw failed(new HookConnectionError(typeof code === 'string' ? code : undefined));
       }
-      // The status is all that counts; dropping the body frees the connection.
-      await response.body?.cancel().catch(() => {});
+      // The status decides; the body's first bytes are kept for the operator, the rest never read
+      // (the attempt's timeout still bounds a body that drips).
+      const answer = { headers: Object.fromEntries(response.headers), ...(await readCappedBody(response.body)) };
       answering = response.status < 500;
-      if (response.ok) return;
-      if (!retryableStatus(response.status)) throw new HookRejectedError(response.status);
-      throw new HookUnavailableError(response.status, parseRetryAfter(response.headers.get('retry-after'), clock.now()));
+      if (response.ok) return { request: sent, status: response.status, response: answer };
+      if (!retryableStatus(response.status)) throw failed(new HookRejectedError(response.status), response.status, answer);
+      throw failed(new HookUnavailableError(response.status, parseRetryAfter(response.headers.get('retry-after'), clock.now())), response.status, answer);
     },
     up: () => answering,
     close: () => (closed ??= dispatcher?.close() ?? Promise.resolve()),

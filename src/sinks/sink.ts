@@ -1,5 +1,26 @@
 import type { CloudEvent } from '../events/cloudevent.js';
 
+/** What a hook sent: its URL and headers (configured extra headers' values redacted, no signature). */
+export interface ExchangeRequest {
+  url: string;
+  headers: Record<string, string>;
+}
+
+/** What a hook answered: its headers and the first bytes of its body, as text. */
+export interface ExchangeResponse {
+  headers: Record<string, string>;
+  body: string;
+  bodyTruncated: boolean;
+}
+
+/** One attempt's request and answer (`response` null when none came), as an operator reads them (contract section 16). */
+export interface Exchange {
+  request: ExchangeRequest;
+  /** The answer's HTTP status, null with the response when none came. */
+  status: number | null;
+  response: ExchangeResponse | null;
+}
+
 /** Where fan-out goes: a bus (NATS, RabbitMQ, ...; see bus.ts) or one outgoing HTTP hook. */
 export interface Sink {
   /** The bus's name (`nats`, `amqp`, ...) or the hook's name; the outbox rows' `sink`. */
@@ -15,10 +36,11 @@ export interface Sink {
   /** Failing every attempt this long pauses the sink (contract section 5); 0 or absent: never. */
   readonly pauseAfterMs?: number;
   /**
-   * One attempt: resolves when delivered, throws a SinkFailure otherwise. `trace.traceparent` (tracing
-   * on) goes with the message or request, so consumers continue the trace.
+   * One attempt: resolves when delivered (a hook with its Exchange), throws a SinkFailure otherwise
+   * (a hook's with its Exchange). `trace.traceparent` (tracing on) goes with the message or request,
+   * so consumers continue the trace.
    */
-  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<void>;
+  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<Exchange | void>;
   /** The span name of an attempt: `publish <subject>` for a bus, the method for a hook. */
   spanName?(event: CloudEvent): string;
   /** The attempt's span kind: `producer` for a bus, `client` (the default) for a request. */

@@ -146,7 +146,7 @@ export interface AuditTable {
   event_id: string | null;
 }
 
-export type AuditAction = 'retry' | 'discard' | 'retry_all' | 'replay' | 'pause' | 'resume' | 'forget' | 'reconcile';
+export type AuditAction = 'retry' | 'discard' | 'retry_all' | 'replay' | 'pause' | 'resume' | 'forget' | 'reconcile' | 'resend';
 
 /** Per sink and UTC minute: acknowledged deliveries and failed attempts (counted as they happen; a row of the outbox holds only its last outcome). */
 export interface SinkMinutesTable {
@@ -155,6 +155,28 @@ export interface SinkMinutesTable {
   minute: number;
   delivered: number;
   failed: number;
+}
+
+/** Each attempt to deliver an event to a sink (contract section 16). */
+export interface AttemptsTable {
+  id: Generated<number>;
+  event_id: string;
+  sink: string;
+  /** Counts from 1 per event and sink, across resends. */
+  n: number;
+  /** Epoch ms when the attempt started. */
+  at: number;
+  duration_ms: number;
+  outcome: 'delivered' | 'retried' | 'dead_lettered';
+  status: number | null;
+  error_code: string | null;
+  error_message: string | null;
+  /** 1 when the receiver or broker answered. */
+  answered: number;
+  /** JSON of a hook's `{url, headers}`. */
+  request: string | null;
+  /** JSON of a hook's `{headers, body, bodyTruncated}`. */
+  response: string | null;
 }
 
 /** Which sinks some replica serves, and when it last said so (a heartbeat): work of a sink none serves is set aside after a grace period. */
@@ -205,4 +227,5 @@ export interface Schema {
   log_cursors: LogCursorsTable;
   log_marks: LogMarksTable;
   log_readers: LogReadersTable;
+  attempts: AttemptsTable;
 }

@@ -44,6 +44,7 @@ export const COPIED: readonly CopiedTable[] = [
   { table: 'secrets', label: 'upstream secrets', key: ['id'] },
   { table: 'audit', label: 'audit entries', key: ['id'] },
   { table: 'sink_minutes', label: 'delivery counts per minute', key: ['minute', 'sink'] },
+  { table: 'attempts', label: 'delivery attempts', key: ['id'] },
   {
     table: 'log_cursors',
     label: 'log cursors (per sink and partition)',

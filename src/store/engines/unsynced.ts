@@ -17,13 +17,30 @@ interface Query<O> {
 export async function executeUnsynced<O>(database: Database, query: Query<O>): Promise<O[]> {
   if (database.dialect !== 'sqlite') return query.execute();
   const { sql, parameters } = query.compile();
-  const { prepare } = database;
-  prepare('PRAGMA synchronous = NORMAL').run();
-  try {
+  return unsynced(database, (prepare) => {
     const statement = prepare(sql);
     if (statement.reader) return statement.all(...parameters) as O[];
     statement.run(...parameters);
     return [];
+  });
+}
+
+type SqliteDatabase = Extract<Database, { dialect: 'sqlite' }>;
+
+/** One statement run once per row of parameters, in one transaction committed as executeUnsynced commits. */
+export async function runEachUnsynced(database: SqliteDatabase, statement: string, rows: unknown[][]): Promise<void> {
+  unsynced(database, (prepare) => {
+    const prepared = prepare(statement);
+    database.sqlite.transaction(() => rows.forEach((row) => prepared.run(...row))).immediate();
+  });
+}
+
+/** Runs `work` on SQLite at synchronous=NORMAL, then restores the configured level. */
+function unsynced<T>(database: SqliteDatabase, work: (prepare: SqliteDatabase['prepare']) => T): T {
+  const { prepare } = database;
+  prepare('PRAGMA synchronous = NORMAL').run();
+  try {
+    return work(prepare);
   } finally {
     prepare(`PRAGMA synchronous = ${database.synchronous}`).run();
   }

@@ -3,6 +3,7 @@ import { DAY_MS } from '../../clock.js';
 import type { Database } from '../engines/database.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
+import { pruneAttempts } from '../attempts/prune-attempts.js';
 
 
 export interface PruneOptions {
@@ -149,6 +150,7 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
     ? 0
     : (await executeUnsynced(database, kysely.deleteFrom('audit').where('at', '<', cutoff).returning('id'))).length;
   if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('sink_minutes').where('minute', '<', cutoff));
+  await pruneAttempts(database, { cutoff, batchSize, signal: options.signal });
   // When cursors passed positions that retention has removed, and readers long gone.
   if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_marks').where('at', '<', cutoff));
   if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_readers').where('seen_at', '<', cutoff));

@@ -25,7 +25,7 @@ export interface AuditEntry extends Omit<AuditNote, 'at' | 'eventId'> {
   at: string;
 }
 
-export const AUDIT_ACTIONS: readonly AuditAction[] = ['retry', 'discard', 'retry_all', 'replay', 'pause', 'resume', 'forget', 'reconcile'];
+export const AUDIT_ACTIONS: readonly AuditAction[] = ['retry', 'discard', 'retry_all', 'replay', 'pause', 'resume', 'forget', 'reconcile', 'resend'];
 
 export function insertAudit(db: Kysely<Schema>, note: AuditNote): CompiledQuery {
   return db

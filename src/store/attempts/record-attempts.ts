@@ -1,0 +1,107 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../engines/database.js';
+import { runEachUnsynced } from '../engines/unsynced.js';
+import type { Schema } from '../schema.js';
+import { KEPT_PER_EVENT_AND_SINK, type NewAttempt } from './attempt-rows.js';
+
+/** Rows per INSERT on PostgreSQL: well under its limit of bound parameters. */
+const ROWS_PER_STATEMENT = 500;
+
+/** Where the fan-out writes its attempts (in the worker thread, a call served by the main thread). */
+export interface AttemptLog {
+  /**
+   * Failed attempts, each durable before the call returns (their outcome counts only then); the
+   * oldest beyond the last 50 of their event and sink are removed.
+   */
+  recordFailed(attempts: NewAttempt[]): Promise<void>;
+  /** Successful attempts, in a batch, committed without a sync of their own (a crash may lose them). */
+  recordDelivered(attempts: NewAttempt[]): Promise<void>;
+}
+
+/** `n` goes on from the event and sink's last attempt, across resends. */
+const nextN = (db: Kysely<Schema>, attempt: NewAttempt) =>
+  db
+    .selectFrom('attempts')
+    .select(sql<number>`coalesce(max(n), 0) + 1`.as('n'))
+    .where('event_id', '=', attempt.eventId)
+    .where('sink', '=', attempt.sink);
+
+const json = (value: object | null): string | null => value && JSON.stringify(value);
+
+const insert = (db: Kysely<Schema>, attempts: NewAttempt[]) =>
+  db.insertInto('attempts').values(
+    attempts.map((a) => ({
+      event_id: a.eventId,
+      sink: a.sink,
+      n: nextN(db, a),
+      at: a.at,
+      duration_ms: Math.round(a.durationMs),
+      outcome: a.outcome,
+      status: a.status,
+      error_code: a.error?.code ?? null,
+      error_message: a.error?.message ?? null,
+      answered: a.answered ? 1 : 0,
+      request: json(a.request),
+      response: json(a.response),
+    })),
+  );
+
+/**
+ * The same insert of one row as SQLite runs it for a batch of successes: one text, prepared once,
+ * with no query built per row (building and compiling one costs more than running it).
+ */
+const SQLITE_INSERT_ONE = `INSERT INTO attempts (event_id, sink, n, at, duration_ms, outcome, status, error_code, error_message, answered, request, response)
+  VALUES (?, ?, (SELECT coalesce(max(n), 0) + 1 FROM attempts WHERE event_id = ? AND sink = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+
+const sqliteRow = (a: NewAttempt): unknown[] => [
+  a.eventId,
+  a.sink,
+  a.eventId,
+  a.sink,
+  a.at,
+  Math.round(a.durationMs),
+  a.outcome,
+  a.status,
+  a.error?.code ?? null,
+  a.error?.message ?? null,
+  a.answered ? 1 : 0,
+  json(a.request),
+  json(a.response),
+];
+
+/** Removes an event and sink's attempts beyond the newest 50. */
+export const trimAttempts = (db: Kysely<Schema>, eventId: string, sink: string) =>
+  db
+    .deleteFrom('attempts')
+    .where('event_id', '=', eventId)
+    .where('sink', '=', sink)
+    .where('n', '<=', (eb) =>
+      eb
+        .selectFrom('attempts as newest')
+        .select(sql<number>`max(newest.n) - ${KEPT_PER_EVENT_AND_SINK}`.as('oldest'))
+        .where('newest.event_id', '=', eventId)
+        .where('newest.sink', '=', sink),
+    );
+
+function chunks<T>(items: T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += ROWS_PER_STATEMENT) out.push(items.slice(i, i + ROWS_PER_STATEMENT));
+  return out;
+}
+
+export function createAttemptLog(database: Database): AttemptLog {
+  const db = database.kysely;
+  return {
+    async recordFailed(attempts) {
+      for (const attempt of attempts) {
+        await insert(db, [attempt]).execute();
+        await trimAttempts(db, attempt.eventId, attempt.sink).execute();
+      }
+    },
+    async recordDelivered(attempts) {
+      // SQLite: one row per statement, all in one transaction; PostgreSQL: rows in bulk.
+      if (database.dialect === 'sqlite') return runEachUnsynced(database, SQLITE_INSERT_ONE, attempts.map(sqliteRow));
+      for (const chunk of chunks(attempts)) await insert(db, chunk).execute();
+    },
+  };
+}

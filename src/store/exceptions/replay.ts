@@ -3,7 +3,7 @@ import { sql, type CompiledQuery } from 'kysely';
 import { atomically } from '../engines/atomically.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
-import type { Replay } from './rows.js';
+import { insertPending, type Replay } from './rows.js';
 
 /**
  * Stored deliveries queued per page, each page its own short transaction: on SQLite a transaction
@@ -109,40 +109,26 @@ function pageInserts(database: Database, replay: Replay, page: PageRow[]): Compi
   const db = database.kysely;
   const { now } = replay;
   return [...idsBySink].map(([target, ids]) =>
-    db
-      .insertInto('outbox')
-      .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
-      .expression(
-        db
-          .selectFrom('deliveries as d')
-          .select([
-            'd.id',
-            sql.val(target).as('sink'),
-            sql.val('pending').as('status'),
-            sql.val(0).as('attempts'),
-            sql.val(now).as('next_attempt_at'),
-            sql.val(now).as('created_at'),
-            sql.val(now).as('updated_at'),
-            'd.box_id',
-          ])
-          .where('d.id', 'in', ids)
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('outbox as o')
-                  .select('o.id')
-                  .whereRef('o.delivery_id', '=', 'd.id')
-                  .where('o.sink', '=', target)
-                  .where(PENDING)
-                  // PostgreSQL: kept a probe per event; as an anti-join, its planner (with the outbox's statistics
-                  // behind a replay's growth) chose a scan of the sink's whole outbox per page.
-                  .$if(database.dialect === 'postgres', (q) => q.offset(0)),
-              ),
+    insertPending(db, target, now, (deliveries) =>
+      deliveries
+        .where('d.id', 'in', ids)
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('outbox as o')
+                .select('o.id')
+                .whereRef('o.delivery_id', '=', 'd.id')
+                .where('o.sink', '=', target)
+                .where(PENDING)
+                // PostgreSQL: kept a probe per event; as an anti-join, its planner (with the outbox's statistics
+                // behind a replay's growth) chose a scan of the sink's whole outbox per page.
+                .$if(database.dialect === 'postgres', (q) => q.offset(0)),
             ),
-          )
-          .orderBy('d.received_at')
-          .orderBy('d.id'),
-      )
+          ),
+        )
+        .orderBy('d.received_at')
+        .orderBy('d.id'),
+    )
       // A replay that runs beside another (or a log lane writing an exception) keeps one open row per event and sink.
       .onConflict((oc) => oc.doNothing())
       .compile(),

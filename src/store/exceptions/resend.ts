@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { insertPending } from './rows.js';
 import { writeAudited, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
 
@@ -15,24 +16,7 @@ export interface Resend {
  */
 export function queueResend(database: Database, { eventId, sink, now }: Resend, audit?: AuditNote): Promise<number> {
   const db = database.kysely;
-  const insert = db
-    .insertInto('outbox')
-    .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
-    .expression(
-      db
-        .selectFrom('deliveries')
-        .select([
-          'id',
-          sql.val(sink).as('sink'),
-          sql.val('pending').as('status'),
-          sql.val(0).as('attempts'),
-          sql.val(now).as('next_attempt_at'),
-          sql.val(now).as('created_at'),
-          sql.val(now).as('updated_at'),
-          'box_id',
-        ])
-        .where('id', '=', eventId),
-    )
+  const insert = insertPending(db, sink, now, (deliveries) => deliveries.where('d.id', '=', eventId))
     // Already waiting for the sink (one open row per event and sink): due now, with a fresh budget.
     .onConflict((oc) =>
       oc.columns(['delivery_id', 'sink']).where(sql<boolean>`status = 'pending'`).doUpdateSet({ attempts: 0, next_attempt_at: now, updated_at: now }),

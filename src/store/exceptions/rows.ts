@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { StoredEvent } from '../../events/types.js';
-import type { OutboxStatus } from '../schema.js';
+import type { OutboxStatus, Schema } from '../schema.js';
 
 /**
  * The outbox rows (the fan-out's exceptions: retries, dead letters, held and replayed work) as the
@@ -94,3 +94,29 @@ export const DEAD_LETTER = sql<boolean>`status IN ('dead', 'set_aside')`;
 
 /** A fan-out row no process holds: set with every write that settles, releases or sets a row aside. */
 export const LEASE_CLEARED = { lease_owner: null, lease_until: null } as const;
+
+/** The columns of new pending rows for deliveries (aliased `d`) to `sink`, due at `now`. */
+const pendingRowsOf = (db: Kysely<Schema>, sink: string, now: number) =>
+  db
+    .selectFrom('deliveries as d')
+    .select([
+      'd.id',
+      sql.val(sink).as('sink'),
+      sql.val('pending').as('status'),
+      sql.val(0).as('attempts'),
+      sql.val(now).as('next_attempt_at'),
+      sql.val(now).as('created_at'),
+      sql.val(now).as('updated_at'),
+      'd.box_id',
+    ]);
+
+/**
+ * New pending rows sending the stored deliveries `choose` picks to `sink` with a fresh attempt
+ * budget, due at `now`: a replay's or a resend's.
+ */
+export function insertPending(db: Kysely<Schema>, sink: string, now: number, choose: (deliveries: ReturnType<typeof pendingRowsOf>) => ReturnType<typeof pendingRowsOf>) {
+  return db
+    .insertInto('outbox')
+    .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
+    .expression(choose(pendingRowsOf(db, sink, now)));
+}

@@ -86,7 +86,6 @@ export function startSequencing({ sequence, onNumbered, onError, intervalMs }: S
       });
   };
   const timer = setInterval(run, intervalMs).unref();
-  run();
   return {
     request: run,
     async stop() {

@@ -32,7 +32,8 @@ import type { BusTuning } from './sinks/bus.js';
 import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
 import type { Schedule } from './schedule.js';
-import { filterErrorReporter } from './sinks/filter-errors.js';
+import { filterErrorReporter, transformErrorReporter } from './sinks/filter-errors.js';
+import { transformSourceOf } from './sinks/transform.js';
 import { configuredSinks, sinkRouterOf } from './sinks/route.js';
 import { acceptEvent } from './store/write/accept-event.js';
 import { countBoxesByState } from './store/state/boxes.js';
@@ -159,6 +160,7 @@ export async function createRelay({
   const metrics = createMetrics(registry, {
     sinks: sinkNames,
     filtered: [...sinksFor.filtered],
+    transformed: config.hooks.filter((hook) => transformSourceOf(hook) !== undefined).map((hook) => hook.name),
     sources: {
       secrets: () => secrets.accepted(),
       ready: async () => (await readiness()).ok,
@@ -187,11 +189,18 @@ export async function createRelay({
           tracing: tracing.enabled,
           parts: { outbox, sinkStates, pauses, operatorEvents },
           metrics: dispatchMetrics,
+          countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
           sinkNames,
           logger,
         })
       : createInlineFanout({
-          ...createSinks({ config, clock, logger, buses: busOptions }),
+          ...createSinks({
+            config,
+            clock,
+            logger,
+            buses: busOptions,
+            onTransformError: transformErrorReporter({ clock, logger: logger.child({ part: 'transforms' }), count: (sink) => metrics.transformErrors.inc({ sink }) }),
+          }),
           outbox,
           clock,
           logger,

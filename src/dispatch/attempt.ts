@@ -6,7 +6,7 @@ import type { Sink } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
 export type Outcome =
-  | { kind: 'delivered'; attempts: number; failures: number; error: SinkFailure | undefined }
+  | { kind: 'delivered'; attempts: number; failures: number; error: SinkFailure | undefined; skipped: boolean }
   | { kind: 'retry'; attempts: number; failures: number; error: SinkFailure | undefined; nextAttemptAt: number }
   | { kind: 'dead'; attempts: number; failures: number; error: SinkFailure };
 
@@ -24,7 +24,7 @@ export interface AttemptRun {
   /** Passed to the sink: cuts an attempt in flight (after the stop grace). */
   cut: AbortSignal;
   /** One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span). */
-  send(signal: AbortSignal): Promise<void>;
+  send(signal: AbortSignal): Promise<void | 'skipped'>;
   /** Each attempt's duration in seconds. */
   observe(seconds: number): void;
 }
@@ -40,6 +40,8 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   let attempts = run.attempts;
   let failures = 0;
   let delivered = false;
+  /** The sink made no request: its transform sends nothing for this event (contract section 17). */
+  let skipped = false;
   let last: SinkFailure | undefined;
 
   const backoff = { minTimeout: tuning.quickMinDelayMs, factor: tuning.quickFactor };
@@ -57,7 +59,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     attempts++;
     const started = performance.now();
     try {
-      await run.send(run.cut);
+      skipped = (await run.send(run.cut)) === 'skipped';
       delivered = true;
     } catch (error) {
       // Cut by shutdown: the sink was not given its chance, so this is neither an attempt nor a
@@ -113,7 +115,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     }
   }
   // p-retry also throws when a stop arrives after the last attempt succeeded.
-  if (delivered) return { kind: 'delivered', attempts, failures, error: last };
+  if (delivered) return { kind: 'delivered', attempts, failures, error: last, skipped };
   const now = run.now();
   if (!last) return { kind: 'retry', attempts, failures, error: undefined, nextAttemptAt: now };
   if (!last.retryable || attempts >= sink.maxAttempts) return { kind: 'dead', attempts, failures, error: last };

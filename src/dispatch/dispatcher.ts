@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
+import { EventFailure } from '../sinks/failures.js';
 import type { Sink } from '../sinks/sink.js';
 import { routedTo } from '../store/log/position.js';
 import type { LogEntry } from '../store/log/read-log.js';
@@ -214,7 +215,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
    */
   const judge = async (sink: Sink, work: Work, outcome: Outcome, trial: Trial, state: SinkState): Promise<Verdict> => {
     const labels = { sink: sink.name };
-    const paused = await trackFailures(sink, outcome, trial, state);
+    // A skipped event, or one its transform fails on, tells nothing of the sink: no pause bookkeeping, no waiting.
+    const aboutSink = outcome.kind === 'delivered' ? !outcome.skipped : !(outcome.error instanceof EventFailure);
+    const paused = aboutSink && (await trackFailures(sink, outcome, trial, state));
     const now = clock.now();
     const context = { sink: sink.name, eventId: work.eventId, outboxId: work.rowId, attempts: outcome.attempts, ...logFieldsOf(work.traceparent) };
     if (outcome.kind !== 'delivered' && outcome.error && paused) {
@@ -226,7 +229,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     const dead = outcome.kind === 'dead';
     metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures - (dead ? 1 : 0));
     if (outcome.kind === 'delivered') {
-      metrics.sinkDeliveries.inc({ ...labels, outcome: 'delivered' });
+      metrics.sinkDeliveries.inc({ ...labels, outcome: outcome.skipped ? 'skipped' : 'delivered' });
       return { kind: 'delivered', attempts: outcome.attempts, lastError: outcome.error?.summary ?? null, now };
     }
     if (outcome.kind === 'dead') return { kind: 'dead', attempts: outcome.attempts, lastError: outcome.error.summary, now };
@@ -322,7 +325,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const attempt = async (sink: Sink, work: Work, workMs: number, trial: Trial, state: SinkState): Promise<{ verdict: Verdict; changed: boolean }> => {
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
-    const send = async (signal: AbortSignal): Promise<void> => {
+    const send = async (signal: AbortSignal): Promise<void | 'skipped'> => {
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
       if (!deps.tracing.enabled) return sink.deliver(event, signal);
       const span = deps.tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
@@ -331,8 +334,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         'boxrelay.event_type': event.type,
       });
       try {
-        await sink.deliver(event, signal, { traceparent: span.traceparent });
+        const delivered = await sink.deliver(event, signal, { traceparent: span.traceparent });
         span.end();
+        return delivered;
       } catch (error) {
         span.end({ 'error.type': (error as { code?: string }).code ?? 'sink_error' }, error);
         throw error;

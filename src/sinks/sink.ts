@@ -15,10 +15,11 @@ export interface Sink {
   /** Failing every attempt this long pauses the sink (contract section 5); 0 or absent: never. */
   readonly pauseAfterMs?: number;
   /**
-   * One attempt: resolves when delivered, throws a SinkFailure otherwise. `trace.traceparent` (tracing
-   * on) goes with the message or request, so consumers continue the trace.
+   * One attempt: resolves when delivered (`skipped` when a hook's transform sends nothing for the
+   * event, contract section 17), throws a SinkFailure otherwise. `trace.traceparent` (tracing on)
+   * goes with the message or request, so consumers continue the trace.
    */
-  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<void>;
+  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<void | 'skipped'>;
   /** The span name of an attempt: `publish <subject>` for a bus, the method for a hook. */
   spanName?(event: CloudEvent): string;
   /** The attempt's span kind: `producer` for a bus, `client` (the default) for a request. */

@@ -15,6 +15,7 @@ import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
 import { eventDeliveryRoutes } from './http/admin/event-deliveries.js';
+import { hookTransformRoutes } from './http/admin/hook-transforms.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { sinkRoutes } from './http/admin/sinks.js';
@@ -254,6 +255,7 @@ export async function createRelay({
         replayRoutes(operations),
         reconcileRoutes(reconciler, { kysely, trail }),
         eventDeliveryRoutes({ kysely, outbox, source: config.source }),
+        hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
         sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink, trail }),
         auditRoutes(kysely),
         statsRoutes({ kysely, clock, flush: tally.flush }),

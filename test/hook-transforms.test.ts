@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { systemClock } from '../src/clock.js';
 import { ConfigError, loadConfig } from '../src/config/load.js';
 import { hookSchema } from '../src/config/schema.js';
+import { PAGERDUTY_TRANSFORM } from '../src/sinks/builtin-formats.js';
 import { createHttpHookSink } from '../src/sinks/http-hook.js';
 import { TransformCompileError, TransformFailedError, compileTransform, escapeMarkdown, hookTransformOf } from '../src/sinks/transform.js';
 import { answering, discordShape, pagerDutyShape, teamsShape } from './support/alert-receivers.js';
@@ -213,7 +214,7 @@ describe('hook transforms in the relay', () => {
     const [row] = await outboxRows(t, 'regional');
     expect(row).toMatchObject({ delivery_id: failed.deliveryId, status: 'dead', attempts: 1, last_error: 'transform_failed: field not found: region' });
     expect(await statusOf(t, failed.deliveryId, 'regional')).toMatchObject({ status: 'dead_lettered' });
-    expect(await statusOf(t, fine.deliveryId, 'regional')).toMatchObject({ status: 'delivered' });
+    await waitFor(async () => (await statusOf(t, fine.deliveryId, 'regional'))?.status === 'delivered', 'the other event delivered');
     expect(await metricValue(t.registry, 'boxrelay_transform_errors_total', { sink: 'regional' })).toBe(1);
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'regional', outcome: 'dead_lettered' })).toBe(1);
     expect(await metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 'regional', outcome: 'retried' })).toBe(0);
@@ -223,6 +224,48 @@ describe('hook transforms in the relay', () => {
     const sinks = await request(t.relay.internalApp).get('/admin/sinks').set(adminAuth);
     expect(sinks.body.sinks.find((s: { name: string }) => s.name === 'regional')).toMatchObject({ paused: false, deadLetters: 1 });
     expect(t.logs.entries().filter((e) => String(e.msg).startsWith('a hook transform failed'))).toEqual([expect.objectContaining({ sink: 'regional', error: 'field not found: region' })]);
+  });
+});
+
+describe('the admin API shows transforms, and what they make of a stored event', () => {
+  const { server, relay } = fanoutFixture();
+
+  it('GET /admin/hooks: filter and transform sources, no URL, secret or routing key; GET /admin/events/:id/bodies: each body or error', async () => {
+    const target = await server();
+    const t = await relay({
+      hooks: [
+        hook('pager', target.url, { format: 'pagerduty', routingKey: ROUTING_KEY, secret: HOOK_SECRET }),
+        hook('plain', target.url, { filter: 'event.type == "box.error"' }),
+        hook('regional', target.url, { events: ['box.error'], transform: '{"region": event.data.region}' }),
+        hook('readies', target.url, { events: ['box.ready'], transform: '"ready"' }),
+      ],
+    });
+    const listed = await request(t.relay.internalApp).get('/admin/hooks').set(adminAuth);
+    expect(listed.status).toBe(200);
+    expect(listed.body.hooks.map((h: { name: string; format: string; filter: string | null }) => [h.name, h.format, h.filter])).toEqual([
+      ['pager', 'pagerduty', null],
+      ['plain', 'cloudevents', 'event.type == "box.error"'],
+      ['regional', 'cloudevents', null],
+      ['readies', 'cloudevents', null],
+    ]);
+    expect(listed.body.hooks[0].transform).toBe(PAGERDUTY_TRANSFORM);
+    expect(listed.body.hooks[1].transform).toBeNull();
+    expect(JSON.stringify(listed.body)).not.toMatch(new RegExp(`${ROUTING_KEY}|${HOOK_SECRET}|127\\.0\\.0\\.1`));
+
+    const posted = await t.post({ type: 'box.error', boxId: 'bx_5', boxName: 'ci-5' });
+    const bodies = await request(t.relay.internalApp).get(`/admin/events/${posted.deliveryId}/bodies`).set(adminAuth);
+    expect(bodies.status).toBe(200);
+    expect(bodies.body.bodies.map((b: { sink: string }) => b.sink)).toEqual(['pager', 'regional']);
+    expect(bodies.body.bodies[0]).toMatchObject({ sink: 'pager', skipped: false, contentType: 'application/json', error: null });
+    expect(JSON.parse(bodies.body.bodies[0].body)).toMatchObject({ routing_key: '[redacted]', event_action: 'trigger', dedup_key: 'boxrelay-bx_5' });
+    expect(bodies.body.bodies[1]).toEqual({ sink: 'regional', skipped: false, contentType: null, body: null, error: { code: 'transform_failed', message: 'field not found: region' } });
+    // Evaluated on demand: nothing counted.
+    await allDelivered(t, 'pager');
+    expect(await metricValue(t.registry, 'boxrelay_transform_errors_total', { sink: 'regional' })).toBe(1);
+
+    const missing = await request(t.relay.internalApp).get('/admin/events/evt_nope/bodies').set(adminAuth);
+    expect([missing.status, missing.body.code]).toEqual([404, 'not_found']);
+    expect((await request(t.relay.internalApp).get('/admin/hooks')).status).toBe(401);
   });
 });
 

@@ -1,4 +1,4 @@
-import { api, ApiError, withQuery, type DeadLetter, type Page, type SinkRow } from './api.js';
+import { api, ApiError, withQuery, type DeadLetter, type HookRow, type Page, type SinkRow } from './api.js';
 import { chartWidth, countChart, PERIODS, type Period, type StatsBucket } from './charts.js';
 import { field, h, link, message, route, table, time } from './dom.js';
 import { action, fetchSinks, listOrEmpty, localToIso, pager, sinkSelect, type View, type ViewContext } from './view.js';
@@ -106,7 +106,7 @@ export function sinksView(context: ViewContext): View {
   return {
     title: 'Sinks',
     async load() {
-      const sinks = await fetchSinks();
+      const [sinks, { hooks }] = await Promise.all([fetchSinks(), api<{ hooks: HookRow[] }>('GET', '/admin/hooks')]);
       const toggle = (s: SinkRow) => {
         const verb = s.paused ? 'resume' : 'pause';
         return h(
@@ -127,6 +127,7 @@ export function sinksView(context: ViewContext): View {
         null,
         sinkTable(sinks, toggle),
         h('p', { class: 'hint' }, 'A paused sink keeps its events waiting (none is dead-lettered) until it is resumed.'),
+        hooks.length === 0 ? null : [h('h2', null, 'Hooks'), hookTable(hooks)],
       );
     },
   };
@@ -194,4 +195,14 @@ export function overviewView(query: URLSearchParams): View {
       );
     },
   };
+}
+
+/** Each hook's events, format, filter and transform (its own or its built-in format's CEL), read only. */
+function hookTable(hooks: HookRow[]): HTMLElement {
+  const code = (text: string | null) => (text === null ? '—' : h('pre', { class: 'json', tabindex: 0 }, text));
+  return table(
+    'Hooks',
+    ['Hook', 'Events', 'Format', 'Filter', 'Transform'],
+    hooks.map((hook) => [hook.name, hook.events.join(', '), hook.format, code(hook.filter), code(hook.transform)]),
+  );
 }

@@ -49,7 +49,7 @@ const DRAIN_TARGET = 10_000; // issue 26: keep issue 17's measured 12,465/s
 const CONTROL_SECONDS = 10;
 const P99_TARGET_MS = 50;
 const HOOK_TARGET = 1000;
-const HOOK = 'bench-hook';
+export const HOOK = 'bench-hook';
 
 /**
  * A migrated SQLite file holding `count` stored events routed to `sink` that it never read: the log
@@ -131,8 +131,18 @@ async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: st
   }
 }
 
-/** A hook answering 200 at once drains `hookEvents` pending rows, at one `concurrency`. */
-async function hookDrain(ctx: Context, settings: BacklogSettings, concurrency: number, template: string, log: (line: string) => void) {
+/**
+ * A hook answering 200 at once drains `hookEvents` pending rows, at one `concurrency`; `variant`
+ * names the run and adds hook settings (a transform).
+ */
+export async function hookDrain(
+  ctx: Context,
+  settings: Pick<BacklogSettings, 'hookEvents' | 'timeoutMs'>,
+  concurrency: number,
+  template: string,
+  log: (line: string) => void,
+  variant: { key: string; hook: Record<string, unknown> } = { key: 'plain', hook: {} },
+) {
   let received = 0;
   let firstNs = 0n;
   let lastNs = 0n;
@@ -151,11 +161,12 @@ async function hookDrain(ctx: Context, settings: BacklogSettings, concurrency: n
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as { port: number };
-  const hooksFile = join(ctx.tmp, `hooks-${concurrency}.json`);
-  writeFileSync(hooksFile, JSON.stringify([{ name: HOOK, url: `http://127.0.0.1:${port}/hook`, concurrency }]));
-  const file = join(ctx.tmp, `backlog-hook-${concurrency}.db`);
+  const name = `${variant.key}-${concurrency}`;
+  const hooksFile = join(ctx.tmp, `hooks-${name}.json`);
+  writeFileSync(hooksFile, JSON.stringify([{ name: HOOK, url: `http://127.0.0.1:${port}/hook`, concurrency, ...variant.hook }]));
+  const file = join(ctx.tmp, `backlog-hook-${name}.db`);
   copyFileSync(template, file);
-  const running = await relay(`backlog-hook-${concurrency}`, `hook drain, concurrency ${concurrency}`, ctx, {
+  const running = await relay(`backlog-hook-${name}`, `hook drain (${variant.key}), concurrency ${concurrency}`, ctx, {
     logLevel: 'info',
     database: () => file,
     fanout: false,
@@ -166,7 +177,7 @@ async function hookDrain(ctx: Context, settings: BacklogSettings, concurrency: n
     // From the first request the hook saw: the relay's start-up is not the hook's drain.
     const seconds = timedOut ? null : Number(lastNs - firstNs) / 1e9;
     const cpuMicrosPerEvent = (running.server.cpuSeconds() * 1e6) / Math.max(1, received);
-    log(`bench: hook drain at concurrency ${concurrency}: ${seconds === null ? `timed out at ${received}` : `${Math.round(settings.hookEvents / seconds)}/s`}`);
+    log(`bench: hook drain (${variant.key}) at concurrency ${concurrency}: ${seconds === null ? `timed out at ${received}` : `${Math.round(settings.hookEvents / seconds)}/s`}`);
     return { concurrency, events: settings.hookEvents, seconds, eventsPerSecond: seconds === null ? null : settings.hookEvents / seconds, cpuMicrosPerEvent };
   } finally {
     await running.stop();

@@ -9,6 +9,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runBacklog } from './backlog.js';
+import { runTransformDrain } from './transform-drain.js';
 import { runBuses } from './buses.js';
 import { runPostgres } from './postgres.js';
 import { natsReachable } from './fanout.js';
@@ -187,6 +188,7 @@ try {
     receiveSteps = await runReceiveSteps({ tmp });
   }
   if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, settings.compare, log)).lines);
+  if (wanted('transform-drain')) sections.push(...(await runTransformDrain(ctx, settings.transformDrain, log)).lines);
   if (wanted('bus-drain') || wanted('bus-beside-nats')) {
     sections.push(...(await runBuses(ctx, settings.buses, { drain: wanted('bus-drain'), besideNats: wanted('bus-beside-nats') }, log)).lines);
   }

@@ -93,7 +93,10 @@ export interface BoundedOptions {
  * Compiles an expression over `event` (and the other `variables`) under the cost limit: the
  * evaluation gives the CEL value, or throws `failed` (an error, or past the budget).
  */
-export function compileBounded(expression: string, options: BoundedOptions): (event: CloudEvent, size?: number, variables?: Record<string, unknown>) => unknown {
+export function compileBounded(
+  expression: string,
+  options: BoundedOptions,
+): (event: CloudEvent, size?: number, variables?: Record<string, unknown>, celEvent?: unknown) => unknown {
   if (expression.length > MAX_EXPRESSION_CHARS) throw options.invalid(`longer than ${MAX_EXPRESSION_CHARS} characters`);
   let parsed: ReturnType<typeof parse>;
   try {
@@ -113,7 +116,8 @@ export function compileBounded(expression: string, options: BoundedOptions): (ev
     throw options.invalid(firstLine(error));
   }
   const within = (collection: number, chars: number) => costOf(shape, Math.max(collection, shape.literalSize), chars) <= FILTER_COST_LIMIT;
-  return (event, size, variables) => {
+  // `celEvent`: the event already made into CEL values, evaluated in its place (it is measured as JSON).
+  return (event, size, variables, celEvent) => {
     // The JSON's length bounds every list and string in it: a small event needs no measuring.
     if (size === undefined || !within(size, size)) {
       const measured = sizeOf(event, within);
@@ -123,7 +127,7 @@ export function compileBounded(expression: string, options: BoundedOptions): (ev
     }
     let result: unknown;
     try {
-      result = evaluate({ ...variables, event: event as never });
+      result = evaluate({ ...variables, event: (celEvent ?? event) as never });
     } catch (error) {
       throw options.failed(firstLine(error));
     }

@@ -1,4 +1,4 @@
-import { celEnv, celFunc, celMethod, CelScalar, isCelError, isCelList, isCelMap, isCelUint, listType, type CelFunc } from '@bufbuild/cel';
+import { celEnv, celFunc, celList, celMap, celMethod, CelScalar, isCelError, isCelList, isCelMap, isCelUint, listType, type CelFunc } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
 import { RelayError } from '../errors.js';
 import type { CloudEvent } from '../events/cloudevent.js';
@@ -132,16 +132,55 @@ export function compileTransform(expression: string, options: TransformOptions =
     expression,
     bodyOf(event, size) {
       madeChars = 0;
-      const value = evaluate(event, size, variables);
+      const tree = celTree(event);
+      const value = evaluate(event, size, variables, tree.value);
       if (value === null) return null;
       if (typeof value === 'string') return { body: value, contentType: options.contentType ?? 'text/plain; charset=utf-8' };
       if (!isCelMap(value) && !isCelList(value)) {
         throw new TransformFailedError(`the expression gave a ${typeof value === 'bigint' ? 'int' : typeof value}: a map, a list, a string or null is a body`);
       }
       const budget = { chars: (size ?? 0) * BODY_CHARS.perEventChar + BODY_CHARS.base };
-      return { body: JSON.stringify(toJson(value, budget)), contentType: options.contentType ?? 'application/json' };
+      return { body: JSON.stringify(toJson(value, budget, tree.parts)), contentType: options.contentType ?? 'application/json' };
     },
   };
+}
+
+/** A part of the event as CEL sees it, and the JSON value it was made from with its weight (as toJson counts). */
+type EventParts = WeakMap<object, { json: unknown; chars: number }>;
+
+/**
+ * The event as CEL values, made once per evaluation: CEL would otherwise wrap an object again at
+ * each access. Each map and list keeps the event's JSON it came from, so a body that holds part of
+ * the event takes that JSON as it is (its weight counted) instead of walking it again.
+ */
+function celTree(event: CloudEvent): { value: unknown; parts: EventParts } {
+  const parts: EventParts = new WeakMap();
+  const convert = (json: unknown): { value: unknown; chars: number } => {
+    if (typeof json === 'string') return { value: json, chars: json.length + 1 };
+    if (json === null || typeof json !== 'object') return { value: json, chars: 1 };
+    let chars = 1;
+    let value: object;
+    if (Array.isArray(json)) {
+      value = celList(
+        // Values made here are CEL values already (celList and celMap take them as they are).
+        json.map((item) => {
+          const part = convert(item);
+          chars += part.chars;
+          return part.value;
+        }) as never,
+      );
+    } else {
+      const entries = Object.entries(json).map(([key, item]): [string, unknown] => {
+        const part = convert(item);
+        chars += key.length + part.chars;
+        return [key, part.value];
+      });
+      value = celMap(new Map(entries) as never);
+    }
+    parts.set(value, { json, chars });
+    return { value, chars };
+  };
+  return { value: convert(event).value, parts };
 }
 
 /**
@@ -149,11 +188,16 @@ export function compileTransform(expression: string, options: TransformOptions =
  * null. Anything else (bytes, a timestamp, a duration, NaN) fails the transform, as does a body
  * past its budget (strings and values counted as they are met, so a shared list counts each time).
  */
-function toJson(value: unknown, budget: { chars: number }): unknown {
+function toJson(value: unknown, budget: { chars: number }, parts: EventParts): unknown {
   const spend = (chars: number) => {
     budget.chars -= chars;
     if (budget.chars < 0) throw new TransformFailedError('cost limit exceeded: the body is too large');
   };
+  const part = typeof value === 'object' && value !== null ? parts.get(value) : undefined;
+  if (part !== undefined) {
+    spend(part.chars);
+    return part.json;
+  }
   spend(1);
   if (value === null || typeof value === 'boolean') return value;
   if (typeof value === 'string') {
@@ -169,14 +213,14 @@ function toJson(value: unknown, budget: { chars: number }): unknown {
     if (n > BigInt(Number.MAX_SAFE_INTEGER) || n < BigInt(Number.MIN_SAFE_INTEGER)) throw new TransformFailedError(`${n} is beyond the integers JSON numbers hold exactly`);
     return Number(n);
   }
-  if (isCelList(value)) return [...value.values()].map((item) => toJson(item, budget));
+  if (isCelList(value)) return [...value.values()].map((item) => toJson(item, budget, parts));
   if (isCelMap(value)) {
     // No prototype: a `__proto__` key is a key like any other.
     const object: Record<string, unknown> = Object.create(null);
     for (const [key, item] of value.entries()) {
       if (typeof key !== 'string') throw new TransformFailedError('a map key is not a string: JSON object keys are strings');
       spend(key.length);
-      object[key] = toJson(item, budget);
+      object[key] = toJson(item, budget, parts);
     }
     return object;
   }

@@ -19,7 +19,7 @@ import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows }
 import { waitFor } from './support/fanout.js';
 import { runCli } from './support/process.js';
 import type { TestRelay } from './support/relay.js';
-import { SECRET } from './support/sign.js';
+import { SECRET, delivery } from './support/sign.js';
 
 const HOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const ROUTING_KEY = 'R0123456789abcdef0123456789abcde';
@@ -224,6 +224,45 @@ describe('hook transforms in the relay', () => {
     const sinks = await request(t.relay.internalApp).get('/admin/sinks').set(adminAuth);
     expect(sinks.body.sinks.find((s: { name: string }) => s.name === 'regional')).toMatchObject({ paused: false, deadLetters: 1 });
     expect(t.logs.entries().filter((e) => String(e.msg).startsWith('a hook transform failed'))).toEqual([expect.objectContaining({ sink: 'regional', error: 'field not found: region' })]);
+  });
+});
+
+describe('transforms in the fan-out worker thread (the default), through the built CLI', () => {
+  const { server, serve } = fanoutFixture();
+
+  it('a skipped event and a failed transform reach the main thread\'s /metrics; the failure is logged', async () => {
+    const [quiet, regional] = [await server(), await server()];
+    const dir = await mkdtemp(join(tmpdir(), 'boxrelay-transform-'));
+    try {
+      const hooks = [
+        { name: 'quiet', url: quiet.url, transform: 'event.type == "box.error" ? "error" : null' },
+        { name: 'regional', url: regional.url, transform: '{"region": event.data.region}' },
+      ];
+      writeFileSync(join(dir, 'hooks.json'), JSON.stringify(hooks));
+      const relay = await serve({
+        BOXRELAY_FANOUT_THREAD: 'worker',
+        BOXRELAY_SECRETS: SECRET,
+        BOXRELAY_DATABASE: join(dir, 'relay.db'),
+        BOXRELAY_HOOKS_FILE: join(dir, 'hooks.json'),
+      });
+      const d = delivery({ timestamp: Math.floor(Date.now() / 1000), type: 'box.ready' });
+      const res = await fetch(`http://127.0.0.1:${relay.port}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+      expect(res.status).toBe(200);
+      const logged = await relay.waitForLog((e) => String(e.msg).startsWith('a hook transform failed'));
+      expect(logged).toMatchObject({ sink: 'regional', error: 'field not found: region', level: 40 });
+      const metric = (text: string, line: string) => text.split('\n').find((l) => l.startsWith(line));
+      await waitFor(async () => {
+        const text = await (await fetch(`http://127.0.0.1:${relay.internalPort}/metrics`)).text();
+        return (
+          metric(text, 'boxrelay_transform_errors_total{sink="regional"}') === 'boxrelay_transform_errors_total{sink="regional"} 1' &&
+          metric(text, 'boxrelay_sink_deliveries_total{sink="quiet",outcome="skipped"}') === 'boxrelay_sink_deliveries_total{sink="quiet",outcome="skipped"} 1' &&
+          metric(text, 'boxrelay_sink_deliveries_total{sink="regional",outcome="dead_lettered"}') === 'boxrelay_sink_deliveries_total{sink="regional",outcome="dead_lettered"} 1'
+        );
+      }, 'the worker\'s counts in /metrics');
+      expect([quiet.requests, regional.requests]).toEqual([[], []]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -6,6 +6,7 @@ import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
 import { proxyRouteOf, type ProxyEnv } from '../egress/proxy-env.js';
 import { readTlsFiles } from '../egress/tls-files.js';
 import type { CloudEvent } from '../events/cloudevent.js';
+import { describeError } from '../errors.js';
 import { parseRetryAfter } from '../retry-after.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 import {
@@ -62,7 +63,7 @@ function hookBodies(hook: HookConfig, transform: HookTransform | undefined, onEr
       try {
         result = transform.bodyOf(event, size);
       } catch (error) {
-        result = error as TransformFailedError;
+        result = error instanceof TransformFailedError ? error : new TransformFailedError(describeError(error));
         onError(result);
       }
       made.set(event, result);

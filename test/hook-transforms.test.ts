@@ -82,13 +82,17 @@ describe('transform expressions (CEL)', () => {
     expect(compileTransform('{"all": event}').bodyOf(cloudEvent({ items }), size)?.body).toBe(JSON.stringify({ all: cloudEvent({ items }) }));
   });
 
-  it('escapeMarkdown leaves no markup, mention or link to a chat client', () => {
+  it('escapeMarkdown leaves no markup, mention or link to a chat client, and plain names and ids as they are', () => {
     const escaped = escapeMarkdown(HOSTILE_NAME);
     expect(escaped).not.toMatch(/[\r\n]/);
-    // Every ASCII punctuation character is escaped (CommonMark and Discord read `\x` as a literal x).
-    expect(escaped.replace(/\\[!-/:-@[-`{-~]/g, '')).not.toMatch(/[!-/:-@[-`{-~]/);
+    // Past the escaped characters (CommonMark and Discord read `\x` as a literal x), nothing that marks up, mentions or links.
+    const bare = escaped.replace(/\\[!-/:-@[-`{-~]/g, '');
+    expect(bare).not.toMatch(/[@<>[\]()*`|~\\]/);
+    expect(bare).not.toContain('://');
+    expect(bare.replace(/[A-Za-z0-9]_(?=[A-Za-z0-9])/g, '')).not.toContain('_');
     expect(escaped).toContain('\\@everyone \\<\\@123456\\>');
-    expect(escaped).not.toContain('https://');
+    expect(escapeMarkdown('a__b__c _i_ x_y')).toBe('a\\_\\_b\\_\\_c \\_i\\_ x_y');
+    for (const plain of ['ci-42', 'bx_abc', 'box.error', 'prod-web.1', 'Ünïcode name']) expect(escapeMarkdown(plain)).toBe(plain);
   });
 
   it('runs once per event and hook, not once per attempt', async () => {
@@ -363,16 +367,17 @@ describe('built-in formats against stand-ins checking the services documented sh
             $schema: 'http://adaptivecards.io/schemas/adaptive-card.json',
             type: 'AdaptiveCard',
             version: '1.4',
-            body: [{ type: 'TextBlock', text: '**box\\.error**: box ci\\-42 (bx\\_1), now error', wrap: true }],
+            body: [{ type: 'TextBlock', text: '**box.error**: box ci-42 (bx_1), now error', wrap: true }],
           },
         },
       ],
     });
-    expect(messages[0]).toEqual({ content: '**box\\.error**: box ci\\-42 (bx\\_1), now error', allowed_mentions: { parse: [] } });
+    expect(messages[0]).toEqual({ content: '**box.error**: box ci-42 (bx_1), now error', allowed_mentions: { parse: [] } });
     for (const text of [cards[1].attachments[0].content.body[0].text as string, messages[1].content as string]) {
       // Past the bold type, only the text's own parentheses and comma are left unescaped.
-      const unescaped = text.replace(/^\*\*box\\\.error\*\*: /, '').replace(/\\[!-/:-@[-`{-~]/g, '');
-      expect(unescaped).not.toMatch(/[@<>[\]*_`#:\n]/);
+      const unescaped = text.replace(/^\*\*box\.error\*\*: /, '').replace(/\\[!-/:-@[-`{-~]/g, '');
+      expect(unescaped).not.toMatch(/[@<>[\]*`|~\n]/);
+      expect(unescaped).not.toContain('://');
       expect(text).toContain(escapeMarkdown(HOSTILE_NAME));
       expect(text).toContain('\\@everyone');
       expect(text).toContain('bx\\_\\<\\@1\\>');

@@ -9,7 +9,7 @@ const HAS_BOX = 'has(event.data.box) && type(event.data.box) == map && has(event
 const HAS_NAME = 'has(event.data.box.name) && type(event.data.box.name) == string';
 const HAS_STATE = 'has(event.data.state) && type(event.data.state) == string';
 
-/** The chat line: `**box.error**: box ci\-42 (bx\_abc), now error`, the upstream's texts escaped and cut short. */
+/** The chat line: `**box.error**: box ci-42 (bx_abc), now error`, the upstream's texts escaped and cut short. */
 const CHAT_TEXT = `"**" + escapeMarkdown(truncate(event.type, 128)) + "**: " + (${HAS_BOX}
     ? "box " + (${HAS_NAME} ? escapeMarkdown(truncate(event.data.box.name, 200)) + " (" + escapeMarkdown(truncate(event.data.box.id, 256)) + ")" : escapeMarkdown(truncate(event.data.box.id, 256)))
       + (${HAS_STATE} ? ", now " + escapeMarkdown(truncate(event.data.state, 64)) : "")

@@ -46,13 +46,15 @@ const BODY_CHARS = { perEventChar: 4, base: 64 * 1024 };
 const { STRING, INT, DYN } = CelScalar;
 
 /**
- * Markdown and mentions made inert, for chat targets (Discord, Teams): every ASCII punctuation
- * character gets a backslash (CommonMark escapes them all, Discord too), so no emphasis, link,
- * `<@id>` or `@everyone` and no `https://` a client would turn into a link; line breaks become
- * spaces (no list or heading starts).
+ * Markdown and mentions made inert for chat targets (Discord, Teams), while names and ids read as
+ * they are: a backslash (CommonMark's escape, Discord's too) before `\ * ~ ` | [ ] ( ) < > @`
+ * (emphasis, code, spoilers, quotes, links, `<@id>`, `<at>`, `@everyone`), before `_` unless it
+ * stands alone between two ASCII letters or digits (`bx_abc` cannot emphasize; `_x_`, `a__b` can),
+ * and before the `:` of `://` (no `https://` a client turns into a link); line breaks become spaces
+ * (the text never starts a line, so no list, heading or quote starts).
  */
 export function escapeMarkdown(text: string): string {
-  return text.replace(/[\r\n]+/g, ' ').replace(/[!-/:-@[-`{-~]/g, '\\$&');
+  return text.replace(/[\r\n]+/g, ' ').replace(/[\\*~`|[\]()<>@]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|:(?=\/\/)/g, '\\$&');
 }
 
 /** At most `max` characters (code points), with `…` in place of the rest. */

@@ -131,14 +131,17 @@ async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: st
   }
 }
 
-/** A hook answering 200 at once drains `hookEvents` pending rows, at one `concurrency` (`variant`: the relay's extra settings, named). */
+/**
+ * A hook answering 200 at once drains `hookEvents` pending rows, at one `concurrency`; `variant`
+ * names the run and adds the relay's settings (`env`) or hook settings (`hook`: a transform).
+ */
 export async function hookDrain(
   ctx: Context,
-  settings: BacklogSettings,
+  settings: Pick<BacklogSettings, 'hookEvents' | 'timeoutMs'>,
   concurrency: number,
   template: string,
   log: (line: string) => void,
-  variant: { name: string; env: Record<string, string> } = { name: 'default', env: {} },
+  variant: { name: string; env?: Record<string, string>; hook?: Record<string, unknown> } = { name: 'default' },
 ) {
   let received = 0;
   let firstNs = 0n;
@@ -160,7 +163,7 @@ export async function hookDrain(
   const { port } = server.address() as { port: number };
   const run = `${concurrency}-${variant.name}`;
   const hooksFile = join(ctx.tmp, `hooks-${run}.json`);
-  writeFileSync(hooksFile, JSON.stringify([{ name: HOOK, url: `http://127.0.0.1:${port}/hook`, concurrency }]));
+  writeFileSync(hooksFile, JSON.stringify([{ name: HOOK, url: `http://127.0.0.1:${port}/hook`, concurrency, ...variant.hook }]));
   const file = join(ctx.tmp, `backlog-hook-${run}.db`);
   copyFileSync(template, file);
   const running = await relay(`backlog-hook-${run}`, `hook drain, concurrency ${concurrency} (${variant.name})`, ctx, {

@@ -1,4 +1,5 @@
 import type { BacklogSettings } from './backlog.js';
+import type { TransformDrainSettings } from './transform-drain.js';
 import type { BusBenchSettings } from './buses.js';
 import type { LogReadSettings } from './log-reads.js';
 import type { ReplaySettings } from './replay.js';
@@ -29,10 +30,12 @@ export interface Settings {
   compare: string[];
   /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
   pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, attempts (recording attempts: the hook drain, all against failed), postgres, bus-drain, bus-beside-nats, replay, log-reads). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, attempts (recording attempts: the hook drain, all against failed), transform-drain, postgres, bus-drain, bus-beside-nats, replay, log-reads). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;
+  /** A hook's drain with and without a PagerDuty-shaped transform (bench/transform-drain.ts); `only` names it `transform-drain`. */
+  transformDrain: TransformDrainSettings;
   /** The backlog drains (bench/backlog.ts); `only` names them `backlog`. */
   backlog: BacklogSettings;
   /** The buses (bench/buses.ts); `only` names them `bus-drain` (each bus alone drains a backlog) and `bus-beside-nats`. */
@@ -57,6 +60,9 @@ const DEFAULTS = {
   'backlog-rate': '1000',
   'hook-backlog': '50000',
   'hook-concurrency': '1,4,16,64',
+  'transform-backlog': '20000',
+  'transform-rounds': '4',
+  'transform-concurrency': '16',
   'backlog-timeout': '900',
   'bus-backlog': '100000',
   'bus-rounds': '4',
@@ -114,6 +120,12 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
       rate: num('backlog-rate'),
       hookEvents: Math.floor(num('hook-backlog')),
       hookConcurrency: get('hook-concurrency')?.split(',').filter(Boolean).map(Number) ?? [],
+      timeoutMs: num('backlog-timeout') * 1000,
+    },
+    transformDrain: {
+      events: Math.floor(num('transform-backlog')),
+      rounds: Math.max(1, Math.floor(num('transform-rounds'))),
+      concurrency: Math.max(1, Math.floor(num('transform-concurrency'))),
       timeoutMs: num('backlog-timeout') * 1000,
     },
     buses: {

@@ -87,6 +87,7 @@ export type BusName = 'nats' | 'amqp' | 'redis' | 'mqtt' | 'kafka';
 /** Why an attempt on a sink failed (src/sinks/failures.ts): kept in `last_error`, never an HTTP answer. */
 export type SinkFailureCode =
   | 'event_not_serializable'
+  | 'transform_failed'
   | 'sink_error'
   | 'aborted'
   | 'invalid_request'
@@ -95,8 +96,8 @@ export type SinkFailureCode =
   | `http_${number}`
   | `${BusName}_${string}`;
 
-/** A hook's CEL filter (src/sinks/filter.ts): one that does not compile, one that fails on an event. */
-export type HookFilterErrorCode = 'filter_invalid' | 'filter_error';
+/** A hook's CEL filter (src/sinks/filter.ts): one that does not compile, one that fails on an event; a transform that does not compile. */
+export type HookFilterErrorCode = 'filter_invalid' | 'filter_error' | 'transform_invalid';
 
 /** Start-up and CLI refusals: settings, usage, the upstream commands. */
 export type SetupErrorCode =

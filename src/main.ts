@@ -18,6 +18,7 @@ import { boxRoutes } from './http/admin/boxes.js';
 import { deadLetterRoutes } from './http/admin/dead-letters.js';
 import { eventRoutes } from './http/admin/events.js';
 import { eventDeliveryRoutes } from './http/admin/event-deliveries.js';
+import { hookTransformRoutes } from './http/admin/hook-transforms.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { sinkRoutes } from './http/admin/sinks.js';
@@ -35,7 +36,8 @@ import type { BusTuning } from './sinks/bus.js';
 import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
 import type { Schedule } from './schedule.js';
-import { filterErrorReporter } from './sinks/filter-errors.js';
+import { filterErrorReporter, transformErrorReporter } from './sinks/filter-errors.js';
+import { transformSourceOf } from './sinks/transform.js';
 import { configuredSinks, sinkRouterOf } from './sinks/route.js';
 import { acceptEvent } from './store/write/accept-event.js';
 import { countBoxesByState } from './store/state/boxes.js';
@@ -164,6 +166,7 @@ export async function createRelay({
   const metrics = createMetrics(registry, {
     sinks: sinkNames,
     filtered: [...sinksFor.filtered],
+    transformed: config.hooks.filter((hook) => transformSourceOf(hook) !== undefined).map((hook) => hook.name),
     sources: {
       secrets: () => secrets.accepted(),
       ready: async () => (await readiness()).ok,
@@ -194,11 +197,18 @@ export async function createRelay({
           tracing: tracing.enabled,
           parts: { outbox, sinkStates, pauses, operatorEvents, attempts: attemptLog },
           metrics: dispatchMetrics,
+          countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
           sinkNames,
           logger,
         })
       : createInlineFanout({
-          ...createSinks({ config, clock, logger, buses: busOptions }),
+          ...createSinks({
+            config,
+            clock,
+            logger,
+            buses: busOptions,
+            onTransformError: transformErrorReporter({ clock, logger: logger.child({ part: 'transforms' }), count: (sink) => metrics.transformErrors.inc({ sink }) }),
+          }),
           outbox,
           clock,
           logger,
@@ -254,6 +264,7 @@ export async function createRelay({
         replayRoutes(operations),
         reconcileRoutes(reconciler, { kysely, trail }),
         eventDeliveryRoutes({ kysely, outbox, source: config.source }),
+        hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
         sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink, trail }),
         auditRoutes(kysely),
         attemptRoutes({ kysely, operations }),

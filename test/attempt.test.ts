@@ -47,7 +47,7 @@ describe('attempting one event', () => {
     const { sink, startedAt } = scriptedSink([undefined]);
     const observed: number[] = [];
     const outcome = await attemptDelivery(runOf(sink, { observe: (seconds) => observed.push(seconds) }));
-    expect(outcome).toEqual({ kind: 'delivered', attempts: 1, failures: 0, error: undefined });
+    expect(outcome).toEqual({ kind: 'delivered', attempts: 1, failures: 0, error: undefined, skipped: false });
     expect(startedAt).toHaveLength(1);
     expect(observed).toHaveLength(1);
   });

@@ -260,6 +260,8 @@ const MATRIX: Record<string, Obj> = {
             filter: 'event.data.box.name.startsWith("prod-")',
             maxPerSecond: 5,
           },
+          { name: 'pager', url: 'https://events.pagerduty.com/v2/enqueue', format: 'pagerduty', routingKey: 'R0123456789abcdef0123456789abcde' },
+          { name: 'shaped', url: 'https://status.internal/api', transform: '{"box": event.data.box.id}', contentType: 'application/vnd.status+json' },
         ],
       },
       adminToken: { value: 'c0ffee'.repeat(11) },
@@ -447,8 +449,8 @@ describe('chart: rendered by helm', () => {
     const withHook = (extra: Obj) => ({ secrets: { hooks: { hooks: [{ name: 'h', url: 'https://hooks.example/x', ...extra }] } } });
     const hooks = (MATRIX['every optional part on']!.secrets as { hooks: { hooks: unknown[] } }).hooks.hooks;
     // What the chart takes, the relay takes (the TLS files aside, which exist only in the pod).
-    expect(hooksSchema.parse(hooks.map((h) => ({ ...(h as Obj), tls: undefined }))).map((h) => h.name)).toEqual(['alerts', 'private']);
-    for (const wrong of [{ maxPerSecond: 0 }, { proxy: 'socks5://proxy:1080' }, { tls: { ca: '' } }, { tls: { pem: '/x' } }, { filter: '' }, { colour: 'red' }]) {
+    expect(hooksSchema.parse(hooks.map((h) => ({ ...(h as Obj), tls: undefined }))).map((h) => h.name)).toEqual(['alerts', 'private', 'pager', 'shaped']);
+    for (const wrong of [{ maxPerSecond: 0 }, { proxy: 'socks5://proxy:1080' }, { tls: { ca: '' } }, { tls: { pem: '/x' } }, { filter: '' }, { transform: '' }, { format: 'msteams' }, { colour: 'red' }]) {
       expect(() => render(withHook(wrong)), JSON.stringify(wrong)).toThrow();
     }
   });

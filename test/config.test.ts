@@ -152,7 +152,7 @@ describe('configuration', () => {
     const hookProblems = problemsOf(() =>
       loadConfig({
         env: { BOXRELAY_HOOKS_FILE: '/h.yaml' },
-        readFile: files({ '/h.yaml': '- name: Bad Name\n  url: not-a-url\n- name: nats\n  url: https://x\n  format: teams\n' }),
+        readFile: files({ '/h.yaml': '- name: Bad Name\n  url: not-a-url\n- name: nats\n  url: https://x\n  format: msteams\n' }),
       }),
     );
     expect(hookProblems.length).toBeGreaterThanOrEqual(4);

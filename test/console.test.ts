@@ -214,6 +214,40 @@ describe('operator console (contract section 10) in Chromium', () => {
     await slow.received(8);
   });
 
+  it('shows each hook\'s filter and transform read only, and on an event the body each transform made of it, or its error', async () => {
+    const [pager, regional, quiet] = [await server(() => 202), await server(), await server()];
+    const { t, base, page } = await consoleOn({
+      hooks: [
+        hook('pager', pager.url, { format: 'pagerduty', routingKey: 'R0123456789abcdef0123456789abcde' }),
+        hook('regional', regional.url, { filter: 'event.data.box.name.startsWith("ci-")', transform: '{"region": event.data.region}' }),
+        hook('quiet', quiet.url, { transform: 'event.type == "box.ready" ? "ready" : null' }),
+      ],
+    });
+    const posted = await t.post({ boxId: 'bx_1', boxName: 'ci-<b>1</b>', type: 'box.error' });
+    await pager.received(1);
+    await waitFor(async () => (await outboxRows(t, 'regional')).some((r) => r.status === 'dead'), 'the dead letter');
+
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.getByRole('navigation').getByRole('link', { name: 'Sinks', exact: true }).click();
+    const hooks = await rowsOnceThere(page, 'Hooks', 3);
+    expect(hooks[0]).toContain('pagerduty');
+    expect(hooks[0]).toContain('"event_action": "trigger"');
+    expect(hooks[0]).toContain('routingKey');
+    expect(hooks[0]).not.toContain('R0123456789abcdef0123456789abcde');
+    expect(hooks[1]).toContain('event.data.box.name.startsWith("ci-")');
+    expect(hooks[1]).toContain('{"region": event.data.region}');
+
+    await page.goto(`${base}/console#/events/${posted.deliveryId}`);
+    const bodies = await rowsOnceThere(page, 'Transformed bodies', 3);
+    expect(bodies[0]).toMatch(/^pagerapplication\/json\{/);
+    expect(bodies[0]).toContain('"dedup_key": "boxrelay-bx_1"');
+    expect(bodies[0]).toContain('"summary": "box ci-<b>1</b> (bx_1) entered error"');
+    expect(bodies[0]).toContain('"routing_key": "[redacted]"');
+    expect(bodies[1]).toBe('regional—transform_failed: field not found: region');
+    expect(bodies[2]).toContain('quiet—Nothing: the transform gives null');
+    expect(await injectedElements(page)).toBe(0);
+  });
+
   it('replays from the form and reports the count queued', async () => {
     const good = await server();
     const { t, base, page } = await consoleOn({ hooks: [hook('good', good.url)] });

@@ -5,13 +5,13 @@ import { join } from 'node:path';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config/load.js';
-import type { CloudEvent } from '../src/events/cloudevent.js';
 import { FilterError, compileFilter } from '../src/sinks/filter.js';
 import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import { runCli } from './support/process.js';
 import type { TestRelay } from './support/relay.js';
 import { SECRET, eventId } from './support/sign.js';
+import { cloudEvent } from './support/cloud-event.js';
 import { sqliteFile } from './support/databases.js';
 
 /** The cookbook of docs/hooks.md, as configured there. */
@@ -23,16 +23,6 @@ const COOKBOOK = {
   notFromHistory: '!has(event.boxrelayorigin) || event.boxrelayorigin != "history"',
 };
 
-const cloudEvent = (data: Record<string, unknown>, type = 'box.error'): CloudEvent => ({
-  specversion: '1.0',
-  id: 'evt_1',
-  source: 'sandbox',
-  type,
-  subject: 'bx_1',
-  time: '2026-01-01T00:00:00Z',
-  datacontenttype: 'application/json',
-  data,
-});
 
 describe('filter expressions (CEL)', () => {
   const box = { box: { id: 'bx_1', name: 'prod-web-1' }, state: 'error', previousState: 'running' };

@@ -42,7 +42,9 @@ async function receiver(handle: (req: IncomingMessage, res: ServerResponse) => v
 async function attempt(url: string, extra: Record<string, unknown> = {}): Promise<{ exchange: Exchange | undefined; failure?: SinkFailure }> {
   const sink = createHttpHookSink({ hook: hookSchema.parse({ name: 'receiver', url, ...extra }), clock: new ManualClock() });
   try {
-    return { exchange: (await sink.deliver(event, new AbortController().signal)) ?? undefined };
+    const sent = await sink.deliver(event, new AbortController().signal);
+    if (sent === 'skipped') throw new Error('a hook without a transform never skips');
+    return { exchange: sent ?? undefined };
   } catch (error) {
     if (!(error instanceof SinkFailure)) throw error;
     return { exchange: error.exchange, failure: error };

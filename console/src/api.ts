@@ -75,6 +75,25 @@ export interface Delivery {
   updatedAt: string;
 }
 
+/** A hook's filter and transform as `GET /admin/hooks` shows them (contract section 17). */
+export interface HookRow {
+  name: string;
+  events: string[];
+  format: string;
+  filter: string | null;
+  transform: string | null;
+  contentType: string | null;
+}
+
+/** The body a hook's transform makes of one event (`GET /admin/events/:id/bodies`). */
+export interface TransformedBody {
+  sink: string;
+  skipped: boolean;
+  contentType: string | null;
+  body: string | null;
+  error: { code: string; message: string } | null;
+}
+
 export type DeadLetter = { id: number; eventId: string; sink: string; attempts: number; lastError: string | null; failedAt: string };
 
 export interface SinkRow {

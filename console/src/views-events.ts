@@ -1,4 +1,4 @@
-import { api, ApiError, itemPath, withQuery, type CloudEvent, type Delivery, type Page } from './api.js';
+import { api, ApiError, itemPath, withQuery, type CloudEvent, type Delivery, type Page, type TransformedBody } from './api.js';
 import { field, h, link, message, route, table, time } from './dom.js';
 import { eventAttempts, resendButton } from './views-attempts.js';
 import { withDeliveries } from './views-boxes.js';
@@ -48,8 +48,12 @@ export function eventView(context: ViewContext, id: string): View {
     title: `Event ${id}`,
     async load() {
       let found: { event: CloudEvent; deliveries: Delivery[] };
+      let bodies: TransformedBody[];
       try {
-        found = await api('GET', itemPath('events', id));
+        [found, { bodies }] = await Promise.all([
+          api<{ event: CloudEvent; deliveries: Delivery[] }>('GET', itemPath('events', id)),
+          api<{ bodies: TransformedBody[] }>('GET', `${itemPath('events', id)}/bodies`),
+        ]);
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) {
           return message('empty', 'No such event is stored (it may be older than the retention window). ', link('#/events', 'Back to Events'));
@@ -74,9 +78,36 @@ export function eventView(context: ViewContext, id: string): View {
         h('p', null, 'See the ', link(withQuery('#/audit', { eventId: id }), 'operator changes to its dead letters'), '.'),
         h('h2', null, 'Attempts'),
         attempts,
+        bodies.length === 0 ? null : [h('h2', null, 'Transformed bodies'), transformedBodies(bodies)],
         h('h2', null, 'CloudEvent'),
         h('pre', { class: 'json', tabindex: 0 }, JSON.stringify(event, null, 2)),
       );
     },
   };
 }
+
+/** What each hook's transform makes of the event, shown as text (never rendered), or why it fails. */
+function transformedBodies(bodies: TransformedBody[]): HTMLElement {
+  return table(
+    'Transformed bodies',
+    ['Hook', 'Content-Type', 'Body'],
+    bodies.map((b) => [
+      b.sink,
+      b.contentType ?? '—',
+      b.error
+        ? h('span', { class: 'error' }, `${b.error.code}: ${b.error.message}`)
+        : b.skipped
+          ? 'Nothing: the transform gives null for this event (counted as skipped)'
+          : h('pre', { class: 'json', tabindex: 0 }, prettyIfJson(b.body ?? '', b.contentType)),
+    ]),
+  );
+}
+
+const prettyIfJson = (body: string, contentType: string | null): string => {
+  if (!contentType?.includes('json')) return body;
+  try {
+    return JSON.stringify(JSON.parse(body), null, 2);
+  } catch {
+    return body;
+  }
+};

@@ -1,4 +1,4 @@
-import { api, ApiError, withQuery, type DeadLetter, type Page, type SinkRow } from './api.js';
+import { api, ApiError, withQuery, type DeadLetter, type HookRow, type Page, type SinkRow } from './api.js';
 import { chartWidth, countChart, PERIODS, type Period, type StatsBucket } from './charts.js';
 import { field, h, link, message, route, table, time } from './dom.js';
 import { lastHourHealth } from './views-attempts.js';
@@ -108,7 +108,7 @@ export function sinksView(context: ViewContext): View {
   return {
     title: 'Sinks',
     async load() {
-      const sinks = await fetchSinks();
+      const [sinks, { hooks }] = await Promise.all([fetchSinks(), api<{ hooks: HookRow[] }>('GET', '/admin/hooks')]);
       const lastHour = await Promise.all(sinks.map((s) => lastHourHealth(s.name)));
       const toggle = (s: SinkRow) => {
         const verb = s.paused ? 'resume' : 'pause';
@@ -130,6 +130,7 @@ export function sinksView(context: ViewContext): View {
         null,
         sinkTable(sinks, toggle, lastHour),
         h('p', { class: 'hint' }, 'A paused sink keeps its events waiting (none is dead-lettered) until it is resumed.'),
+        hooks.length === 0 ? null : [h('h2', null, 'Hooks'), hookTable(hooks)],
       );
     },
   };
@@ -197,4 +198,14 @@ export function overviewView(query: URLSearchParams): View {
       );
     },
   };
+}
+
+/** Each hook's events, format, filter and transform (its own or its built-in format's CEL), read only. */
+function hookTable(hooks: HookRow[]): HTMLElement {
+  const code = (text: string | null) => (text === null ? '—' : h('pre', { class: 'json', tabindex: 0 }, text));
+  return table(
+    'Hooks',
+    ['Hook', 'Events', 'Format', 'Filter', 'Transform'],
+    hooks.map((hook) => [hook.name, hook.events.join(', '), hook.format, code(hook.filter), code(hook.transform)]),
+  );
 }

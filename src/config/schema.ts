@@ -4,6 +4,7 @@ import type { ProxyEnv } from '../egress/proxy-env.js';
 import { describeError } from '../errors.js';
 import { untrusted } from '../log.js';
 import { compileFilter } from '../sinks/filter.js';
+import { hookTransformOf, type TransformedHook } from '../sinks/transform.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
@@ -49,7 +50,13 @@ export const hookSchema = z.strictObject({
     .url({ protocol: /^https?$/ })
     .refine((url) => !/^[a-z]+:\/\/[^/?#]*@/i.test(url), 'put credentials in headers (Authorization), not in the URL'),
   events: z.array(z.string().min(1)).min(1).default(['*']),
-  format: z.enum(['cloudevents', 'slack']).default('cloudevents'),
+  format: z.enum(['cloudevents', 'slack', 'teams', 'discord', 'pagerduty']).default('cloudevents'),
+  /** A CEL expression over `event` whose value is the body (contract section 17); only with `format: cloudevents`. */
+  transform: z.string().min(1).optional(),
+  /** The PagerDuty integration's routing key: required with `format: pagerduty`, and only there. */
+  routingKey: z.string().min(1).optional(),
+  /** The requests' Content-Type, in place of the one the format or the transform's value gives. */
+  contentType: z.string().min(1).optional(),
   secret: z
     .string()
     .refine((secret) => standardWebhooksKey(secret) !== undefined, 'a hook secret is whsec_ followed by base64 (Standard Webhooks)')
@@ -74,6 +81,7 @@ export const hookSchema = z.strictObject({
   checkHookHeaders(hook, ctx);
   checkHookProxy(hook, ctx);
   checkHookFilter(hook, ctx);
+  checkHookTransform(hook, ctx);
 });
 
 /** `direct` or an http(s) URL; the problem names the hook, and never echoes the URL (it may hold proxy credentials). */
@@ -91,6 +99,30 @@ function checkHookFilter(hook: { name: string; filter?: string | undefined }, ct
     compileFilter(hook.filter);
   } catch (error) {
     ctx.addIssue({ code: 'custom', path: ['filter'], message: `hook ${hook.name}: filter does not compile: ${describeError(error)}` });
+  }
+}
+
+/**
+ * A transform compiles, goes with the `cloudevents` format only (the others are transforms
+ * already), and `routingKey` goes with `pagerduty`, which needs it. Problems name the hook.
+ */
+function checkHookTransform(hook: TransformedHook & { name: string }, ctx: z.RefinementCtx): void {
+  const problem = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message: `hook ${hook.name}: ${message}` });
+  if (hook.transform !== undefined && hook.format !== 'cloudevents') problem('transform', `a transform makes the body: format ${hook.format} cannot go with it`);
+  if (hook.format === 'pagerduty' && hook.routingKey === undefined) problem('routingKey', 'format pagerduty needs the routingKey of the PagerDuty integration');
+  if (hook.format !== 'pagerduty' && hook.routingKey !== undefined) problem('routingKey', 'routingKey is for format pagerduty');
+  if (hook.contentType !== undefined) {
+    try {
+      validateHeaderValue('content-type', hook.contentType);
+    } catch {
+      problem('contentType', 'contentType is not a valid HTTP header value');
+    }
+  }
+  if (hook.transform === undefined) return;
+  try {
+    hookTransformOf(hook);
+  } catch (error) {
+    problem('transform', `transform does not compile: ${describeError(error)}`);
   }
 }
 

@@ -6,7 +6,7 @@ import type { Exchange, Sink } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
 export type Outcome =
-  | { kind: 'delivered'; attempts: number; failures: number; error: SinkFailure | undefined }
+  | { kind: 'delivered'; attempts: number; failures: number; error: SinkFailure | undefined; skipped: boolean }
   | { kind: 'retry'; attempts: number; failures: number; error: SinkFailure | undefined; nextAttemptAt: number }
   | { kind: 'dead'; attempts: number; failures: number; error: SinkFailure };
 
@@ -24,7 +24,7 @@ export interface AttemptRun {
   /** Passed to the sink: cuts an attempt in flight (after the stop grace). */
   cut: AbortSignal;
   /** One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span). */
-  send(signal: AbortSignal): Promise<Exchange | void>;
+  send(signal: AbortSignal): Promise<Exchange | void | 'skipped'>;
   /** Each attempt's duration in seconds. */
   observe(seconds: number): void;
   /**
@@ -45,6 +45,8 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   let attempts = run.attempts;
   let failures = 0;
   let delivered = false;
+  /** The sink made no request: its transform sends nothing for this event (contract section 17). */
+  let skipped = false;
   let last: SinkFailure | undefined;
 
   const backoff = { minTimeout: tuning.quickMinDelayMs, factor: tuning.quickFactor };
@@ -73,11 +75,13 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     const at = run.now();
     const started = performance.now();
     try {
-      const exchange = await run.send(run.cut);
+      const sent = await run.send(run.cut);
+      skipped = sent === 'skipped';
       delivered = true;
       const durationMs = performance.now() - started;
       run.observe(durationMs / 1000);
-      void run.record?.({ at, durationMs, exchange: exchange ?? undefined, failure: undefined, final: false });
+      // A transform that sent nothing made no request: not an attempt to show.
+      if (sent !== 'skipped') void run.record?.({ at, durationMs, exchange: sent || undefined, failure: undefined, final: false });
     } catch (error) {
       const durationMs = performance.now() - started;
       run.observe(durationMs / 1000);
@@ -134,7 +138,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   }
   if (unrecorded) throw unrecorded.error;
   // p-retry also throws when a stop arrives after the last attempt succeeded.
-  if (delivered) return { kind: 'delivered', attempts, failures, error: last };
+  if (delivered) return { kind: 'delivered', attempts, failures, error: last, skipped };
   const now = run.now();
   if (!last) return { kind: 'retry', attempts, failures, error: undefined, nextAttemptAt: now };
   if (!last.retryable || attempts >= sink.maxAttempts) return { kind: 'dead', attempts, failures, error: last };

@@ -59,6 +59,8 @@ export function createDeliveryTally({ store, clock, logger, flushMs = 1000 }: De
   const count = (sink: string, outcome: SinkOutcome, n: number) => {
     if (n <= 0) return;
     const minute = Math.floor(clock.now() / MINUTE_MS) * MINUTE_MS;
+    // A skipped event (a transform that sends nothing) is neither delivered to the sink nor failed.
+    if (outcome === 'skipped') return;
     add({ sink, minute, delivered: outcome === 'delivered' ? n : 0, failed: outcome === 'delivered' ? 0 : n });
     timer ??= setTimeout(() => void flush(), flushMs).unref();
   };

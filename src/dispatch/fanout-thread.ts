@@ -18,6 +18,8 @@ export interface FanoutThreadDeps {
   parts: ServedParts;
   /** This thread's registry's counters, which the worker's reports add to. */
   metrics: DispatchMetrics;
+  /** Adds the worker's count of transform errors to this thread's `boxrelay_transform_errors_total`. */
+  countTransformErrors?: (sink: string, count: number) => void;
   sinkNames: string[];
   logger: Logger;
 }
@@ -61,9 +63,10 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
 
   const post = (message: ToWorker) => worker?.postMessage(message);
 
-  const applyMetrics = ({ deliveries, durations }: MetricsReport) => {
+  const applyMetrics = ({ deliveries, durations, transformErrors }: MetricsReport) => {
     for (const [sink, outcome, count] of deliveries) deps.metrics.sinkDeliveries.inc({ sink, outcome }, count);
     for (const [sink, seconds] of durations) deps.metrics.sinkDeliveryDuration.observe({ sink }, seconds);
+    for (const [sink, count] of transformErrors) deps.countTransformErrors?.(sink, count);
   };
 
   /** Starts a worker; resolves once its dispatcher has started. */

@@ -7,6 +7,7 @@ import { createTracing, tracingOff } from '../tracing/tracing.js';
 import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
+import { transformErrorReporter } from '../sinks/filter-errors.js';
 import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
 
 /** How often recorded metrics and a changed sink status go to the main thread: one message, not one per event. */
@@ -20,7 +21,12 @@ const post = (message: FromWorker) => port.postMessage(message);
 // Lines go to the main thread's destination: one writer of stdout, so no line is ever split by another's.
 const logger = createLogger(config.logLevel, { write: (line: string) => post({ kind: 'log', line }) });
 const tracing = traced ? createTracing(process.env) : tracingOff;
-const { sinks, buses } = createSinks({ config, clock: systemClock, logger });
+const { sinks, buses } = createSinks({
+  config,
+  clock: systemClock,
+  logger,
+  onTransformError: transformErrorReporter({ clock: systemClock, logger: logger.child({ part: 'transforms' }), count: (sink) => recorder.transformError(sink) }),
+});
 const caller = createCaller(port);
 const recorder = createMetricsRecorder();
 
@@ -87,6 +93,7 @@ post({ kind: 'started' });
 function createMetricsRecorder() {
   let deliveries = new Map<string, MetricsReport['deliveries'][number]>();
   let durations: MetricsReport['durations'] = [];
+  let transformErrors = new Map<string, number>();
   const metrics: DispatchMetrics = {
     sinkDeliveries: {
       inc({ sink, outcome }, count = 1) {
@@ -105,12 +112,14 @@ function createMetricsRecorder() {
   };
   return {
     metrics,
+    transformError: (sink: string) => transformErrors.set(sink, (transformErrors.get(sink) ?? 0) + 1),
     /** What was recorded since the last call; undefined when nothing was. */
     take(): MetricsReport | undefined {
-      if (deliveries.size === 0 && durations.length === 0) return undefined;
-      const taken = { deliveries: [...deliveries.values()], durations };
+      if (deliveries.size === 0 && durations.length === 0 && transformErrors.size === 0) return undefined;
+      const taken = { deliveries: [...deliveries.values()], durations, transformErrors: [...transformErrors] };
       deliveries = new Map();
       durations = [];
+      transformErrors = new Map();
       return taken;
     },
   };

@@ -33,12 +33,15 @@ export interface SinksDeps {
   clock: Clock;
   logger: Logger;
   buses?: BusTuning | undefined;
+  /** A hook's transform failed on an event (counted and logged where the metrics are). */
+  onTransformError?: ((sink: string, error: Error) => void) | undefined;
 }
 
 /** The configured sinks: the buses whose URL is set, then the hooks. */
-export function createSinks({ config, clock, logger, buses: tuning }: SinksDeps): { sinks: Sink[]; buses: Bus[] } {
+export function createSinks({ config, clock, logger, buses: tuning, onTransformError }: SinksDeps): { sinks: Sink[]; buses: Bus[] } {
   const buses = configuredBuses(config).map(({ bus, url }) => bus.create({ config, url, logger, tuning }));
-  return { buses, sinks: [...buses, ...config.hooks.map((hook) => createHttpHookSink({ hook, clock, proxyEnv: config.proxyEnv }))] };
+  const hooks = config.hooks.map((hook) => createHttpHookSink({ hook, clock, proxyEnv: config.proxyEnv, onTransformError }));
+  return { buses, sinks: [...buses, ...hooks] };
 }
 
 /** Each bus's check, by its name. */

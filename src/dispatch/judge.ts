@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
+import { EventFailure } from '../sinks/failures.js';
 import type { Sink } from '../sinks/sink.js';
 import type { SinkState } from '../store/state/sink-state.js';
 import { logFieldsOf } from '../tracing/tracing.js';
@@ -32,7 +33,9 @@ export function createJudge({ health, metrics, operatorEvents, clock, log }: Jud
   return {
     async judge(sink, work, outcome, trial, state) {
       const labels = { sink: sink.name };
-      const paused = await health.track(sink, outcome, trial, state);
+      // A skipped event, or one its transform fails on, tells nothing of the sink: no pause bookkeeping, no waiting.
+      const aboutSink = outcome.kind === 'delivered' ? !outcome.skipped : !(outcome.error instanceof EventFailure);
+      const paused = aboutSink && (await health.track(sink, outcome, trial, state));
       const now = clock.now();
       const context = { sink: sink.name, eventId: work.eventId, outboxId: work.rowId, attempts: outcome.attempts, ...logFieldsOf(work.traceparent) };
       if (outcome.kind !== 'delivered' && outcome.error && paused) {
@@ -44,7 +47,7 @@ export function createJudge({ health, metrics, operatorEvents, clock, log }: Jud
       const dead = outcome.kind === 'dead';
       metrics.sinkDeliveries.inc({ ...labels, outcome: 'retried' }, outcome.failures - (dead ? 1 : 0));
       if (outcome.kind === 'delivered') {
-        metrics.sinkDeliveries.inc({ ...labels, outcome: 'delivered' });
+        metrics.sinkDeliveries.inc({ ...labels, outcome: outcome.skipped ? 'skipped' : 'delivered' });
         return { kind: 'delivered', attempts: outcome.attempts, lastError: outcome.error?.summary ?? null, now };
       }
       if (outcome.kind === 'dead') return { kind: 'dead', attempts: outcome.attempts, lastError: outcome.error.summary, now };

@@ -40,6 +40,8 @@ export interface WorkerData {
 export interface MetricsReport {
   deliveries: [sink: string, outcome: SinkOutcome, count: number][];
   durations: [sink: string, seconds: number][];
+  /** Events a hook's transform failed on (`boxrelay_transform_errors_total`). */
+  transformErrors: [sink: string, count: number][];
 }
 
 export interface SinkStatus {

@@ -33,7 +33,7 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
   return async (sink, work, workMs, trial, state) => {
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
-    const send = async (signal: AbortSignal): Promise<Exchange | void> => {
+    const send = async (signal: AbortSignal): Promise<Exchange | void | 'skipped'> => {
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
       if (!tracing.enabled) return sink.deliver(event, signal);
       const span = tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
@@ -42,9 +42,9 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
         'boxrelay.event_type': event.type,
       });
       try {
-        const exchange = await sink.deliver(event, signal, { traceparent: span.traceparent });
+        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent });
         span.end();
-        return exchange;
+        return sent;
       } catch (error) {
         span.end({ 'error.type': (error as { code?: string }).code ?? 'sink_error' }, error);
         throw error;

@@ -27,7 +27,7 @@ export const WEBHOOK_OUTCOMES = [
   'storage_unavailable',
   'internal_error',
 ] as const;
-export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered'] as const;
+export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered', 'skipped'] as const;
 export const RECONCILE_OUTCOMES = ['succeeded', 'failed', 'dry-run'] as const;
 export const RECONCILE_ORIGINS = ['history', 'synthesized'] as const;
 
@@ -97,6 +97,8 @@ export interface Metrics {
   eventDelay: Histogram;
   /** Hook filters that failed on an event (counted as false), by hook (contract section 14). */
   filterErrors: Counter<'sink'>;
+  /** Hook transforms that failed on an event (a dead letter), by hook (contract section 17). */
+  transformErrors: Counter<'sink'>;
 }
 
 export interface ReconcileCounters {
@@ -110,7 +112,7 @@ export interface ReconcileCounters {
  * The metrics of contract section 6, registered on an injected Registry. Every counter starts at 0
  * for each known label value so rate() and increase() see the first occurrence.
  */
-export function createMetrics(registry: Registry, options: { sinks: string[]; filtered?: string[]; sources?: MetricSources }): Metrics {
+export function createMetrics(registry: Registry, options: { sinks: string[]; filtered?: string[]; transformed?: string[]; sources?: MetricSources }): Metrics {
   const registers = [registry];
   const sources = options.sources ?? {};
   const prefix = 'boxrelay_';
@@ -163,6 +165,14 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
     registers,
   });
   for (const sink of options.filtered ?? []) filterErrors.inc({ sink }, 0);
+
+  const transformErrors = new Counter({
+    name: `${prefix}transform_errors_total`,
+    help: "Events a hook's transform failed on (a missing field, a wrong type, the cost limit): each a dead letter for that hook",
+    labelNames: ['sink'] as const,
+    registers,
+  });
+  for (const sink of options.transformed ?? []) transformErrors.inc({ sink }, 0);
 
   const eventDelay = new Histogram({
     name: `${prefix}event_delay_seconds`,
@@ -318,6 +328,7 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
     sinkDeliveryDuration,
     eventDelay,
     filterErrors,
+    transformErrors,
   };
 }
 

@@ -38,6 +38,11 @@ export abstract class PermanentFailure extends SinkFailure {
   readonly retryable = false;
 }
 
+/**
+ * The event cannot be sent to this sink whatever the sink does (its transform fails on it): a dead
+ * letter at once, and no sign of the sink's health (it neither pauses nor resumes the sink).
+ */
+export abstract class EventFailure extends PermanentFailure {}
 
 // Every sink
 

@@ -1,4 +1,4 @@
-import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
+import { celEnv, isCelError, parse, plan, type CelEnv } from '@bufbuild/cel';
 type Expr = ReturnType<typeof parse>['expr'];
 import { RelayError } from '../errors.js';
 import { untrusted } from '../log.js';
@@ -59,48 +59,80 @@ interface Shape {
   literalSize: number;
 }
 
-const env = celEnv();
+const filterEnv = celEnv();
 
 export function compileFilter(expression: string): EventFilter {
-  if (expression.length > MAX_EXPRESSION_CHARS) throw new FilterCompileError(`longer than ${MAX_EXPRESSION_CHARS} characters`);
+  const evaluate = compileBounded(expression, {
+    env: filterEnv,
+    variables: ['event'],
+    invalid: (message) => new FilterCompileError(message),
+    failed: (message) => new FilterError(message),
+  });
+  return {
+    expression,
+    matches(event, size) {
+      const result = evaluate(event, size);
+      if (typeof result !== 'boolean') throw new FilterError('the expression did not give a bool');
+      return result;
+    },
+  };
+}
+
+/** How a bounded expression is compiled and what its errors are (a filter's, a transform's). */
+export interface BoundedOptions {
+  env: CelEnv;
+  /** The names the expression may use, `event` first. */
+  variables: readonly string[];
+  /** An expression that does not compile, or is too big. */
+  invalid(message: string): Error;
+  /** An evaluation that failed: a missing field, a wrong type, the cost limit. */
+  failed(message: string): Error;
+}
+
+/**
+ * Compiles an expression over `event` (and the other `variables`) under the cost limit: the
+ * evaluation gives the CEL value, or throws `failed` (an error, or past the budget).
+ */
+export function compileBounded(
+  expression: string,
+  options: BoundedOptions,
+): (event: CloudEvent, size?: number, variables?: Record<string, unknown>, celEvent?: unknown) => unknown {
+  if (expression.length > MAX_EXPRESSION_CHARS) throw options.invalid(`longer than ${MAX_EXPRESSION_CHARS} characters`);
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(expression);
   } catch (error) {
-    throw new FilterCompileError(firstLine(error));
+    throw options.invalid(firstLine(error));
   }
   const shape: Shape = { nodes: [], calls: [], regexes: [], literalSize: 0 };
-  measure(parsed.expr, shape, 0, new Set(['event']));
+  measure(parsed.expr, shape, 0, new Set(options.variables), options);
   if (shape.nodes.length - 1 > MAX_NESTED_COMPREHENSIONS) {
-    throw new FilterCompileError(`comprehensions (all, exists, map, filter) nest more than ${MAX_NESTED_COMPREHENSIONS} deep`);
+    throw options.invalid(`comprehensions (all, exists, map, filter) nest more than ${MAX_NESTED_COMPREHENSIONS} deep`);
   }
   let evaluate: ReturnType<typeof plan>;
   try {
-    evaluate = plan(env, parsed);
+    evaluate = plan(options.env, parsed);
   } catch (error) {
-    throw new FilterCompileError(firstLine(error));
+    throw options.invalid(firstLine(error));
   }
   const within = (collection: number, chars: number) => costOf(shape, Math.max(collection, shape.literalSize), chars) <= FILTER_COST_LIMIT;
-  return {
-    expression,
-    matches(event, size) {
-      // The JSON's length bounds every list and string in it: a small event needs no measuring.
-      if (size === undefined || !within(size, size)) {
-        const measured = sizeOf(event, within);
-        if (!within(measured.collection, measured.chars)) {
-          throw new FilterError(`cost limit exceeded: the expression's loops and calls over this event's lists and strings`);
-        }
+  // `celEvent`: the event already made into CEL values, evaluated in its place (it is measured as JSON).
+  return (event, size, variables, celEvent) => {
+    // The JSON's length bounds every list and string in it: a small event needs no measuring.
+    if (size === undefined || !within(size, size)) {
+      const measured = sizeOf(event, within);
+      if (!within(measured.collection, measured.chars)) {
+        throw options.failed(`cost limit exceeded: the expression's loops and calls over this event's lists and strings`);
       }
-      let result: unknown;
-      try {
-        result = evaluate({ event: event as never });
-      } catch (error) {
-        throw new FilterError(firstLine(error));
-      }
-      if (isCelError(result)) throw new FilterError(firstLine(result));
-      if (typeof result !== 'boolean') throw new FilterError('the expression did not give a bool');
-      return result;
-    },
+    }
+    let result: unknown;
+    try {
+      result = evaluate({ ...variables, event: (celEvent ?? event) as never });
+    } catch (error) {
+      throw options.failed(firstLine(error));
+    }
+    if (isCelError(result)) throw options.failed(firstLine(result));
+    return result;
   };
 }
 
@@ -120,41 +152,41 @@ function costOf(shape: Shape, collection: number, chars: number): number {
 }
 
 /** Walks the parsed expression: nodes and calls by comprehension depth; names must be bound. */
-function measure(expr: Expr | undefined, shape: Shape, depth: number, bound: Set<string>): void {
+function measure(expr: Expr | undefined, shape: Shape, depth: number, bound: Set<string>, options: Pick<BoundedOptions, 'invalid'>): void {
   if (expr === undefined) return;
   shape.nodes[depth] = (shape.nodes[depth] ?? 0) + 1;
   const kind = expr.exprKind;
   switch (kind.case) {
     case 'identExpr':
       if (!bound.has(kind.value.name) && !TYPE_NAMES.has(kind.value.name)) {
-        throw new FilterCompileError(`unknown name ${JSON.stringify(kind.value.name)} (the variable is \`event\`)`);
+        throw options.invalid(`unknown name ${JSON.stringify(kind.value.name)} (the variable is \`event\`)`);
       }
       return;
     case 'selectExpr':
-      return measure(kind.value.operand, shape, depth, bound);
+      return measure(kind.value.operand, shape, depth, bound, options);
     case 'callExpr': {
       const counts = kind.value.function === 'matches' ? shape.regexes : shape.calls;
       counts[depth] = (counts[depth] ?? 0) + 1;
-      measure(kind.value.target, shape, depth, bound);
-      return kind.value.args.forEach((arg) => measure(arg, shape, depth, bound));
+      measure(kind.value.target, shape, depth, bound, options);
+      return kind.value.args.forEach((arg) => measure(arg, shape, depth, bound, options));
     }
     case 'listExpr':
       shape.literalSize = Math.max(shape.literalSize, kind.value.elements.length);
-      return kind.value.elements.forEach((element) => measure(element, shape, depth, bound));
+      return kind.value.elements.forEach((element) => measure(element, shape, depth, bound, options));
     case 'structExpr':
       shape.literalSize = Math.max(shape.literalSize, kind.value.entries.length);
       return kind.value.entries.forEach((entry) => {
-        if (entry.keyKind.case === 'mapKey') measure(entry.keyKind.value, shape, depth, bound);
-        measure(entry.value, shape, depth, bound);
+        if (entry.keyKind.case === 'mapKey') measure(entry.keyKind.value, shape, depth, bound, options);
+        measure(entry.value, shape, depth, bound, options);
       });
     case 'comprehensionExpr': {
       const loop = kind.value;
-      measure(loop.iterRange, shape, depth, bound);
-      measure(loop.accuInit, shape, depth, bound);
+      measure(loop.iterRange, shape, depth, bound, options);
+      measure(loop.accuInit, shape, depth, bound, options);
       const inner = new Set([...bound, loop.iterVar, loop.accuVar, ...(loop.iterVar2 ? [loop.iterVar2] : [])]);
-      measure(loop.loopCondition, shape, depth + 1, inner);
-      measure(loop.loopStep, shape, depth + 1, inner);
-      return measure(loop.result, shape, depth, new Set([...bound, loop.accuVar]));
+      measure(loop.loopCondition, shape, depth + 1, inner, options);
+      measure(loop.loopStep, shape, depth + 1, inner, options);
+      return measure(loop.result, shape, depth, new Set([...bound, loop.accuVar]), options);
     }
     default:
       return;

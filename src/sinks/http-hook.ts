@@ -6,6 +6,7 @@ import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
 import { proxyRouteOf, type ProxyEnv } from '../egress/proxy-env.js';
 import { readTlsFiles } from '../egress/tls-files.js';
 import type { CloudEvent } from '../events/cloudevent.js';
+import { describeError } from '../errors.js';
 import { parseRetryAfter } from '../retry-after.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
 import {
@@ -22,6 +23,7 @@ import { readCappedBody } from './capped-body.js';
 import type { Exchange, ExchangeRequest, Sink } from './sink.js';
 import { withRateGate } from './rate-gate.js';
 import { slackBody } from './slack.js';
+import { TransformFailedError, hookTransformOf, type HookTransform, type TransformedBody } from './transform.js';
 
 export interface HttpHookOptions {
   hook: HookConfig;
@@ -30,6 +32,10 @@ export interface HttpHookOptions {
   proxyEnv?: ProxyEnv | undefined;
   /** Replaces the proxy and TLS dispatcher (tests). */
   fetch?: typeof fetch;
+  /** Replaces the hook's compiled transform (tests count its evaluations). */
+  transform?: HookTransform | undefined;
+  /** The hook's transform failed on an event (counted once per event: it is a dead letter at once). */
+  onTransformError?: ((sink: string, error: TransformFailedError) => void) | undefined;
 }
 
 /** The hook's TLS files, read again where the sink runs (`loadConfig` checked them already). */
@@ -49,7 +55,34 @@ function requestRecord(url: string, headers: Headers, extra: ReadonlySet<string>
   return { url, headers: shown };
 }
 
-const CONTENT_TYPE = { cloudevents: 'application/cloudevents+json', slack: 'application/json' } as const;
+/**
+ * The body of each event for this hook: the CloudEvent, the Slack text, or what its transform (its
+ * own or its built-in format's) gives, null to send nothing. A transform runs once per event, not
+ * per attempt: its result (or failure) is kept with the event, which attempts and retries share.
+ */
+function hookBodies(hook: HookConfig, transform: HookTransform | undefined, onError: (error: TransformFailedError) => void): (event: CloudEvent) => TransformedBody | null {
+  if (transform === undefined) {
+    const contentType = hook.contentType ?? (hook.format === 'slack' ? 'application/json' : 'application/cloudevents+json');
+    return (event) => ({ body: hook.format === 'slack' ? slackBody(event) : eventJson(event), contentType });
+  }
+  const made = new WeakMap<CloudEvent, TransformedBody | null | TransformFailedError>();
+  return (event) => {
+    let result = made.get(event);
+    if (result === undefined) {
+      // The JSON's length bounds the event's sizes and the body's (made once per event for all sinks).
+      const size = eventJson(event).length;
+      try {
+        result = transform.bodyOf(event, size);
+      } catch (error) {
+        result = error instanceof TransformFailedError ? error : new TransformFailedError(describeError(error));
+        onError(result);
+      }
+      made.set(event, result);
+    }
+    if (result instanceof TransformFailedError) throw result;
+    return result;
+  };
+}
 
 /** 408, 429 and 5xx may pass on another try; any other non-2xx answer will not. */
 const retryableStatus = (status: number) => status === 408 || status === 429 || status >= 500;
@@ -58,7 +91,8 @@ const retryableStatus = (status: number) => status === 408 || status === 429 || 
  * One outgoing HTTP hook (contract section 5): one POST per attempt, signed as Standard Webhooks
  * when a secret is set. `webhook-id` is the event id, stable across retries, so receivers dedupe.
  */
-export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected }: HttpHookOptions): Sink {
+export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected, transform = hookTransformOf(hook), onTransformError }: HttpHookOptions): Sink {
+  const bodyOf = hookBodies(hook, transform, (error) => onTransformError?.(hook.name, error));
   // Proxy (the hook's, the variables', or none) and TLS (private CA, client certificate) per hook.
   const dispatcher = injected ? undefined : createEgressDispatcher(proxyRouteOf(hook.proxy, proxyEnv), tlsOf(hook));
   const fetchFn = injected ?? fetchThrough(dispatcher!);
@@ -72,15 +106,14 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
   const extraHeaders = new Set(Object.keys(hook.headers).map((name) => name.toLowerCase()));
 
   /** The request for an event, or a PermanentFailure when it can never be built. */
-  const request = (event: CloudEvent, traceparent: string | undefined): { body: string; headers: Headers } => {
-    const body = hook.format === 'slack' ? slackBody(event) : eventJson(event);
+  const request = ({ body, contentType }: TransformedBody, event: CloudEvent, traceparent: string | undefined): { body: string; headers: Headers } => {
     const now = new Date(clock.now());
     const timestamp = String(Math.floor(now.getTime() / 1000));
     let headers: Headers;
     try {
       // Extra headers first, so they cannot replace the ones receivers verify.
       headers = new Headers(hook.headers);
-      headers.set('content-type', CONTENT_TYPE[hook.format]);
+      headers.set('content-type', contentType);
       headers.set('user-agent', 'boxrelay');
       headers.set('webhook-id', event.id);
       headers.set('webhook-timestamp', timestamp);
@@ -96,7 +129,7 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
     return { body, headers };
   };
 
-  return withRateGate({
+  const gated = withRateGate({
     name: hook.name,
     concurrency: hook.concurrency,
     maxAttempts: hook.maxAttempts,
@@ -105,7 +138,7 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
     pauseAfterMs: hook.pauseAfter,
     spanName: () => 'POST',
     async deliver(event, signal, trace) {
-      const built = request(event, trace?.traceparent);
+      const built = request(bodyOf(event)!, event, trace?.traceparent);
       const sent = requestRecord(hook.url, built.headers, extraHeaders);
       const failed = <F extends SinkFailure>(failure: F, status: number | null = null, response: Exchange['response'] = null): F => {
         failure.exchange = { request: sent, status, response };
@@ -139,4 +172,12 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
     up: () => answering,
     close: () => (closed ??= dispatcher?.close() ?? Promise.resolve()),
   }, hook.maxPerSecond);
+  return {
+    ...gated,
+    // Before the rate gate: an event the transform skips or fails on makes no request, so takes no turn.
+    async deliver(event, signal, trace) {
+      if (bodyOf(event) === null) return 'skipped';
+      return gated.deliver(event, signal, trace);
+    },
+  };
 }

@@ -36,11 +36,12 @@ export interface Sink {
   /** Failing every attempt this long pauses the sink (contract section 5); 0 or absent: never. */
   readonly pauseAfterMs?: number;
   /**
-   * One attempt: resolves when delivered (a hook with its Exchange), throws a SinkFailure otherwise
-   * (a hook's with its Exchange). `trace.traceparent` (tracing on) goes with the message or request,
-   * so consumers continue the trace.
+   * One attempt: resolves when delivered (a hook with its Exchange; `skipped` when a hook's transform
+   * sends nothing for the event, contract section 17, so no request was made), throws a SinkFailure
+   * otherwise (a hook's with its Exchange). `trace.traceparent` (tracing on) goes with the message or
+   * request, so consumers continue the trace.
    */
-  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<Exchange | void>;
+  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<Exchange | void | 'skipped'>;
   /** The span name of an attempt: `publish <subject>` for a bus, the method for a hook. */
   spanName?(event: CloudEvent): string;
   /** The attempt's span kind: `producer` for a bus, `client` (the default) for a request. */

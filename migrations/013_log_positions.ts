@@ -33,12 +33,18 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('deliveries').dropColumn('log_xid').execute();
   await db.schema.alterTable('log_cursors').dropColumn('xid').execute();
   await db.schema.alterTable('log_marks').dropColumn('xid').execute();
-  if (postgres) await sql`DROP SEQUENCE deliveries_seq`.execute(db);
+  /** PostgreSQL: the order deliveries were stored in, which the sequencer numbers them by (one box's events keep it). */
+  await db.schema.alterTable('deliveries').addColumn('arrival', 'bigint').execute();
+  if (postgres) {
+    // Set after the column is added, so no stored row is rewritten.
+    await sql`ALTER SEQUENCE deliveries_seq RENAME TO deliveries_arrival`.execute(db);
+    await sql`ALTER TABLE deliveries ALTER COLUMN arrival SET DEFAULT nextval('deliveries_arrival')`.execute(db);
+  }
 
   await db.schema.createIndex('deliveries_log').unique().on('deliveries').column('seq').where(sql.ref('seq'), 'is not', null).execute();
   // The sequencer's queue: stored deliveries still without a position (only PostgreSQL has any).
   if (postgres) {
-    await sql`CREATE INDEX deliveries_unsequenced ON deliveries (received_at, id) WHERE seq IS NULL AND sinks IS NOT NULL`.execute(db);
+    await sql`CREATE INDEX deliveries_unsequenced ON deliveries (arrival) WHERE seq IS NULL AND sinks IS NOT NULL`.execute(db);
   }
   await db.schema.createIndex('log_cursors_position').on('log_cursors').column('seq').execute();
   await db.schema.createIndex('log_marks_position').on('log_marks').columns(['sink', 'part', 'seq']).execute();
@@ -62,12 +68,13 @@ export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('log_cursors_position').execute();
   if (postgres) await sql`DROP INDEX deliveries_unsequenced`.execute(db);
   await db.schema.dropIndex('deliveries_log').execute();
+  await db.schema.alterTable('deliveries').dropColumn('arrival').execute();
+  if (postgres) await sql`ALTER SEQUENCE deliveries_arrival RENAME TO deliveries_seq`.execute(db);
   await db.schema.alterTable('deliveries').addColumn('log_xid', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
   await db.schema.alterTable('log_cursors').addColumn('xid', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
   await db.schema.alterTable('log_marks').addColumn('xid', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
   if (postgres) {
     // Positions stay numbers of the relay's: xid 0 for all, new deliveries numbered after them.
-    await sql`CREATE SEQUENCE deliveries_seq`.execute(db);
     await sql`SELECT setval('deliveries_seq', GREATEST(1, (SELECT COALESCE(MAX(seq), 0) FROM deliveries)))`.execute(db);
     await sql`UPDATE deliveries SET seq = nextval('deliveries_seq') WHERE seq IS NULL AND sinks IS NOT NULL`.execute(db);
     await sql`ALTER TABLE deliveries ALTER COLUMN seq SET DEFAULT nextval('deliveries_seq')`.execute(db);

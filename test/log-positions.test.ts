@@ -55,6 +55,14 @@ describe.each(engines)('log positions on $name', (engine) => {
     expect((await readAll(store, 'other')).ids.sort()).toEqual(ids.slice(3).sort());
   });
 
+  it("keep the order one box's events were stored in, also within one millisecond", async () => {
+    const store = await open(await engine.url());
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push(await recordEvent(store, { receivedAt: T0, boxId: 'bx_same', sinks: ['h'] }));
+    await store.sequenceLog();
+    expect((await readAll(store, 'h')).ids).toEqual(ids);
+  });
+
   it('skip an entry that already has an outbox row of the sink, and keep one open row per event and sink', async () => {
     const store = await open(await engine.url());
     const outbox = createOutbox(store.database);

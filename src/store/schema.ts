@@ -22,6 +22,8 @@ export interface DeliveriesTable {
    * reads them) and, on PostgreSQL, for those the sequencer has not numbered yet.
    */
   seq: number | null;
+  /** PostgreSQL: the order it was stored in (a sequence), which the sequencer numbers by; null on SQLite. */
+  arrival: Generated<number | null>;
   /** Which partition of each sink's log the event is in (by its box). */
   part: Generated<number>;
   /** The sinks it was routed to when accepted, comma-joined; null before migration 012. */

@@ -5,17 +5,18 @@ import { logHeadSql } from './position.js';
 const SEQUENCE_BATCH = 2000;
 
 /**
- * Numbers the committed deliveries that have no position yet (PostgreSQL), in arrival order, after
+ * Numbers the committed deliveries that have no position yet (PostgreSQL), in the order they were
+ * stored (`arrival`, from a sequence: one box's events stored in one millisecond keep it), after
  * the log's head. One sequencer at a time per log (a transaction-scoped advisory lock, keyed by the
  * schema, so logs in other schemas or databases never wait on it), and each numbering commits before
  * the next starts: a reader's snapshot sees the numbered deliveries as a prefix of the log, whatever
  * other transactions run on the server. Rows another client holds locked are left for the next run.
  */
 const NUMBER = `WITH batch AS (
-    SELECT id, received_at FROM deliveries WHERE seq IS NULL AND sinks IS NOT NULL
-    ORDER BY received_at, id LIMIT $1 FOR UPDATE SKIP LOCKED
+    SELECT id, arrival FROM deliveries WHERE seq IS NULL AND sinks IS NOT NULL
+    ORDER BY arrival, id LIMIT $1 FOR UPDATE SKIP LOCKED
   ), numbered AS (
-    SELECT id, row_number() OVER (ORDER BY received_at, id) AS n FROM batch
+    SELECT id, row_number() OVER (ORDER BY arrival, id) AS n FROM batch
   )
   UPDATE deliveries d SET seq = head.seq + numbered.n
   FROM numbered, (SELECT ${logHeadSql('postgres')} AS seq) head

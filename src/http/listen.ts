@@ -29,14 +29,30 @@ export interface Listening {
   close(graceMs: number): Promise<void>;
 }
 
+/** How long a client may take to send its headers, and its whole request. */
+export interface SlowClientLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+}
+
+export const SLOW_CLIENT_LIMITS: SlowClientLimits = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000 };
+
 /**
  * A server with slow-client limits: a peer cannot hold a connection open by trickling headers or a
- * body. Idle keep-alive outlasts the usual 60 s of load balancers, which would otherwise reuse a
+ * body. Node checks the limits every `connectionsCheckingInterval` (30 s by default, so a 10 s
+ * header limit cut at 30 s): checked often enough, the effective limits are the configured ones.
+ * Idle keep-alive outlasts the usual 60 s of load balancers, which would otherwise reuse a
  * connection the server is closing and answer 502.
  */
-export async function listen(handler: RequestListener, port: number, host: string): Promise<Listening> {
+export async function listen(handler: RequestListener, port: number, host: string, limits: SlowClientLimits = SLOW_CLIENT_LIMITS): Promise<Listening> {
   const server = createServer(
-    { maxHeaderSize: 16 * 1024, headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 65_000 },
+    {
+      maxHeaderSize: 16 * 1024,
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs / 4),
+      keepAliveTimeout: 65_000,
+    },
     handler,
   );
   // Responses still being worked on when shutdown starts close their connection once sent, so

@@ -22,6 +22,7 @@ import { hookTransformRoutes } from './http/admin/hook-transforms.js';
 import { reconcileRoutes } from './http/admin/reconcile.js';
 import { replayRoutes } from './http/admin/replay.js';
 import { sinkRoutes } from './http/admin/sinks.js';
+import { logRoutes } from './http/admin/log.js';
 import { statsRoutes } from './http/admin/stats.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createConsoleRouter } from './http/console/console-app.js';
@@ -163,6 +164,7 @@ export async function createRelay({
     dependencies: (): Record<string, DependencyStatus> => fanout.dependencies(),
     clock,
   });
+  const logHeldBackSeconds = async () => (await unnumberedFor(store.database, clock.now())) / 1000;
   const metrics = createMetrics(registry, {
     sinks: sinkNames,
     filtered: [...sinksFor.filtered],
@@ -180,7 +182,7 @@ export async function createRelay({
       sinkUp: () => Object.fromEntries(fanout.sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
-      logUnnumberedSeconds: async () => (await unnumberedFor(store.database, clock.now())) / 1000,
+      logUnnumberedSeconds: logHeldBackSeconds,
     },
   });
 
@@ -266,6 +268,7 @@ export async function createRelay({
         eventDeliveryRoutes({ kysely, outbox, source: config.source }),
         hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
         sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink, trail }),
+        logRoutes({ heldBackSeconds: logHeldBackSeconds }),
         auditRoutes(kysely),
         attemptRoutes({ kysely, operations }),
         sinkHealthRoutes({ kysely, clock, sinks: sinkNames, mode: config.attempts, flush: tally.flush }),

@@ -24,6 +24,7 @@ const ADMIN_ROUTES: [string, string[]][] = [
   ['/admin/dead-letters/1', ['delete']],
   ['/admin/dead-letters/1/retry', ['post']],
   ['/admin/replay', ['post']],
+  ['/admin/log', ['get']],
 ];
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 

@@ -108,7 +108,11 @@ export function sinksView(context: ViewContext): View {
   return {
     title: 'Sinks',
     async load() {
-      const [sinks, { hooks }] = await Promise.all([fetchSinks(), api<{ hooks: HookRow[] }>('GET', '/admin/hooks')]);
+      const [sinks, { hooks }, { log }] = await Promise.all([
+        fetchSinks(),
+        api<{ hooks: HookRow[] }>('GET', '/admin/hooks'),
+        api<{ log: { heldBackSeconds: number } }>('GET', '/admin/log'),
+      ]);
       const lastHour = await Promise.all(sinks.map((s) => lastHourHealth(s.name)));
       const toggle = (s: SinkRow) => {
         const verb = s.paused ? 'resume' : 'pause';
@@ -128,6 +132,14 @@ export function sinksView(context: ViewContext): View {
       return h(
         'div',
         null,
+        log.heldBackSeconds >= 5
+          ? h(
+              'p',
+              { class: 'warning', role: 'alert' },
+              `Every sink is held back: a stored delivery has waited ${Math.round(log.heldBackSeconds)} s for its place in the log ` +
+                '(something locks the deliveries table on PostgreSQL). Nothing is lost; it goes out once numbered.',
+            )
+          : null,
         sinkTable(sinks, toggle, lastHour),
         h('p', { class: 'hint' }, 'A paused sink keeps its events waiting (none is dead-lettered) until it is resumed.'),
         hooks.length === 0 ? null : [h('h2', null, 'Hooks'), hookTable(hooks)],

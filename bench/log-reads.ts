@@ -15,7 +15,7 @@ import { createPauses } from '../src/dispatch/pauses.js';
 import { parseEvent } from '../src/events/parse-event.js';
 import { createLogger } from '../src/log.js';
 import { createSinkRouter } from '../src/sinks/route.js';
-import { createOutbox, type Outbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore, type FanoutStore } from '../src/store/fanout-store.js';
 import { createSinkStates } from '../src/store/state/sink-state.js';
 import { openStore } from '../src/store/store.js';
 import { tracingOff } from '../src/tracing/tracing.js';
@@ -58,7 +58,7 @@ export async function runLogReads(ctx: Context, settings: LogReadSettings, log: 
   try {
     // Stored before the dispatchers start, as an outage leaves them; the sinks' cursors start before them.
     const sinkNames = config.hooks.map((h) => h.name);
-    await createOutbox(store.database).ensureCursors(sinkNames);
+    await createFanoutStore(store.database).log.ensureCursors(sinkNames);
     for (let i = 0; i < events; i++) {
       const id = `evt_${i.toString(16).padStart(32, '0')}`;
       const body = JSON.stringify({ id, type: 'box.ready', createdAt: new Date().toISOString(), data: { box: { id: `bx_${i % 500}`, name: 'ci' }, state: 'ready' } });
@@ -66,28 +66,33 @@ export async function runLogReads(ctx: Context, settings: LogReadSettings, log: 
       await store.writer.record({ event: parseEvent(Buffer.from(body), id), receivedAt: Date.now(), attempt: 1, sinks: sinkNames });
     }
     await store.sequenceLog();
-    const counted = (outbox: Outbox): Outbox => ({
-      ...outbox,
-      async readLog(read) {
-        const page = await outbox.readLog(read);
-        for (const entry of page.entries) payloadBytes += entry.payload.length;
-        return page;
+    const counted = ({ log, exceptions }: FanoutStore): FanoutStore => ({
+      log: {
+        ...log,
+        async read(read) {
+          const page = await log.read(read);
+          for (const entry of page.entries) payloadBytes += entry.payload.length;
+          return page;
+        },
       },
-      async claim(claim) {
-        const rows = await outbox.claim(claim);
-        for (const row of rows) payloadBytes += row.payload?.length ?? 0;
-        return rows;
+      exceptions: {
+        ...exceptions,
+        async claim(claim) {
+          const rows = await exceptions.claim(claim);
+          for (const row of rows) payloadBytes += row.payload?.length ?? 0;
+          return rows;
+        },
       },
     });
     const sinksFor = createSinkRouter({ buses: [], hooks: config.hooks, source: config.source });
     const started = performance.now();
     const dispatchers = Array.from({ length: replicas }, () => {
-      const outbox = createOutbox(store.database);
+      const fanoutStore = createFanoutStore(store.database);
       const sinkStates = createSinkStates(store.database);
       const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger });
-      const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock: systemClock, logger, changed: () => {} });
+      const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: () => {} });
       return createDispatcher({
-        outbox: counted(outbox),
+        store: counted(fanoutStore),
         sinks: createSinks({ config, clock: systemClock, logger }).sinks,
         clock: systemClock,
         logger,

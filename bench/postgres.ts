@@ -8,7 +8,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { openDatabase } from '../src/store/engines/database.js';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { FanoutCounter } from './fanout.js';
 import { runLoad, type LoadResult } from './load.js';
 import { cpuSecondsOfNamed, machineBusySeconds, runNode, type Spawned } from './processes.js';
@@ -139,7 +139,7 @@ async function checkLoss(
     const count = async (query: string) => Number((await client.query<{ n: string }>(query)).rows[0]?.n);
     // Pending as the relay counts it: outbox rows, and the log past each sink's cursors.
     const database = openDatabase({ url: databaseUrl });
-    const pendingNow = async () => Object.values(await createOutbox(database).countBySink('pending')).reduce((sum, n) => sum + n, 0);
+    const pendingNow = async () => Object.values(await createFanoutStore(database).exceptions.countBySink('pending')).reduce((sum, n) => sum + n, 0);
     const deadline = Date.now() + timeoutMs;
     let pending = await pendingNow();
     while (pending > 0 && Date.now() < deadline) {

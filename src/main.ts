@@ -43,7 +43,7 @@ import { configuredSinks, sinkRouterOf } from './sinks/route.js';
 import { acceptEvent } from './store/write/accept-event.js';
 import { countBoxesByState } from './store/state/boxes.js';
 import { createSinkStates } from './store/state/sink-state.js';
-import { createOutbox } from './store/exceptions/outbox.js';
+import { createFanoutStore } from './store/fanout-store.js';
 import { unnumberedFor } from './store/log/sequencer.js';
 import { createAttemptLog } from './store/attempts/record-attempts.js';
 import { pruneExpired } from './store/retention/prune.js';
@@ -151,10 +151,10 @@ export async function createRelay({
     config,
     filterErrorReporter({ clock, logger: logger.child({ part: 'filters' }), count: (sink) => metrics.filterErrors.inc({ sink }) }),
   );
-  const outbox = createOutbox(store.database);
+  const fanoutStore = createFanoutStore(store.database);
   const sinkStates = createSinkStates(store.database);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
-  const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
+  const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
 
   // From SIGTERM on, /readyz answers 503 on both ports while the relay still serves (contract section 6).
   let shuttingDown = false;
@@ -175,10 +175,10 @@ export async function createRelay({
       boxesByState: async () => boxStateCounts(await countBoxesByState(kysely)),
       // Work of a sink no longer configured is set aside, not pending.
       pendingBySink: async () => {
-        const counts = await outbox.countBySink('pending');
+        const counts = await fanoutStore.exceptions.countBySink('pending');
         return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
       },
-      deadLettersBySink: () => outbox.countBySink('deadLetters'),
+      deadLettersBySink: () => fanoutStore.exceptions.countBySink('deadLetters'),
       sinkUp: () => Object.fromEntries(fanout.sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
@@ -197,7 +197,7 @@ export async function createRelay({
           config,
           exclusive,
           tracing: tracing.enabled,
-          parts: { outbox, sinkStates, pauses, operatorEvents, attempts: attemptLog },
+          parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
           metrics: dispatchMetrics,
           countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
           sinkNames,
@@ -211,7 +211,7 @@ export async function createRelay({
             buses: busOptions,
             onTransformError: transformErrorReporter({ clock, logger: logger.child({ part: 'transforms' }), count: (sink) => metrics.transformErrors.inc({ sink }) }),
           }),
-          outbox,
+          store: fanoutStore,
           clock,
           logger,
           metrics: dispatchMetrics,
@@ -226,7 +226,7 @@ export async function createRelay({
         });
   wakeDispatcher = fanout.wake;
   const trail = createAuditTrail({ clock, logger });
-  const operations = createOperations({ outbox, sinks: sinkNames, sinksFor, clock, trail, wake: fanout.wake });
+  const operations = createOperations({ exceptions: fanoutStore.exceptions, sinks: sinkNames, sinksFor, clock, trail, wake: fanout.wake });
 
   const accept = acceptEvent({ writer: store.writer, sinksFor, metrics });
   const publicApp = createPublicApp({
@@ -265,9 +265,9 @@ export async function createRelay({
         deadLetterRoutes(operations),
         replayRoutes(operations),
         reconcileRoutes(reconciler, { kysely, trail }),
-        eventDeliveryRoutes({ kysely, outbox, source: config.source }),
+        eventDeliveryRoutes({ kysely, exceptions: fanoutStore.exceptions, source: config.source }),
         hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
-        sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: outbox.countBySink, trail }),
+        sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: fanoutStore.exceptions.countBySink, trail }),
         logRoutes({ heldBackSeconds: logHeldBackSeconds }),
         auditRoutes(kysely),
         attemptRoutes({ kysely, operations }),
@@ -283,7 +283,7 @@ export async function createRelay({
   return {
     config,
     store,
-    outbox,
+    fanoutStore,
     /** The fan-out (inline or in its worker thread). */
     fanout,
     secrets,

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { countBacklogs } from '../src/store/log/count-backlogs.js';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { comparePositions, type Position } from '../src/store/log/position.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines } from './support/databases.js';
@@ -18,7 +18,7 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
   it('count the log past each partition\'s cursor in slices, exactly, with turns of the event loop between them', async () => {
     store = await openStore({ url: await engine.url() });
     const db = store.database.kysely;
-    const outbox = createOutbox(store.database);
+    const outbox = createFanoutStore(store.database);
     const routes = [['nats'], ['nats', 'h'], ['h']];
     for (let i = 0; i < 430; i++) await recordEvent(store, { receivedAt: T0 + i, boxId: `bx_${i % 37}`, sinks: routes[i % 3]! });
 
@@ -30,11 +30,11 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
       sinks: (d.sinks ?? '').split(','),
     }));
     // NATS has passed the first ten entries of each even partition; a few of the hook's are written down as exceptions.
-    await outbox.acquireParts({ sink: 'nats', owner: 'a', now: T0, leaseMs: 60_000, readerTtlMs: 60_000 });
+    await outbox.log.acquireParts({ sink: 'nats', owner: 'a', now: T0, leaseMs: 60_000, readerTtlMs: 60_000 });
     const moved = [...new Set(entries.map((e) => e.part))].filter((part) => part % 2 === 0).map((part) => ({ part, ...entries.filter((e) => e.part === part)[9]!.position }));
-    await outbox.advanceCursors({ sink: 'nats', owner: 'a', now: T0, cursors: moved, mark: false });
+    await outbox.log.advanceCursors({ sink: 'nats', owner: 'a', now: T0, cursors: moved, mark: false });
     const written = entries.filter((e) => e.sinks.includes('h')).filter((_e, i) => i % 17 === 0);
-    await outbox.addExceptions(written.map((e) => ({ deliveryId: e.id, sink: 'h', status: 'pending' as const, attempts: 1, nextAttemptAt: T0, lastError: 'http_503', boxId: null, traceparent: null, now: T0 })));
+    await outbox.exceptions.addExceptions(written.map((e) => ({ deliveryId: e.id, sink: 'h', status: 'pending' as const, attempts: 1, nextAttemptAt: T0, lastError: 'http_503', boxId: null, traceparent: null, now: T0 })));
 
     const cursors = await db.selectFrom('log_cursors').select(['sink', 'part', 'seq']).execute();
     const cursorOf = (sink: string, part: number): Position => {
@@ -61,6 +61,6 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
     // Five slices for each sink (430 entries from a cursor at the start): the thread had its turns between them.
     expect(turns).toBeGreaterThanOrEqual(8);
     // The outbox's pending count adds the hook's written-down rows to the log past the cursors.
-    expect(await outbox.countBySink('pending')).toEqual({ nats: expected('nats'), h: expected('h') + written.length });
+    expect(await outbox.exceptions.countBySink('pending')).toEqual({ nats: expected('nats'), h: expected('h') + written.length });
   });
 });

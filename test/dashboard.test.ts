@@ -62,7 +62,7 @@ describe('Grafana dashboard', () => {
       'Deliveries by outcome',
       'Event delay',
       'Fan-out by sink and outcome',
-      'Outbox pending',
+      'FanoutStore pending',
       'Dead letters',
       'Boxes by state',
       'Secrets and expiry',

@@ -8,7 +8,7 @@ import { createPauses } from '../src/dispatch/pauses.js';
 import { createLogger } from '../src/log.js';
 import { createSinkRouter } from '../src/sinks/route.js';
 import type { Sink } from '../src/sinks/sink.js';
-import { createOutbox, type Outbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore, type FanoutStore } from '../src/store/fanout-store.js';
 import { createSinkStates, type SinkStates } from '../src/store/state/sink-state.js';
 import { openStore } from '../src/store/store.js';
 import { tracingOff } from '../src/tracing/tracing.js';
@@ -34,18 +34,21 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   const logger = createLogger('silent');
   const config = configSchema.parse({ secrets: ['whsec_dGVzdC1zZWNyZXQtZm9yLXBhdXNlLXJlYWQ='], hooks: [{ name: 'h', url: hook.url }] });
 
-  const outbox = createOutbox(store.database);
+  const outbox = createFanoutStore(store.database);
   let readHeld: { reached(): void; release: Promise<void> } | undefined;
-  const heldOutbox: Outbox = {
+  const heldOutbox: FanoutStore = {
     ...outbox,
-    async readLog(read) {
-      const held = readHeld;
-      if (held) {
-        readHeld = undefined;
-        held.reached();
-        await held.release;
-      }
-      return outbox.readLog(read);
+    log: {
+      ...outbox.log,
+      async read(read) {
+        const held = readHeld;
+        if (held) {
+          readHeld = undefined;
+          held.reached();
+          await held.release;
+        }
+        return outbox.log.read(read);
+      },
     },
   };
   const sent: string[] = [];
@@ -65,10 +68,10 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   const sinksFor = createSinkRouter({ buses: [], hooks: config.hooks, source: config.source });
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger });
   let dispatcher: Dispatcher | undefined;
-  const pauses = createPauses({ sinkStates, makeDue: outbox.makeDue, operatorEvents, clock: systemClock, logger, changed: (sink) => dispatcher?.sinkStateChanged(sink) });
+  const pauses = createPauses({ sinkStates, makeDue: outbox.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: (sink) => dispatcher?.sinkStateChanged(sink) });
   const start = async () => {
     dispatcher = createDispatcher({
-      outbox: heldOutbox,
+      store: heldOutbox,
       sinks: [counted],
       clock: systemClock,
       logger,
@@ -112,7 +115,7 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   expect(sent).toEqual([first]);
   await stop();
   expect(sent).toEqual([first]);
-  expect((await outbox.countBySink('pending')).h).toBe(1);
+  expect((await outbox.exceptions.countBySink('pending')).h).toBe(1);
 
   expect(await pauses.resume('h', 'operator')).toBe(true);
   await start();

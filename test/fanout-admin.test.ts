@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { requireBuild, runCli } from './support/process.js';
 import { ManualClock } from './support/clock.js';
 import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows, readWholeLog } from './support/fanout-relay.js';
@@ -116,9 +116,9 @@ describe('CLI: dead-letters and replay on the database', () => {
     const posted: string[] = [];
     for (let i = 0; i < 4; i++) posted.push((await t.post({ boxId: `bx_${i}` })).deliveryId);
     // Make dead letters by hand, as a dispatcher that read the log leaves them: three for `alerts`, one for a sink no longer configured.
-    const outbox = createOutbox(t.relay.store.database);
+    const outbox = createFanoutStore(t.relay.store.database);
     await readWholeLog(t);
-    await outbox.addExceptions(
+    await outbox.exceptions.addExceptions(
       posted.map((deliveryId, i) => ({
         deliveryId,
         sink: i < 3 ? 'alerts' : 'gone',
@@ -131,7 +131,7 @@ describe('CLI: dead-letters and replay on the database', () => {
         now: t.clock.now(),
       })),
     );
-    const rows = await outbox.listDeadLetters({ limit: 10 });
+    const rows = await outbox.exceptions.listDeadLetters({ limit: 10 });
     const ids = rows.map((r) => r.id);
 
     const hooksFile = join(dirname(t.config.database), 'hooks.yaml');
@@ -163,7 +163,7 @@ describe('CLI: dead-letters and replay on the database', () => {
     expect(retryAll.stdout.trim()).toBe('retried 1 dead letter');
     const discardAll = await runCli(['dead-letters', 'discard', '--all'], env);
     expect(discardAll.stdout.trim()).toBe('discarded 1 dead letter');
-    expect(await outbox.countBySink('deadLetters')).toEqual({});
+    expect(await outbox.exceptions.countBySink('deadLetters')).toEqual({});
 
     // A server started now delivers the two retried rows; a replay queued meanwhile arrives at its next poll.
     t.clock.set(Date.now());

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { openStore } from '../src/store/store.js';
 import { postgresSchema } from './support/databases.js';
 import { allDelivered, fanoutFixture, hook, storedWork } from './support/fanout-relay.js';
@@ -70,7 +70,7 @@ describe('dispatcher', () => {
     const id = await recordEvent(other, { receivedAt: t.clock.now(), sinks: ['h'] });
     const [req] = await target.received(1);
     expect(req!.headers['webhook-id']).toBe(id);
-    expect(await createOutbox(other.database).replay({ since: 0, now: t.clock.now(), sinksFor: () => ['h'], configured: ['h'] })).toBe(1);
+    expect(await createFanoutStore(other.database).exceptions.replay({ since: 0, now: t.clock.now(), sinksFor: () => ['h'], configured: ['h'] })).toBe(1);
     await target.received(2);
   });
 

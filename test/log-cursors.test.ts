@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { openMigrated } from '../src/store/engines/migrate.js';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { engines } from './support/databases.js';
 
 /** The partitions of a sink's log are shared fairly among the live processes that read it (contract: replicas). */
@@ -8,9 +8,9 @@ describe.each(engines)('log partitions on $name', (engine) => {
   it('gives each live reader its share, takes over what a gone reader held, and never gives one partition to two', async () => {
     const { database } = await openMigrated({ url: await engine.url() });
     try {
-      const outbox = createOutbox(database);
+      const outbox = createFanoutStore(database);
       const now = Date.now();
-      const acquire = (owner: string) => outbox.acquireParts({ sink: 'h', owner, now, leaseMs: 60_000, readerTtlMs: 60_000 });
+      const acquire = (owner: string) => outbox.log.acquireParts({ sink: 'h', owner, now, leaseMs: 60_000, readerTtlMs: 60_000 });
 
       const first = await acquire('a');
       expect([first.held.length, first.share]).toEqual([16, 16]);
@@ -19,13 +19,13 @@ describe.each(engines)('log partitions on $name', (engine) => {
       expect([second.held.length, second.share]).toEqual([0, 8]);
       const again = await acquire('a');
       expect([again.held.length, again.share]).toEqual([16, 8]);
-      await outbox.releaseParts({ sink: 'h', owner: 'a', parts: again.held.slice(8).map((p) => p.part) });
+      await outbox.log.releaseParts({ sink: 'h', owner: 'a', parts: again.held.slice(8).map((p) => p.part) });
       const shared = await acquire('b');
       expect(shared.held.map((p) => p.part)).toEqual([8, 9, 10, 11, 12, 13, 14, 15]);
       expect((await acquire('a')).held.map((p) => p.part)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
 
       // The first reader is gone (its worker died): its partitions and its place in the share go at once.
-      await outbox.releaseAll('a');
+      await outbox.exceptions.releaseAll('a');
       const alone = await acquire('b');
       expect([alone.held.length, alone.share]).toEqual([16, 16]);
     } finally {
@@ -36,13 +36,13 @@ describe.each(engines)('log partitions on $name', (engine) => {
   it('moves a cursor only for the process holding its partition, and notes when when asked', async () => {
     const { database } = await openMigrated({ url: await engine.url() });
     try {
-      const outbox = createOutbox(database);
+      const outbox = createFanoutStore(database);
       const now = Date.now();
-      const { held } = await outbox.acquireParts({ sink: 'h', owner: 'a', now, leaseMs: 60_000, readerTtlMs: 60_000 });
+      const { held } = await outbox.log.acquireParts({ sink: 'h', owner: 'a', now, leaseMs: 60_000, readerTtlMs: 60_000 });
       const start = held[0]!;
-      await outbox.advanceCursors({ sink: 'h', owner: 'b', now, cursors: [{ part: 0, seq: start.seq + 1 }], mark: true });
-      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 5, cursors: [{ part: 1, seq: start.seq + 2 }], mark: true });
-      await outbox.advanceCursors({ sink: 'h', owner: 'a', now: now + 9, cursors: [{ part: 2, seq: start.seq + 3 }], mark: false });
+      await outbox.log.advanceCursors({ sink: 'h', owner: 'b', now, cursors: [{ part: 0, seq: start.seq + 1 }], mark: true });
+      await outbox.log.advanceCursors({ sink: 'h', owner: 'a', now: now + 5, cursors: [{ part: 1, seq: start.seq + 2 }], mark: true });
+      await outbox.log.advanceCursors({ sink: 'h', owner: 'a', now: now + 9, cursors: [{ part: 2, seq: start.seq + 3 }], mark: false });
       const cursors = await database.kysely.selectFrom('log_cursors').select(['part', 'seq']).where('part', 'in', [0, 1, 2]).orderBy('part').execute();
       expect(cursors.map((c) => [c.part, Number(c.seq)])).toEqual([
         [0, start.seq],

@@ -2,7 +2,7 @@ import { Migrator, sql } from 'kysely';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { queueResend } from '../src/store/exceptions/resend.js';
 import { openDatabase } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
@@ -26,11 +26,11 @@ async function open(url: string): Promise<Store> {
 
 /** Reads a sink's whole log from `after` in pages of `limit`, as a lane holding every partition does. */
 async function readAll(store: Store, sink: string, after = 0, limit = 3): Promise<{ ids: string[]; end: number }> {
-  const outbox = createOutbox(store.database);
+  const outbox = createFanoutStore(store.database);
   const ids: string[] = [];
   let seq = after;
   for (;;) {
-    const page = await outbox.readLog({ sink, parts: [...PARTS], after: { seq }, limit });
+    const page = await outbox.log.read({ sink, parts: [...PARTS], after: { seq }, limit });
     ids.push(...page.entries.map((e) => e.id));
     if (page.seenUpTo.seq === seq) return { ids, end: seq };
     seq = page.seenUpTo.seq;
@@ -65,13 +65,13 @@ describe.each(engines)('log positions on $name', (engine) => {
 
   it('skip an entry that already has an outbox row of the sink, and keep one open row per event and sink', async () => {
     const store = await open(await engine.url());
-    const outbox = createOutbox(store.database);
+    const outbox = createFanoutStore(store.database);
     const [a, b] = [await recordEvent(store, { receivedAt: T0, sinks: ['h'] }), await recordEvent(store, { receivedAt: T0 + 1, sinks: ['h'] })];
     await store.sequenceLog();
     // Written down before a crash stopped the cursor from being stored: the entry is not sent again from the log.
     const row = { deliveryId: a, sink: 'h', status: 'pending' as const, attempts: 1, nextAttemptAt: T0, lastError: 'http_503', boxId: null, traceparent: null, now: T0 };
-    await outbox.addExceptions([row]);
-    await outbox.addExceptions([row]);
+    await outbox.exceptions.addExceptions([row]);
+    await outbox.exceptions.addExceptions([row]);
     expect((await readAll(store, 'h')).ids).toEqual([b]);
     const rows = await store.database.kysely.selectFrom('outbox').select('id').where('delivery_id', '=', a).where('status', '=', 'pending').execute();
     expect(rows).toHaveLength(1);

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { partOf } from '../src/store/log/position.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { postgresSchema, sqliteFile } from './support/databases.js';
@@ -34,7 +34,7 @@ describe('setting aside the log of a sink no replica serves', () => {
       // The set-aside's insert of rows is held for a moment, and the other replica releases the partition then.
       await other.query(`CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$`);
       await other.query('CREATE TRIGGER slow_insert AFTER INSERT ON outbox FOR EACH STATEMENT EXECUTE FUNCTION slow_insert()');
-      const setAside = createOutbox(store.database).setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 1000 });
+      const setAside = createFanoutStore(store.database).exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 1000 });
       await waitFor(async () => {
         const { rows } = await other.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%INSERT INTO outbox%'`);
         return rows.length > 0;

@@ -2,7 +2,7 @@ import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import { engines } from './support/databases.js';
 
@@ -33,27 +33,27 @@ describe.each(engines)('outbox statements with settled rows kept, on $name', (en
       VALUES ('evt_p', 'h', 'pending', 0, 0, 0, 0), ('evt_d', 'h', 'dead', 1, 0, 0, 0), ('evt_g', 'gone', 'pending', 0, 0, 0, 0)`.execute(database.kysely);
     for (const table of ['outbox', 'deliveries']) await sql`ANALYZE ${sql.table(table)}`.execute(database.kysely);
 
-    const outbox = createOutbox(spied);
+    const outbox = createFanoutStore(spied);
     const now = Date.now();
-    const [row] = await outbox.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10 });
-    await outbox.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10, ordered: true });
-    await outbox.nextDueAt('h', 'me');
-    await outbox.markDelivered([{ id: row!.id, attempts: 1, lastError: null, now }]);
-    await outbox.scheduleRetry({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now }, now);
-    await outbox.markDead({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now });
-    await outbox.release([row!.id], 'me');
-    await outbox.makeDue('h', now);
-    await outbox.releaseAll('me');
-    await outbox.releaseAll();
-    await outbox.countBySink('pending');
-    await outbox.countBySink('deadLetters');
-    await outbox.announceServed(['h'], now);
-    await outbox.setAsideUnserved({ configured: ['h', 'nats'], graceMs: 60_000, now });
-    await outbox.listDeadLetters({ limit: 10 });
-    await outbox.listDeadLetters({ sink: 'h', limit: 10 });
-    await outbox.retryDeadLetters({ sink: 'h', configured: ['h'], now });
-    await outbox.discardDeadLetters({ sink: 'h', now });
-    await outbox.rowsOfEvent('evt_p');
+    const [row] = await outbox.exceptions.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10 });
+    await outbox.exceptions.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10, ordered: true });
+    await outbox.exceptions.nextDueAt('h', 'me');
+    await outbox.exceptions.markDelivered([{ id: row!.id, attempts: 1, lastError: null, now }]);
+    await outbox.exceptions.scheduleRetry({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now }, now);
+    await outbox.exceptions.markDead({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now });
+    await outbox.exceptions.release([row!.id], 'me');
+    await outbox.exceptions.makeDue('h', now);
+    await outbox.exceptions.releaseAll('me');
+    await outbox.exceptions.releaseAll();
+    await outbox.exceptions.countBySink('pending');
+    await outbox.exceptions.countBySink('deadLetters');
+    await outbox.exceptions.announceServed(['h'], now);
+    await outbox.exceptions.setAsideUnserved({ configured: ['h', 'nats'], graceMs: 60_000, now });
+    await outbox.exceptions.listDeadLetters({ limit: 10 });
+    await outbox.exceptions.listDeadLetters({ sink: 'h', limit: 10 });
+    await outbox.exceptions.retryDeadLetters({ sink: 'h', configured: ['h'], now });
+    await outbox.exceptions.discardDeadLetters({ sink: 'h', now });
+    await outbox.exceptions.rowsOfEvent('evt_p');
     // Retention finds the expired deliveries by time, their rows by delivery.
     expect(await pruneExpired(spied, { now, retentionDays: 1 })).toMatchObject({ deliveries: 1 });
 

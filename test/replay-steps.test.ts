@@ -2,7 +2,7 @@ import request from 'supertest';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOperatorEvents } from '../src/dispatch/operator-events.js';
 import { createSinkRouter } from '../src/sinks/route.js';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { queueReplay } from '../src/store/exceptions/replay.js';
 import type { Replay } from '../src/store/exceptions/rows.js';
 import { openStore, type Store } from '../src/store/store.js';
@@ -39,7 +39,7 @@ describe.each(engines)('replay in steps on $name', (engine) => {
   afterEach(async () => store?.close());
   const open = async () => {
     store = await openStore({ url: await engine.url() });
-    return createOutbox(store.database);
+    return createFanoutStore(store.database);
   };
   const db = () => store.database.kysely;
   const rowsBySink = async () => {
@@ -76,18 +76,18 @@ describe.each(engines)('replay in steps on $name', (engine) => {
     await recordEvent(store, { receivedAt: T0 + 2000, type: 'box.ready', sinks: ['nats', 'all'] });
 
     const replay: Replay = { since: T0 + 100, now: T0 + 1000, sinksFor, configured };
-    expect(await outbox.replay({ ...replay, sink: 'ops' })).toBe(0);
-    expect(await outbox.replay({ ...replay, sink: 'alerts' })).toBe(1);
-    expect(await outbox.replay(replay)).toBe(7);
+    expect(await outbox.exceptions.replay({ ...replay, sink: 'ops' })).toBe(0);
+    expect(await outbox.exceptions.replay({ ...replay, sink: 'alerts' })).toBe(1);
+    expect(await outbox.exceptions.replay(replay)).toBe(7);
     expect(await rowsBySink()).toEqual({ alerts: [error], nats: [ready, legacy, aboutOps, legacyAboutOps], all: [ready, error, legacy] });
 
     // Again: all of it is still pending, so nothing is added.
-    expect(await outbox.replay(replay)).toBe(0);
+    expect(await outbox.exceptions.replay(replay)).toBe(0);
     // Once NATS took its rows, a replay for it queues them again, in accepted order.
-    const claimed = await outbox.claim({ sink: 'nats', owner: 'me', now: T0 + 1000, leaseMs: 1000, limit: 10 });
-    await outbox.markDelivered(claimed.map((row) => ({ id: row.id, attempts: 1, lastError: null, now: T0 + 1001 })));
+    const claimed = await outbox.exceptions.claim({ sink: 'nats', owner: 'me', now: T0 + 1000, leaseMs: 1000, limit: 10 });
+    await outbox.exceptions.markDelivered(claimed.map((row) => ({ id: row.id, attempts: 1, lastError: null, now: T0 + 1001 })));
     // Named, NATS also gets the box.error its routing takes now (it was routed elsewhere when accepted).
-    expect(await outbox.replay({ ...replay, sink: 'nats' })).toBe(5);
+    expect(await outbox.exceptions.replay({ ...replay, sink: 'nats' })).toBe(5);
     expect((await rowsBySink()).nats).toEqual([ready, error, legacy, aboutOps, legacyAboutOps]);
   });
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/store/engines/database.js';
-import { createOutbox } from '../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
 import { postgresSchema } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
@@ -116,9 +116,9 @@ describe('a rolling update on PostgreSQL that removes one hook and adds another'
     const count = async (where: string) => (await db.query(`SELECT count(*)::int AS n FROM outbox WHERE ${where}`)).rows[0].n as number;
     const store = openDatabase({ url: database });
     defer(() => store.close());
-    const outbox = createOutbox(store);
+    const outbox = createFanoutStore(store);
     // Pending as the relay counts it: outbox rows and the log past each hook's cursors.
-    await waitFor(async () => Object.values(await outbox.countBySink('pending')).every((n) => n === 0), 'every event delivered', 60_000);
+    await waitFor(async () => Object.values(await outbox.exceptions.countBySink('pending')).every((n) => n === 0), 'every event delivered', 60_000);
     expect(await count(`status <> 'delivered'`)).toBe(0);
 
     const expected = (hook: string) => [...routed].filter(([, hooks]) => hooks.includes(hook)).map(([id]) => id).sort();

@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.js';
 import { createOperations, type Operations } from '../dispatch/operations.js';
 import { filterErrorReporter } from '../sinks/filter-errors.js';
 import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
-import { createOutbox } from '../store/exceptions/outbox.js';
+import { createFanoutStore } from '../store/fanout-store.js';
 import { type DeadLetter } from '../store/exceptions/rows.js';
 import { createLogger } from '../log.js';
 import { withDatabase } from './database.js';
@@ -19,7 +19,7 @@ function withOperations<T>(config: Config, fn: (operations: Operations) => Promi
   return withDatabase(config, ({ database }) =>
     fn(
       createOperations({
-        outbox: createOutbox(database),
+        exceptions: createFanoutStore(database).exceptions,
         sinks: configuredSinks(config),
         sinksFor: sinkRouterOf(config, filterErrorReporter({ clock: systemClock, logger: createLogger(config.logLevel, process.stderr) })),
         clock: systemClock,

@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { Sink } from '../sinks/sink.js';
-import type { Outbox } from '../store/exceptions/outbox.js';
+import type { FanoutStore } from '../store/fanout-store.js';
 import type { SinkStates } from '../store/state/sink-state.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { AttemptRecorder } from './attempt-recorder.js';
@@ -20,7 +20,8 @@ import { defaultTuning, type DispatchTuning } from './tuning.js';
 import { untilStoredBy } from './until-stored.js';
 
 export interface DispatcherDeps {
-  outbox: Outbox;
+  /** The fan-out's storage: the log and its exceptions. */
+  store: FanoutStore;
   sinks: Sink[];
   clock: Clock;
   logger: Logger;
@@ -81,7 +82,7 @@ const serveIntervalMs = (graceMs: number): number => Math.max(1000, Math.min(30_
  * delayed.
  */
 export function createDispatcher(deps: DispatcherDeps): Dispatcher {
-  const { outbox, clock, metrics, sinkStates, pauses } = deps;
+  const { store, clock, metrics, sinkStates, pauses } = deps;
   const tuning: DispatchTuning = { ...defaultTuning, ...deps.tuning };
   const log = deps.logger.child({ part: 'dispatch' });
   const owner = deps.owner ?? leaseOwner();
@@ -94,7 +95,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   /** Nothing is claimed before start() has set aside and released what it must. */
   let running = false;
 
-  const health = createSinkHealth({ sinkStates, pauses, makeDue: outbox.makeDue, clock, recoverAfterMs: tuning.recoverAfterMs, log });
+  const health = createSinkHealth({ sinkStates, pauses, makeDue: store.exceptions.makeDue, clock, recoverAfterMs: tuning.recoverAfterMs, log });
   const judge = createJudge({ health, metrics, operatorEvents: deps.operatorEvents, clock, log });
   const tryEvent = createTryEvent({
     // An event's CloudEvent is built once for all its sinks, whose lanes read it within moments of each other.
@@ -109,10 +110,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     attempts: deps.attempts,
   });
   const untilStored = untilStoredBy({ stopping: stopping.signal, maxDelayMs: tuning.pollMs, log });
-  const delivered = createDeliveredRows({ markDelivered: outbox.markDelivered, recorded: () => wake('all'), log });
+  const delivered = createDeliveredRows({ markDelivered: store.exceptions.markDelivered, recorded: () => wake('all'), log });
 
   const lanes = deps.sinks.map((sink) =>
-    createLane(sink, { owner, outbox, sinkStates, clock, tuning, log, tryEvent, judge, untilStored, delivered, stopping: stopping.signal, inFlight, running: () => running }),
+    createLane(sink, { owner, store, sinkStates, clock, tuning, log, tryEvent, judge, untilStored, delivered, stopping: stopping.signal, inFlight, running: () => running }),
   );
   const wake = (scope: WakeScope = 'all') => lanes.forEach((lane) => lane.wake(scope));
   const settled = async (): Promise<void> => {
@@ -134,9 +135,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
    */
   const setAsideUnserved = async (): Promise<void> => {
     const now = clock.now();
-    if (!deps.exclusive) await outbox.announceServed(served, now);
+    if (!deps.exclusive) await store.exceptions.announceServed(served, now);
     const graceMs = deps.exclusive ? 0 : tuning.unservedGraceMs;
-    for (const [sink, rows] of Object.entries(await outbox.setAsideUnserved({ configured: served, graceMs, now }))) {
+    for (const [sink, rows] of Object.entries(await store.exceptions.setAsideUnserved({ configured: served, graceMs, now }))) {
       log.warn(
         { sink, rows },
         `pending work for sink ${sink}, which no replica serves${graceMs > 0 ? ` (none has for ${graceMs / 1000} s)` : ''}, is set aside as ` +
@@ -150,7 +151,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     /** Frees stale leases, announces its sinks and sets aside unserved work, then starts every lane and the poll. */
     async start(): Promise<void> {
       if (deps.exclusive) {
-        const released = await outbox.releaseAll();
+        const released = await store.exceptions.releaseAll();
         if (released > 0) log.info({ rows: released }, 'released leases left by the previous run');
       }
       await setAsideUnserved();

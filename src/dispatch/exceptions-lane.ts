@@ -16,7 +16,7 @@ export interface ExceptionsLane {
 }
 
 export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows): ExceptionsLane {
-  const { sink, owner, outbox, clock } = ctx;
+  const { sink, owner, store, clock } = ctx;
   const ordered = sink.ordering === 'per-box';
   /** Rows being worked on here: a claim that finds one again (its lease ran out meanwhile) must not send it twice. */
   const working = new Set<number>();
@@ -30,14 +30,14 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
         return delivered.mark({ id, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now });
       case 'dead':
         // Another replica took the row over when this attempt outlived its lease: its outcome counts, not this one.
-        if (await outbox.markDead({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now })) {
+        if (await store.exceptions.markDead({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now })) {
           await ctx.judge.deadLettered(sink, workOfRow(row), verdict);
         }
         return;
       case 'undone':
-        return outbox.release([id], owner);
+        return store.exceptions.release([id], owner);
       case 'wait':
-        return outbox.scheduleRetry({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now }, verdict.nextAttemptAt);
+        return store.exceptions.scheduleRetry({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now }, verdict.nextAttemptAt);
     }
   };
 
@@ -45,7 +45,7 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
   const work = async (row: ClaimedRow, trial: Trial, state: SinkState): Promise<boolean> => {
     if (row.payload === null) {
       // Pruned after the row was written (retention): nothing left to send.
-      await outbox.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
+      await store.exceptions.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
       return false;
     }
     const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state);
@@ -54,7 +54,7 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
   };
 
   return {
-    claim: (limit) => outbox.claim({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs, limit, ordered }),
+    claim: (limit) => store.exceptions.claim({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs, limit, ordered }),
     start(row, trial, state) {
       // Claimed again while still ours: the claim only renewed its lease.
       if (ours(row)) return;
@@ -70,11 +70,11 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
       );
     },
     giveBack: (rows) =>
-      outbox.release(
+      store.exceptions.release(
         rows.filter((row) => !ours(row)).map((row) => row.id),
         owner,
       ),
-    renew: () => outbox.renewClaims({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs }),
-    nextDueAt: () => outbox.nextDueAt(sink.name, owner),
+    renew: () => store.exceptions.renewClaims({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs }),
+    nextDueAt: () => store.exceptions.nextDueAt(sink.name, owner),
   };
 }

@@ -85,7 +85,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       /** Rows a worker that exited without stopping (a crash, or terminated at stop) still holds. */
       const handBack = async () => {
         await Promise.allSettled(serving);
-        const rows = await deps.parts.outbox.releaseAll(owner);
+        const rows = await deps.parts.exceptions.releaseAll(owner);
         if (rows > 0) log.info({ rows }, 'released the rows the fan-out worker held');
       };
       thread.on('message', (message: FromWorker) => {

@@ -31,7 +31,7 @@ const caller = createCaller(port);
 const recorder = createMetricsRecorder();
 
 const fanout = createInlineFanout({
-  outbox: caller.remote('outbox'),
+  store: { log: caller.remote('log'), exceptions: caller.remote('exceptions') },
   sinkStates: caller.remote('sinkStates'),
   pauses: caller.remote('pauses'),
   operatorEvents: caller.remote('operatorEvents'),

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { Sink } from '../sinks/sink.js';
-import type { Outbox } from '../store/exceptions/outbox.js';
+import type { FanoutStore } from '../store/fanout-store.js';
 import type { Judge } from './judge.js';
 import type { TryEvent } from './try-event.js';
 import type { DispatchTuning } from './tuning.js';
@@ -12,7 +12,7 @@ export interface LaneContext {
   sink: Sink;
   /** Names this process's leases. */
   owner: string;
-  outbox: Outbox;
+  store: FanoutStore;
   clock: Clock;
   tuning: DispatchTuning;
   log: Logger;

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { Sink } from '../sinks/sink.js';
-import type { Outbox } from '../store/exceptions/outbox.js';
+import type { FanoutStore } from '../store/fanout-store.js';
 import type { SinkState, SinkStates } from '../store/state/sink-state.js';
 import type { DeliveredRows } from './delivered-rows.js';
 import type { WakeScope } from './dispatcher.js';
@@ -30,7 +30,8 @@ export interface Lane {
 
 export interface LaneDeps {
   owner: string;
-  outbox: Outbox;
+  /** The fan-out's storage: the log and its exceptions. */
+  store: FanoutStore;
   sinkStates: SinkStates;
   clock: Clock;
   tuning: DispatchTuning;
@@ -48,7 +49,7 @@ export interface LaneDeps {
 
 /** How a lane schedules: claims due rows, then reads the log, while it has room; probes a sink paused by its failures. */
 export function createLane(sink: Sink, deps: LaneDeps): Lane {
-  const { outbox, sinkStates, clock, tuning, log, stopping, inFlight } = deps;
+  const { store, sinkStates, clock, tuning, log, stopping, inFlight } = deps;
   const leaseMs = tuning.leaseMs ?? leaseMsFor(sink.attemptTimeoutMs, tuning);
   const workMs = workMsFor(leaseMs, tuning);
   if (workMs < sink.attemptTimeoutMs) {
@@ -61,7 +62,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   let claiming = false;
   let wokenWhileClaiming = false;
   let wakeQueued = false;
-  /** Outbox rows may be due: set by the poll, a due timer and wakes other than a commit; cleared when a claim finds fewer than it asked for. */
+  /** FanoutStore rows may be due: set by the poll, a due timer and wakes other than a commit; cleared when a claim finds fewer than it asked for. */
   let rowsMaybeDue = true;
   let dueTimer: NodeJS.Timeout | undefined;
   /** The poll asked for the leases to be renewed. */
@@ -105,7 +106,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   const context: LaneContext = {
     sink,
     owner: deps.owner,
-    outbox,
+    store,
     clock,
     tuning,
     log,

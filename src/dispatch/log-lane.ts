@@ -23,7 +23,7 @@ export interface LogLane {
 }
 
 export function createLogLane(ctx: LaneContext): LogLane {
-  const { sink, owner, outbox, clock, tuning, log } = ctx;
+  const { sink, owner, store, clock, tuning, log } = ctx;
   const ordered = sink.ordering === 'per-box';
   const partitions = createLogPartitions();
   /** Per-box order on the log: each box's last entry under way here, and how it ended. */
@@ -53,7 +53,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
         const now = clock.now();
         // When a cursor passed an event is its delivery time in the event's status: to the second is enough.
         const mark = now - markedAt >= MARK_EVERY_MS;
-        await outbox.advanceCursors({ sink: sink.name, owner, now, cursors: moved, mark });
+        await store.log.advanceCursors({ sink: sink.name, owner, now, cursors: moved, mark });
         if (mark) markedAt = now;
         partitions.stored(moved);
       } catch (error) {
@@ -83,7 +83,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
       nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
       now: verdict.now,
     });
-    if ((await ctx.untilStored('write down the outcome of an event', () => outbox.addExceptions([row]), { sink: sink.name, eventId: entry.id })) === STOPPED) {
+    if ((await ctx.untilStored('write down the outcome of an event', () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id })) === STOPPED) {
       return 'undone';
     }
     if (verdict.kind === 'dead') {
@@ -121,7 +121,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
         // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
         const now = clock.now();
         const row = exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now });
-        const written = await ctx.untilStored('write down an event that waits behind its box', () => outbox.addExceptions([row]), context);
+        const written = await ctx.untilStored('write down an event that waits behind its box', () => store.exceptions.addExceptions([row]), context);
         return written === STOPPED ? 'undone' : 'waiting';
       }
       // Failing to write its outcome down (pause bookkeeping), an attempt is made again: at least once.
@@ -157,7 +157,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
         const after = partitions.readAfter();
         if (after === null) return false;
         const stateSeen = ctx.stateVersion();
-        const page = await outbox.readLog({ sink: sink.name, parts: partitions.held(), after, limit: tuning.batchSize });
+        const page = await store.log.read({ sink: sink.name, parts: partitions.held(), after, limit: tuning.batchSize });
         readAhead = page.entries;
         readEnd = page.seenUpTo;
         readFull = readAhead.length === tuning.batchSize;
@@ -175,14 +175,14 @@ export function createLogLane(ctx: LaneContext): LogLane {
       const held = Promise.resolve().then(async () =>
         boxes.length === 0
           ? new Set<string>()
-          : ctx.untilStored('read which boxes wait', async () => new Set(await outbox.pendingBoxes(sink.name, boxes)), { sink: sink.name }),
+          : ctx.untilStored('read which boxes wait', async () => new Set(await store.exceptions.pendingBoxes(sink.name, boxes)), { sink: sink.name }),
       );
       for (const entry of taken) start(entry, trial, state, held);
       return readAhead.length > 0 || readFull;
     },
 
     async hold() {
-      const { held, share } = await outbox.acquireParts({
+      const { held, share } = await store.log.acquireParts({
         sink: sink.name,
         owner,
         now: clock.now(),
@@ -199,13 +199,13 @@ export function createLogLane(ctx: LaneContext): LogLane {
       const surplus = partitions.idle().slice(0, Math.max(0, held.length - share));
       if (surplus.length === 0) return;
       await storeCursors();
-      await outbox.releaseParts({ sink: sink.name, owner, parts: surplus });
+      await store.log.releaseParts({ sink: sink.name, owner, parts: surplus });
       partitions.hold(held.filter((part) => !surplus.includes(part.part)));
     },
 
     async stop() {
       await storeCursors();
-      await outbox.releaseParts({ sink: sink.name, owner, parts: partitions.held() });
+      await store.log.releaseParts({ sink: sink.name, owner, parts: partitions.held() });
       partitions.hold([]);
     },
   };

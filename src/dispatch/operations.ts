@@ -3,11 +3,11 @@ import type { Clock } from '../clock.js';
 import { InvalidRequestError, NotFoundError } from '../errors.js';
 import { requireSince } from '../iso-time.js';
 import { untrusted } from '../log.js';
-import type { Outbox } from '../store/exceptions/outbox.js';
+import type { FanoutStore } from '../store/fanout-store.js';
 import type { DeadLetter, Replay } from '../store/exceptions/rows.js';
 
 export interface OperationsDeps {
-  outbox: Outbox;
+  exceptions: FanoutStore['exceptions'];
   /** The configured sinks' names. */
   sinks: string[];
   /** The router (event patterns and hook filters), for a replay of deliveries stored before their routing was. */
@@ -41,26 +41,26 @@ export interface Operations {
 /** Only the parameters given: `{"sink": undefined}` would read as a parameter that was sent. */
 const given = (detail: Record<string, unknown>) => Object.fromEntries(Object.entries(detail).filter(([, value]) => value !== undefined));
 
-export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake = () => {} }: OperationsDeps): Operations {
+export function createOperations({ exceptions, sinks, sinksFor, clock, trail, wake = () => {} }: OperationsDeps): Operations {
   const configuredSink = (sink: string | undefined): string | undefined => {
     if (sink !== undefined && !sinks.includes(sink)) throw new InvalidRequestError(`sink ${JSON.stringify(sink)} is not configured`);
     return sink;
   };
   const requireDeadLetter = async (id: number): Promise<DeadLetter> => {
-    const found = await outbox.findDeadLetter(wholeId(id));
+    const found = await exceptions.findDeadLetter(wholeId(id));
     if (!found) throw new NotFoundError(`no dead letter ${id}`);
     return found;
   };
 
   return {
-    list: (options: { sink?: string | undefined; after?: number | undefined; limit: number }) => outbox.listDeadLetters(options),
+    list: (options: { sink?: string | undefined; after?: number | undefined; limit: number }) => exceptions.listDeadLetters(options),
 
     /** Back to pending with a fresh attempt budget; refused for a sink that is no longer configured. */
     async retry(id: number, by: string): Promise<void> {
       const deadLetter = await requireDeadLetter(id);
       configuredSink(deadLetter.sink);
       await trail.record({ action: 'retry', target: String(id), by, detail: { id }, eventId: deadLetter.eventId }, (audit) =>
-        outbox.retryDeadLetters({ id, configured: sinks, now: audit.at }, audit),
+        exceptions.retryDeadLetters({ id, configured: sinks, now: audit.at }, audit),
       );
       wake();
     },
@@ -68,7 +68,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
     async retryAll(sink: string | undefined, by: string): Promise<number> {
       configuredSink(sink);
       const retried = await trail.record({ action: 'retry_all', target: sink ?? null, by, detail: given({ sink }) }, (audit) =>
-        outbox.retryDeadLetters({ sink, configured: sinks, now: audit.at }, audit),
+        exceptions.retryDeadLetters({ sink, configured: sinks, now: audit.at }, audit),
       );
       if (retried > 0) wake();
       return retried;
@@ -77,20 +77,20 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
     async discard(id: number, by: string): Promise<void> {
       const deadLetter = await requireDeadLetter(id);
       await trail.record({ action: 'discard', target: String(id), by, detail: { id }, eventId: deadLetter.eventId }, async (audit) => {
-        if ((await outbox.discardDeadLetters({ id, now: audit.at }, audit)) === 0) throw new NotFoundError(`no dead letter ${id}`);
+        if ((await exceptions.discardDeadLetters({ id, now: audit.at }, audit)) === 0) throw new NotFoundError(`no dead letter ${id}`);
       });
     },
 
     /** Discards dead letters of any sink, configured or not (set-aside work included). */
     discardAll: (sink: string | undefined, by: string) =>
       trail.record({ action: 'discard', target: sink ?? null, by, detail: given({ all: true, sink }) }, (audit) =>
-        outbox.discardDeadLetters({ sink, now: audit.at }, audit),
+        exceptions.discardDeadLetters({ sink, now: audit.at }, audit),
       ),
 
     async resend(eventId: string, sink: string, by: string): Promise<void> {
       if (!sinks.includes(sink)) throw new NotFoundError(`no sink ${JSON.stringify(untrusted(sink))} is configured`);
       await trail.record({ action: 'resend', target: eventId, by, detail: { sink }, eventId }, async (audit) => {
-        if ((await outbox.resend({ eventId, sink, now: audit.at }, audit)) === 0) throw new NotFoundError('no such event');
+        if ((await exceptions.resend({ eventId, sink, now: audit.at }, audit)) === 0) throw new NotFoundError('no such event');
       });
       wake();
     },
@@ -99,7 +99,7 @@ export function createOperations({ outbox, sinks, sinksFor, clock, trail, wake =
       const sinceMs = requireSince(since);
       configuredSink(sink);
       const queued = await trail.record({ action: 'replay', target: sink ?? null, by, detail: given({ since, sink }) }, (audit) =>
-        outbox.replay({ since: sinceMs, now: audit.at, sinksFor, configured: sinks, sink }, audit),
+        exceptions.replay({ since: sinceMs, now: audit.at, sinksFor, configured: sinks, sink }, audit),
       );
       if (queued > 0) wake();
       return queued;

@@ -4,7 +4,7 @@ import type { DependencyStatus } from '../dependency-status.js';
 import { causeChain } from '../errors.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { AttemptLog } from '../store/attempts/record-attempts.js';
-import type { Outbox } from '../store/exceptions/outbox.js';
+import type { FanoutStore } from '../store/fanout-store.js';
 import type { SinkStates } from '../store/state/sink-state.js';
 import type { OperatorEvents } from './operator-events.js';
 import type { WakeScope } from './dispatcher.js';
@@ -18,7 +18,8 @@ import type { Pauses } from './pauses.js';
 
 /** The main thread's parts the worker's dispatcher calls. */
 export interface ServedParts {
-  outbox: Outbox;
+  log: FanoutStore['log'];
+  exceptions: FanoutStore['exceptions'];
   sinkStates: SinkStates;
   pauses: Pauses;
   operatorEvents: OperatorEvents;

@@ -4,7 +4,7 @@ import { afterEach } from 'vitest';
 import type { HookConfig } from '../../src/config/schema.js';
 import type { DispatchTuning } from '../../src/dispatch/tuning.js';
 import type { OutboxStatus, OutboxTable } from '../../src/store/schema.js';
-import { createOutbox } from '../../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../../src/store/fanout-store.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { waitFor } from './fanout.js';
 import { hookServer, type HookServer } from './hook-server.js';
@@ -53,7 +53,7 @@ export function advanceAndWake(t: TestRelay, ms: number): void {
 /** A sink's pending work: its pending outbox rows and the routed events its cursors have not passed. */
 export async function pendingCount(t: TestRelay | Store, sink: string): Promise<number> {
   const store = 'relay' in t ? t.relay.store : t;
-  return (await createOutbox(store.database).countBySink('pending'))[sink] ?? 0;
+  return (await createFanoutStore(store.database).exceptions.countBySink('pending'))[sink] ?? 0;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { parseEvent } from '../../src/events/parse-event.js';
-import { createOutbox } from '../../src/store/exceptions/outbox.js';
+import { createFanoutStore } from '../../src/store/fanout-store.js';
 import type { Store } from '../../src/store/store.js';
 import { delivery, type DeliveryOptions } from './sign.js';
 
@@ -24,7 +24,7 @@ export async function recordWork(
 ): Promise<string> {
   const id = await recordEvent(store, { ...options, sinks: [] });
   const { box_id: boxId } = await store.database.kysely.selectFrom('deliveries').select('box_id').where('id', '=', id).executeTakeFirstOrThrow();
-  await createOutbox(store.database).addExceptions(
+  await createFanoutStore(store.database).exceptions.addExceptions(
     options.sinks.map((sink) => ({
       deliveryId: id,
       sink,

@@ -62,7 +62,7 @@ describe('Grafana dashboard', () => {
       'Deliveries by outcome',
       'Event delay',
       'Fan-out by sink and outcome',
-      'FanoutStore pending',
+      'Outbox pending',
       'Dead letters',
       'Boxes by state',
       'Secrets and expiry',

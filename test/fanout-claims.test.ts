@@ -60,7 +60,7 @@ describe('fan-out claims', () => {
   it('leases no more outbox rows than the lane works on, however large the claim batch', async () => {
     const hanging = await server(() => 'hang');
     const t = await relay({ hooks: [hook('h', hanging.url, { concurrency: 8 })], shutdownTimeoutMs: 200 }, { start: false, dispatch: { ...fastTuning, batchSize: 500 } });
-    // FanoutStore rows (as a replay leaves them), which replicas share row by row.
+    // Outbox rows (as a replay leaves them), which replicas share row by row.
     for (let i = 0; i < 30; i++) await recordWork(t.relay.store, { receivedAt: t.clock.now(), sinks: ['h'], boxId: `bx_${i}` });
     await t.relay.start();
     await hanging.received(8);

@@ -62,7 +62,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   let claiming = false;
   let wokenWhileClaiming = false;
   let wakeQueued = false;
-  /** FanoutStore rows may be due: set by the poll, a due timer and wakes other than a commit; cleared when a claim finds fewer than it asked for. */
+  /** Outbox rows may be due: set by the poll, a due timer and wakes other than a commit; cleared when a claim finds fewer than it asked for. */
   let rowsMaybeDue = true;
   let dueTimer: NodeJS.Timeout | undefined;
   /** The poll asked for the leases to be renewed. */

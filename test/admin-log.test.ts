@@ -1,9 +1,8 @@
 import pg from 'pg';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
-import { partOf } from '../src/store/log/position.js';
 import { engines } from './support/databases.js';
-import { waitFor } from './support/fanout.js';
+import { storeUnnumbered, waitFor } from './support/fanout.js';
 import { adminAuth, fanoutFixture, hook } from './support/fanout-relay.js';
 
 const { defer, server, relay } = fanoutFixture();
@@ -24,11 +23,7 @@ describe.each(engines)('GET /admin/log on $name', (engine) => {
     await other.connect();
     defer(() => other.end());
     const receivedAt = t.clock.now() - 90_000;
-    await other.query(
-      `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, part, sinks)
-       VALUES ('evt_held', 'box.ready', 'bx_held', '2026-11-26T10:00:00.000Z', $1, 1, '{}', $2, 'h')`,
-      [receivedAt, partOf('bx_held')],
-    );
+    await storeUnnumbered(other, { id: 'evt_held', boxId: 'bx_held', receivedAt: receivedAt });
     await other.query('BEGIN');
     await other.query(`SELECT id FROM deliveries WHERE id = 'evt_held' FOR UPDATE`);
     await t.relay.store.sequenceLog();

@@ -2,22 +2,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hookSchema } from '../src/config/schema.js';
-import type { CloudEvent } from '../src/events/cloudevent.js';
 import { SinkFailure } from '../src/sinks/failures.js';
 import { createHttpHookSink } from '../src/sinks/http-hook.js';
 import type { Exchange } from '../src/sinks/sink.js';
 import { ManualClock } from './support/clock.js';
+import { cloudEvent } from './support/cloud-event.js';
 
-const event: CloudEvent = {
-  specversion: '1.0',
-  id: 'evt_body_1',
-  source: 'sandbox',
-  type: 'box.ready',
-  subject: 'bx_1',
-  time: new Date(0).toISOString(),
-  datacontenttype: 'application/json',
-  data: {},
-};
+const event = { ...cloudEvent({}, 'box.ready'), id: 'evt_body_1' };
 
 const servers: Server[] = [];
 afterEach(async () => {

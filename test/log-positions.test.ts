@@ -6,11 +6,11 @@ import { createFanoutStore } from '../src/store/fanout-store.js';
 import { queueResend } from '../src/store/exceptions/resend.js';
 import { openDatabase } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
-import { PARTS, partOf } from '../src/store/log/position.js';
+import { PARTS } from '../src/store/log/position.js';
 import { unnumberedFor } from '../src/store/log/sequencer.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines, postgresSchema } from './support/databases.js';
-import { recordEvent, waitFor } from './support/fanout.js';
+import { recordEvent, storeUnnumbered, waitFor } from './support/fanout.js';
 
 const T0 = Date.UTC(2026, 10, 26, 10, 0, 0);
 
@@ -91,11 +91,7 @@ describe('log positions on PostgreSQL beside other transactions', () => {
     try {
       // Another client stores a delivery (arrived first) in a transaction it holds open.
       await other.query('BEGIN');
-      await other.query(
-        `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, part, sinks)
-         VALUES ('evt_late', 'box.ready', 'bx_late', '2026-11-26T10:00:00.000Z', $1, 1, '{}', $2, 'h')`,
-        [T0 - 1000, partOf('bx_late')],
-      );
+      await storeUnnumbered(other, { id: 'evt_late', boxId: 'bx_late', receivedAt: T0 - 1000 });
       const first = [await recordEvent(store, { receivedAt: T0, sinks: ['h'] }), await recordEvent(store, { receivedAt: T0 + 1, sinks: ['h'] })];
       await store.sequenceLog();
       const before = await readAll(store, 'h');
@@ -117,11 +113,7 @@ describe('log positions on PostgreSQL beside other transactions', () => {
     await other.connect();
     try {
       // Stored by another process (committed, not numbered yet), then locked by a client.
-      await other.query(
-        `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, part, sinks)
-         VALUES ('evt_locked', 'box.ready', 'bx_locked', '2026-11-26T10:00:00.000Z', $1, 1, '{}', $2, 'h')`,
-        [T0, partOf('bx_locked')],
-      );
+      await storeUnnumbered(other, { id: 'evt_locked', boxId: 'bx_locked', receivedAt: T0 });
       // How long it has waited shows (boxrelay_log_unnumbered_seconds) until it is numbered.
       expect(await unnumberedFor(store.database, T0 + 90_000)).toBe(90_000);
       await other.query('BEGIN');

@@ -1,4 +1,6 @@
+import type pg from 'pg';
 import { parseEvent } from '../../src/events/parse-event.js';
+import { partOf } from '../../src/store/log/position.js';
 import { createFanoutStore } from '../../src/store/fanout-store.js';
 import type { Store } from '../../src/store/store.js';
 import { delivery, type DeliveryOptions } from './sign.js';
@@ -49,4 +51,16 @@ export async function waitFor<T>(check: () => T | Promise<T>, what: string, time
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/**
+ * A delivery as another process stores it on PostgreSQL, through `client` (inside its transaction if
+ * one is open): routed to `sinks`, without a log position until a sequencer numbers it.
+ */
+export async function storeUnnumbered(client: pg.Client, { id, boxId, receivedAt, sinks = 'h' }: { id: string; boxId: string; receivedAt: number; sinks?: string }): Promise<void> {
+  await client.query(
+    `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, part, sinks)
+     VALUES ($1, 'box.ready', $2, '2026-11-26T10:00:00.000Z', $3, 1, '{}', $4, $5)`,
+    [id, boxId, receivedAt, partOf(boxId), sinks],
+  );
 }

@@ -2,7 +2,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Schema } from '../schema.js';
 import type { Database } from '../engines/database.js';
-import { comparePositions, routedWithoutRow, type Position } from './position.js';
+import { comparePositions, routedWithoutRow, unnumbered, type Position } from './position.js';
 
 /**
  * Log entries one counting statement reads at most: on SQLite a statement holds the receive thread,
@@ -47,14 +47,14 @@ async function sliceEnd(db: Kysely<Schema>, after: Position, slice: number): Pro
 
 /**
  * The routed entries in (after, end] past their partition's cursor. The last slice (no `end`) adds,
- * with `unnumbered`, the stored deliveries not yet given a position, in the same statement: one
+ * with `withUnnumbered`, the stored deliveries not yet given a position, in the same statement: one
  * numbered meanwhile is counted once, either way.
  */
-async function countBetween(db: Kysely<Schema>, sink: string, after: Position, end: Position | undefined, unnumbered: boolean): Promise<number> {
+async function countBetween(db: Kysely<Schema>, sink: string, after: Position, end: Position | undefined, withUnnumbered: boolean): Promise<number> {
   const upTo = end ? sql`AND d.seq <= ${end.seq}` : sql``;
   const waiting =
-    end === undefined && unnumbered
-      ? sql`+ (SELECT count(*) FROM deliveries d WHERE d.seq IS NULL AND d.sinks IS NOT NULL AND ${routedWithoutRow(sink)})`
+    end === undefined && withUnnumbered
+      ? sql`+ (SELECT count(*) FROM deliveries d WHERE ${unnumbered} AND ${routedWithoutRow(sink)})`
       : sql``;
   const { rows } = await sql<{ backlog: number }>`
     SELECT (SELECT count(*) FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part

@@ -53,6 +53,9 @@ export const routedTo = (sinks: string | null, sink: string): boolean => sinks !
 export const routedSql = (sink: string | RawBuilder<unknown>): RawBuilder<boolean> =>
   sql<boolean>`(',' || d.sinks || ',') LIKE ('%,' || ${sink} || ',%')`;
 
+/** SQL, for a delivery aliased `d`: stored and routed, not yet given a position (PostgreSQL numbers it after commit). */
+export const unnumbered = sql<boolean>`d.seq IS NULL AND d.sinks IS NOT NULL`;
+
 /** SQL: routed to `sink` and without an outbox row of it (a row counts or settles it instead). */
 export const routedWithoutRow = (sink: string): RawBuilder<boolean> =>
   sql<boolean>`${routedSql(sink)} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`;

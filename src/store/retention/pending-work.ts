@@ -1,5 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
-import { routedSql } from '../log/position.js';
+import { routedSql, unnumbered } from '../log/position.js';
 
 /**
  * SQL, for a delivery aliased `d`: work for it is pending. An outbox row of it not delivered or
@@ -9,7 +9,7 @@ import { routedSql } from '../log/position.js';
  */
 export const DELIVERY_WORK_PENDING = sql<boolean>`(
   EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.status IN ('pending', 'dead', 'set_aside'))
-  OR (d.seq IS NULL AND d.sinks IS NOT NULL AND d.sinks <> '')
+  OR (${unnumbered} AND d.sinks <> '')
   OR EXISTS (SELECT 1 FROM log_cursors c WHERE c.part = d.part AND d.seq > c.seq AND ${routedSql(sql.ref('c.sink'))}
     AND NOT EXISTS (SELECT 1 FROM outbox r WHERE r.delivery_id = d.id AND r.sink = c.sink)))`;
 

@@ -4,7 +4,12 @@
  * alternating runs (this machine drifts more between runs than the difference measured).
  */
 import { join } from 'node:path';
+import { openDatabase } from '../src/store/engines/database.js';
+import type { NewAttempt } from '../src/store/attempts/attempt-rows.js';
+import { createAttemptLog } from '../src/store/attempts/record-attempts.js';
 import { HOOK, backlogDatabase, hookDrain, type BacklogSettings } from './backlog.js';
+import { scratchDatabase } from './postgres.js';
+import { cpuSecondsOfNamed } from './processes.js';
 import type { Context } from './targets.js';
 
 const RATIO_TARGET = 0.85;
@@ -47,4 +52,59 @@ export async function runAttemptsCost(ctx: Context, settings: BacklogSettings, l
       '',
     ],
   };
+}
+
+/** Batches as the recorder writes them at about 1,500 successes a second (one every 100 ms). */
+const POSTGRES_BATCH = 150;
+
+/**
+ * What writing down successes costs on PostgreSQL, by itself: `rows` successful attempts recorded
+ * in batches through the attempt log, the relay's and the server's CPU per row.
+ */
+export async function runAttemptsPostgres(ctx: Context, serverUrl: string, rows: number, log: (line: string) => void): Promise<{ lines: string[] }> {
+  const scratch = await scratchDatabase(ctx, serverUrl);
+  const database = openDatabase({ url: scratch.url });
+  try {
+    const attempts = createAttemptLog(database);
+    const success = (i: number): NewAttempt => ({
+      eventId: `evt_${i}`,
+      sink: 'nats',
+      at: Date.now(),
+      durationMs: 1,
+      outcome: 'delivered',
+      status: null,
+      error: null,
+      answered: true,
+      request: null,
+      response: null,
+    });
+    const record = async (from: number, count: number) => {
+      for (let i = from; i < from + count; i += POSTGRES_BATCH) {
+        await attempts.recordDelivered(Array.from({ length: Math.min(POSTGRES_BATCH, from + count - i) }, (_, j) => success(i + j)));
+      }
+    };
+    log(`bench: attempts on PostgreSQL: ${rows} successes in batches of ${POSTGRES_BATCH}`);
+    await record(rows, 2000);
+    const [relayBefore, serverBefore, began] = [process.cpuUsage(), cpuSecondsOfNamed('postgres'), performance.now()];
+    await record(0, rows);
+    const relay = process.cpuUsage(relayBefore);
+    const serverMicros = (cpuSecondsOfNamed('postgres') - serverBefore) * 1e6;
+    const seconds = (performance.now() - began) / 1000;
+    const per = (micros: number) => (micros / rows).toFixed(1);
+    return {
+      lines: [
+        '## Recording successes on PostgreSQL',
+        '',
+        `${rows.toLocaleString('en')} successful attempts written through the attempt log in batches of ${POSTGRES_BATCH}:`,
+        '',
+        '| rows/s | relay CPU µs/row | PostgreSQL server CPU µs/row |',
+        '|---:|---:|---:|',
+        `| ${Math.round(rows / seconds).toLocaleString('en')} | ${per(relay.user + relay.system)} | ${per(serverMicros)} |`,
+        '',
+      ],
+    };
+  } finally {
+    await database.close();
+    await scratch.drop();
+  }
 }

@@ -8,7 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, wri
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runAttemptsCost } from './attempts-cost.js';
+import { runAttemptsCost, runAttemptsPostgres } from './attempts-cost.js';
 import { runBacklog } from './backlog.js';
 import { runTransformDrain } from './transform-drain.js';
 import { runBuses } from './buses.js';
@@ -192,6 +192,7 @@ try {
   }
   if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, settings.compare, log)).lines);
   if (wanted('attempts') && settings.backlog.hookEvents > 0) sections.push(...(await runAttemptsCost(ctx, settings.backlog, log)).lines);
+  if (wanted('attempts-postgres')) sections.push(...(await runAttemptsPostgres(ctx, settings.postgresUrl, 30_000, log)).lines);
   if (wanted('transform-drain')) sections.push(...(await runTransformDrain(ctx, settings.transformDrain, log)).lines);
   if (wanted('bus-drain') || wanted('bus-beside-nats')) {
     sections.push(...(await runBuses(ctx, settings.buses, { drain: wanted('bus-drain'), besideNats: wanted('bus-beside-nats') }, log)).lines);

@@ -4,9 +4,6 @@ import { runEachUnsynced } from '../engines/unsynced.js';
 import type { Schema } from '../schema.js';
 import { KEPT_PER_EVENT_AND_SINK, type NewAttempt } from './attempt-rows.js';
 
-/** Rows per INSERT on PostgreSQL: well under its limit of bound parameters. */
-const ROWS_PER_STATEMENT = 500;
-
 /** Where the fan-out writes its attempts (in the worker thread, a call served by the main thread). */
 export interface AttemptLog {
   /**
@@ -83,11 +80,21 @@ export const trimAttempts = (db: Kysely<Schema>, eventId: string, sink: string) 
         .where('newest.sink', '=', sink),
     );
 
-function chunks<T>(items: T[]): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += ROWS_PER_STATEMENT) out.push(items.slice(i, i + ROWS_PER_STATEMENT));
-  return out;
-}
+/**
+ * PostgreSQL's insert of a batch: one array per column, so the statement (and the `n` subquery) is
+ * planned once per batch, not once per row as a multi-row VALUES list would be.
+ */
+const postgresInsertMany = (attempts: NewAttempt[]) => {
+  const column = <T>(pick: (a: NewAttempt) => T): T[] => attempts.map(pick);
+  return sql`INSERT INTO attempts (event_id, sink, n, at, duration_ms, outcome, status, error_code, error_message, answered, request, response)
+    SELECT u.event_id, u.sink, (SELECT coalesce(max(a.n), 0) + 1 FROM attempts a WHERE a.event_id = u.event_id AND a.sink = u.sink),
+      u.at, u.duration_ms, u.outcome, u.status, u.error_code, u.error_message, u.answered, u.request, u.response
+    FROM unnest(${column((a) => a.eventId)}::text[], ${column((a) => a.sink)}::text[], ${column((a) => a.at)}::bigint[],
+      ${column((a) => Math.round(a.durationMs))}::int[], ${column((a) => a.outcome)}::text[], ${column((a) => a.status)}::int[],
+      ${column((a) => a.error?.code ?? null)}::text[], ${column((a) => a.error?.message ?? null)}::text[],
+      ${column((a) => (a.answered ? 1 : 0))}::int[], ${column((a) => json(a.request))}::text[], ${column((a) => json(a.response))}::text[])
+      AS u(event_id, sink, at, duration_ms, outcome, status, error_code, error_message, answered, request, response)`;
+};
 
 export function createAttemptLog(database: Database): AttemptLog {
   const db = database.kysely;
@@ -99,9 +106,9 @@ export function createAttemptLog(database: Database): AttemptLog {
       }
     },
     async recordDelivered(attempts) {
-      // SQLite: one row per statement, all in one transaction; PostgreSQL: rows in bulk.
+      // SQLite: one row per statement, all in one transaction; PostgreSQL: one statement for the batch.
       if (database.dialect === 'sqlite') return runEachUnsynced(database, SQLITE_INSERT_ONE, attempts.map(sqliteRow));
-      for (const chunk of chunks(attempts)) await insert(db, chunk).execute();
+      if (attempts.length > 0) await postgresInsertMany(attempts).execute(db);
     },
   };
 }

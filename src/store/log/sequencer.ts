@@ -22,6 +22,9 @@ const NUMBER = `WITH batch AS (
   FROM numbered, (SELECT ${logHeadSql('postgres')} AS seq) head
   WHERE d.id = numbered.id`;
 
+/** Opens the numbering's transaction and waits for the log's lock, in one round trip (the simple protocol runs the three). */
+const LOCK_THE_LOG = `BEGIN; SET LOCAL lock_timeout = '5s'; SELECT pg_advisory_xact_lock(hashtextextended('boxrelay log ' || current_schema(), 0))`;
+
 /** Gives positions to what was stored; resolves with how many it numbered. */
 export type SequenceLog = () => Promise<number>;
 
@@ -29,10 +32,8 @@ export function createSequencer(database: Extract<Database, { dialect: 'postgres
   const numberOnce = async (): Promise<number> => {
     const client = await database.connectOwn();
     try {
-      await client.query('BEGIN');
-      // A DDL lock held by someone else fails this run (tried again) rather than hanging it.
-      await client.query(`SET LOCAL lock_timeout = '5s'`);
-      await client.query(`SELECT pg_advisory_xact_lock(hashtextextended('boxrelay log ' || current_schema(), 0))`);
+      // One round trip; a DDL lock held by someone else fails this run (tried again) rather than hanging it.
+      await client.query(LOCK_THE_LOG);
       const { rowCount } = await client.query({ name: 'boxrelay_number_log', text: NUMBER, values: [SEQUENCE_BATCH] });
       await client.query('COMMIT');
       return rowCount ?? 0;

@@ -139,6 +139,21 @@ for (const engine of engines) {
       expect(await gauge()).toEqual({ error: 0, ready: 0 });
     });
 
+    it('forgets every silent box across the windows of its pass over the boxes, and no other', async () => {
+      const now = t.clock.now();
+      const old = now - (RETENTION_DAYS + 1) * DAY_MS;
+      // 450 boxes: with batches of 2 the pass reads them in windows of 200, each in several batches.
+      const boxes = Array.from({ length: 450 }, (_, i) => ({
+        id: `bx_${String(i).padStart(3, '0')}`,
+        state: i % 10 === 5 ? 'error' : 'ready',
+        last_seen_at: i % 10 === 0 || i % 10 === 5 ? old : now,
+      }));
+      await db().insertInto('boxes').values(boxes).execute();
+      const silent = boxes.filter((b) => b.last_seen_at === old && b.state !== 'error').map((b) => b.id);
+      expect(await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 })).toMatchObject({ boxes: silent.length });
+      expect(await boxIds()).toEqual(boxes.map((b) => b.id).filter((id) => !silent.includes(id)));
+    });
+
     it('ends the dedup window of a pruned delivery: the same id is then accepted as new', async () => {
       const now = t.clock.now();
       const id = 'evt_0123456789abcdef0123456789abcdef';

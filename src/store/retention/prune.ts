@@ -49,24 +49,23 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const MIN_PAUSE_MS = 50;
 
 /**
- * Runs one bounded batch of deletes until it removes less than a full batch. After each batch the connection
+ * Runs bounded batches of deletes until one says no more is left. After each batch the connection
  * is left to requests for at least as long as the batch held it.
  */
-async function deleteInBatches(
-  deleteBatch: () => Promise<unknown[]>,
-  batchSize: number,
-  signal: AbortSignal | undefined,
-): Promise<number> {
+async function deleteInBatches(deleteBatch: () => Promise<{ removed: number; more: boolean }>, signal: AbortSignal | undefined): Promise<number> {
   let total = 0;
   while (!signal?.aborted) {
     const started = performance.now();
-    const removed = (await deleteBatch()).length;
+    const { removed, more } = await deleteBatch();
     total += removed;
-    if (removed < batchSize) break;
+    if (!more) break;
     await pause(Math.max(MIN_PAUSE_MS, performance.now() - started));
   }
   return total;
 }
+
+/** Boxes read per statement of the boxes' pass, in batches of this many deletes. */
+const BOX_WINDOW_BATCHES = 100;
 
 /**
  * Retention: removes deliveries older than `retentionDays` with their settled outbox rows
@@ -95,10 +94,10 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
         .where(sql<boolean>`NOT ${DELIVERY_WORK_PENDING}`)
         .limit(batchSize)
         .execute();
-      if (expired.length === 0) return [];
+      if (expired.length === 0) return { removed: 0, more: false };
       const ids = expired.map((d) => d.id);
       await executeUnsynced(database, kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']));
-      return executeUnsynced(
+      const removed = await executeUnsynced(
         database,
         kysely
           .deleteFrom('deliveries')
@@ -106,32 +105,35 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
           .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
           .returning('id'),
       );
+      return { removed: removed.length, more: removed.length >= batchSize };
     },
-    batchSize,
     options.signal,
   );
 
-  // In (last seen, id) order from where the last batch ended, so boxes kept are read once a run.
-  let after: { lastSeenAt: number; id: string } | undefined;
+  // In id order, a window of boxes per statement: last_seen_at has no index (every stored event
+  // would move its entry), so a run reads each box once, in bounded steps.
+  const window = batchSize * BOX_WINDOW_BATCHES;
+  let after: string | undefined;
   const boxes = await deleteInBatches(
     async () => {
-      const batch = await kysely
+      const inWindow = kysely
         .selectFrom('boxes as b')
-        .select(['b.id', 'b.last_seen_at'])
+        .select('b.id')
+        .$if(after !== undefined, (q) => q.where('b.id', '>', after!))
+        .orderBy('b.id');
+      const end = (await inWindow.offset(window - 1).limit(1).executeTakeFirst())?.id;
+      const batch = await inWindow
+        .$if(end !== undefined, (q) => q.where('b.id', '<=', end!))
         .where('b.last_seen_at', '<', cutoff)
-        .$if(after !== undefined, (q) =>
-          q.where('b.last_seen_at', '>=', after!.lastSeenAt).where((eb) => eb.or([eb('b.last_seen_at', '>', after!.lastSeenAt), eb('b.id', '>', after!.id)])),
-        )
         .where(forgettable('b'))
-        .orderBy('b.last_seen_at')
-        .orderBy('b.id')
         .limit(batchSize)
         .execute();
-      const last = batch[batch.length - 1];
-      if (last === undefined) return [];
-      after = { lastSeenAt: last.last_seen_at, id: last.id };
+      const full = batch.length === batchSize;
+      // A full batch may leave more of its window; otherwise the window is done.
+      after = full ? batch[batch.length - 1]!.id : end;
+      if (batch.length === 0) return { removed: 0, more: end !== undefined };
       // Checked again: an event or a replay may have come for the box since.
-      return executeUnsynced(
+      const removed = await executeUnsynced(
         database,
         kysely
           .deleteFrom('boxes')
@@ -140,8 +142,8 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
           .where(forgettable('boxes'))
           .returning('id'),
       );
+      return { removed: removed.length, more: full || end !== undefined };
     },
-    batchSize,
     options.signal,
   );
 

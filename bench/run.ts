@@ -15,6 +15,7 @@ import { runBuses } from './buses.js';
 import { runPostgres } from './postgres.js';
 import { runReplay } from './replay.js';
 import { runLogReads } from './log-reads.js';
+import { runIndexes } from './indexes.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -203,6 +204,7 @@ try {
   }
   if (wanted('replay')) sections.push(...(await runReplay(ctx, settings.replay, log)).lines);
   if (wanted('log-reads')) sections.push(...(await runLogReads(ctx, settings.logReads, log)).lines);
+  if (wanted('indexes')) sections.push(...(await runIndexes(ctx, settings.indexes, log)).lines);
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();

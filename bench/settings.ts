@@ -3,6 +3,7 @@ import type { TransformDrainSettings } from './transform-drain.js';
 import type { BusBenchSettings } from './buses.js';
 import type { LogReadSettings } from './log-reads.js';
 import type { ReplaySettings } from './replay.js';
+import type { IndexSettings } from './indexes.js';
 
 /** Bench settings: env vars (BENCH_SECONDS=3) or flags (--seconds=3), flags winning. */
 export interface Settings {
@@ -30,7 +31,7 @@ export interface Settings {
   compare: string[];
   /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
   pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, attempts (recording attempts: the hook drain, all against failed), attempts-postgres (CPU per success written down on PostgreSQL), transform-drain, postgres, bus-drain, bus-beside-nats, replay, log-reads). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, attempts (recording attempts: the hook drain, all against failed), attempts-postgres (CPU per success written down on PostgreSQL), transform-drain, postgres, bus-drain, bus-beside-nats, replay, log-reads, indexes). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;
@@ -44,6 +45,8 @@ export interface Settings {
   replay: ReplaySettings;
   /** What the fan-out reads of the log, hooks on replicas sharing PostgreSQL (bench/log-reads.ts); `only` names it `log-reads`. */
   logReads: LogReadSettings;
+  /** What each index costs a stored delivery (bench/indexes.ts); `only` names it `indexes`. */
+  indexes: IndexSettings;
 }
 
 const DEFAULTS = {
@@ -77,6 +80,9 @@ const DEFAULTS = {
   'log-reads': '5000',
   'log-reads-hooks': '10',
   'log-reads-replicas': '2',
+  'index-deliveries': '20000',
+  'index-stored': '1000000',
+  'index-rounds': '3',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
@@ -148,6 +154,13 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
       hooks: Math.max(1, Math.floor(num('log-reads-hooks'))),
       replicas: Math.max(1, Math.floor(num('log-reads-replicas'))),
       postgresUrl: get('postgres-url') as string,
+    },
+    indexes: {
+      deliveries: Math.max(1, Math.floor(num('index-deliveries'))),
+      stored: Math.floor(num('index-stored')),
+      concurrency: Math.max(1, num('connections')),
+      rounds: Math.max(1, Math.floor(num('index-rounds'))),
+      postgresUrl: get('index-postgres-url') ?? (get('postgres-url') as string),
     },
   };
 }

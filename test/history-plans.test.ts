@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Database } from '../src/store/engines/database.js';
 import { listEvents, type EventQuery } from '../src/store/state/events.js';
 import { queueReplay } from '../src/store/exceptions/replay.js';
+import { pruneExpired } from '../src/store/retention/prune.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import type { Schema } from '../src/store/schema.js';
 import { acceptedCounts, sinkCounts, statsWindow } from '../src/store/state/stats.js';
@@ -38,8 +39,8 @@ describe('the events listing on a migrated SQLite database', () => {
     await listEvents(kysely, { ...query, limit: 51 });
     return planOfLast();
   };
-  const planOfLast = (): string => {
-    const { sql, parameters } = compiled.at(-1) as CompiledQuery;
+  const planOfLast = (): string => planOfQuery(compiled.at(-1) as CompiledQuery);
+  const planOfQuery = ({ sql, parameters }: CompiledQuery): string => {
     const rows = sqlite.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...parameters) as { detail: string }[];
     return rows.map((r) => r.detail).join('; ');
   };
@@ -79,6 +80,26 @@ describe('the events listing on a migrated SQLite database', () => {
     expect(plan).toMatch(/SEARCH d USING INDEX sqlite_autoindex_deliveries_1 \(id=\?\)/);
     expect(plan).toMatch(/SEARCH o USING INDEX outbox_delivery \(delivery_id=\?\)/);
     expect(plan).not.toMatch(/SCAN (deliveries|d|outbox|o)\b/);
+  });
+
+  it('retention finds expired deliveries by receipt time and reads the boxes in windows of their primary key, never the whole of either', async () => {
+    const database: Database = { dialect: 'sqlite', kysely, sqlite, prepare: statementCache(sqlite), synchronous: 'FULL', close: () => kysely.destroy() };
+    // More boxes than one window of batches of 1 (100), so the pass moves on from a window's end.
+    await kysely
+      .insertInto('boxes')
+      .values(Array.from({ length: 150 }, (_, i) => ({ id: `bx_${String(i).padStart(3, '0')}`, state: 'ready', last_seen_at: i % 40 === 0 ? 1 : 2e12 })))
+      .execute();
+    await kysely
+      .insertInto('deliveries')
+      .values({ id: 'evt_1', type: 'box.ready', box_id: 'bx_000', created_at: 'x', received_at: 1, attempt: 1, payload: '{}', origin: null, seq: null, sinks: null, trace_parent: null })
+      .execute();
+    await pruneExpired(database, { now: 1e12, retentionDays: 1, batchSize: 1 });
+    const plans = compiled.filter((q) => /\b(deliveries|boxes)\b/.test(q.sql) && /^select/i.test(q.sql)).map((q) => `${q.sql}\n  -> ${planOfQuery(q)}`);
+    expect(plans.filter((p) => /-> (.*; )?SCAN (deliveries|d|boxes|b)\b(?! USING (COVERING )?INDEX sqlite_autoindex_boxes_1$)/.test(p))).toEqual([]);
+    expect(plans.find((p) => /"d"\."received_at" </.test(p))).toMatch(/SEARCH d USING INDEX deliveries_received_at \(received_at<\?\)/);
+    const windows = plans.filter((p) => /"b"\."id" > \? and "b"\."id" <= \?/.test(p));
+    expect(windows.length).toBeGreaterThan(0);
+    for (const window of windows) expect(window).toMatch(/SEARCH b USING INDEX sqlite_autoindex_boxes_1 \(id>\? AND id<\?\)/);
   });
 
   it('unfiltered and since a time use the receipt time index', async () => {

@@ -22,7 +22,7 @@ export interface Spawned {
 const CLOCK_TICKS = 100;
 
 /** utime + stime of a process from /proc; a figure that the other tenants of the machine do not inflate. */
-function cpuSecondsOf(pid: number, statFile = `/proc/${pid}/stat`): number {
+export function cpuSecondsOf(pid: number, statFile = `/proc/${pid}/stat`): number {
   const stat = readFileSync(statFile, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;

@@ -82,7 +82,8 @@ const DEFAULTS = {
   'log-reads-replicas': '2',
   'index-deliveries': '20000',
   'index-stored': '1000000',
-  'index-rounds': '3',
+  'index-rounds': '5',
+  'index-engines': 'sqlite,postgres',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
@@ -160,7 +161,8 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
       stored: Math.floor(num('index-stored')),
       concurrency: Math.max(1, num('connections')),
       rounds: Math.max(1, Math.floor(num('index-rounds'))),
-      postgresUrl: get('index-postgres-url') ?? (get('postgres-url') as string),
+      engines: (get('index-engines') as string).split(',').map((e) => e.trim()),
+      postgresUrl: get('postgres-url') as string,
     },
   };
 }

@@ -141,11 +141,14 @@ function table(engine: string, variants: Variant[], runs: Run[][]): string[] {
   ];
 }
 
-/** Every variant once per round, in turn, each on a fresh copy of the template (`copy` gives its URL). */
+/** Every variant once per round, each on a fresh copy of the template (`copy` gives its URL). */
 async function rounds(variants: Variant[], settings: IndexSettings, copy: (i: number) => Promise<{ url: string; drop(): Promise<void> }>, log: (line: string) => void): Promise<Run[][]> {
   const runs: Run[][] = variants.map(() => []);
   for (let round = 0; round < settings.rounds; round++) {
-    for (const [i, variant] of variants.entries()) {
+    // Each round starts one variant later, so none always runs first after the template is made.
+    for (let k = 0; k < variants.length; k++) {
+      const i = (k + round) % variants.length;
+      const variant = variants[i] as Variant;
       const target = await copy(i);
       try {
         const run = await measure(target.url, variant, settings, round);

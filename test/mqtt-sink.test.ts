@@ -88,7 +88,7 @@ it('a broker that stops answering: the attempt ends at the ack timeout as mqtt_t
   await busUp(t, 'mqtt');
 
   broker.hang();
-  defer(() => broker.resume());
+  defer(async () => broker.resume());
   const posted = await t.post({ boxId: 'bx_hung' });
   expect(posted.status).toBe(200);
   const [row] = await waitFor(async () => {

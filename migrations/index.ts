@@ -13,6 +13,7 @@ import * as auditAndSinkMinutes from './011_audit_and_sink_minutes.js';
 import * as deliveryLog from './012_delivery_log.js';
 import * as logPositions from './013_log_positions.js';
 import * as attempts from './014_attempts.js';
+import * as logDeletions from './015_log_deletions.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -33,4 +34,5 @@ export const migrations: Record<string, Migration> = {
   '012_delivery_log': deliveryLog,
   '013_log_positions': logPositions,
   '014_attempts': attempts,
+  '015_log_deletions': logDeletions,
 };

@@ -62,28 +62,32 @@ export async function backlogDatabase(ctx: Context, file: string, count: number,
   try {
     db.pragma('journal_mode = OFF');
     db.pragma('synchronous = OFF');
-    const insertDelivery = db.prepare(
-      'INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, seq, part, sinks) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)',
-    );
-    const end = Date.now();
-    const start = end - count; // 1,000 a second: one a millisecond.
-    const chunk = db.transaction((from: number, to: number) => {
-      for (let i = from; i < to; i++) {
-        const at = start + i;
-        const createdAt = new Date(at - 50).toISOString();
-        const id = newEventId();
-        const { type, body } = eventBody(id, i, createdAt);
-        const boxId = boxIdOf(i * 7919);
-        insertDelivery.run(id, type, boxId, createdAt, at, body, i + 1, partOf(boxId), sink);
-      }
-    });
-    for (let from = 0; from < count; from += 50_000) chunk(from, Math.min(count, from + 50_000));
+    appendLog(db, 0, count, sink);
     const insertCursor = db.prepare('INSERT INTO log_cursors (sink, part, seq, updated_at) VALUES (?, ?, 0, ?)');
-    for (const part of PARTS) insertCursor.run(sink, part, start);
+    for (const part of PARTS) insertCursor.run(sink, part, Date.now());
     db.pragma('journal_mode = WAL');
   } finally {
     db.close();
   }
+}
+
+/** Appends `count` deliveries routed to `sink` at the log's positions after `head`, received one a millisecond up to now. */
+export function appendLog(db: BetterSqlite3.Database, head: number, count: number, sink: string): void {
+  const insertDelivery = db.prepare(
+    'INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, seq, part, sinks) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)',
+  );
+  const start = Date.now() - count; // 1,000 a second: one a millisecond.
+  const chunk = db.transaction((from: number, to: number) => {
+    for (let i = from; i < to; i++) {
+      const at = start + i;
+      const createdAt = new Date(at - 50).toISOString();
+      const id = newEventId();
+      const { type, body } = eventBody(id, head + i, createdAt);
+      const boxId = boxIdOf((head + i) * 7919);
+      insertDelivery.run(id, type, boxId, createdAt, at, body, head + i + 1, partOf(boxId), sink);
+    }
+  });
+  for (let from = 0; from < count; from += 50_000) chunk(from, Math.min(count, from + 50_000));
 }
 
 /** The NATS backlog drained while new deliveries arrive at `rate` a second. */

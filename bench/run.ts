@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runAttemptsCost, runAttemptsPostgres } from './attempts-cost.js';
 import { runBacklog } from './backlog.js';
+import { runBacklogCount } from './backlog-count.js';
 import { runTransformDrain } from './transform-drain.js';
 import { runBuses } from './buses.js';
 import { runPostgres } from './postgres.js';
@@ -192,6 +193,7 @@ try {
     receiveSteps = await runReceiveSteps({ tmp });
   }
   if (wanted('backlog')) sections.push(...(await runBacklog(ctx, settings.backlog, settings.compare, log)).lines);
+  if (wanted('backlog-count')) sections.push(...(await runBacklogCount(ctx, settings.backlog.events, log)).lines);
   if (wanted('attempts') && settings.backlog.hookEvents > 0) sections.push(...(await runAttemptsCost(ctx, settings.backlog, log)).lines);
   if (wanted('attempts-postgres')) sections.push(...(await runAttemptsPostgres(ctx, settings.postgresUrl, 30_000, log)).lines);
   if (wanted('transform-drain')) sections.push(...(await runTransformDrain(ctx, settings.transformDrain, log)).lines);

@@ -14,6 +14,7 @@ import * as deliveryLog from './012_delivery_log.js';
 import * as logPositions from './013_log_positions.js';
 import * as attempts from './014_attempts.js';
 import * as boxSeenUnindexed from './015_box_seen_unindexed.js';
+import * as logDeletions from './016_log_deletions.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '013_log_positions': logPositions,
   '014_attempts': attempts,
   '015_box_seen_unindexed': boxSeenUnindexed,
+  '016_log_deletions': logDeletions,
 };

@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { realWait, type Wait } from './clock.js';
 
 /** `Retry-After` (RFC 9110) as seconds or an HTTP date, in ms from `now`; undefined when absent or unreadable. */
 export function parseRetryAfter(value: string | null, now: number): number | undefined {
@@ -27,8 +27,9 @@ export async function waitRestOfRetryAfter(
   backoff: RetryBackoff,
   retriesConsumed: number,
   signal?: AbortSignal,
+  wait: Wait = realWait,
 ): Promise<void> {
   const floor = Math.min(backoff.minTimeout * backoff.factor ** retriesConsumed, backoff.maxTimeout ?? Number.POSITIVE_INFINITY);
   const rest = (retryAfterMs ?? 0) - floor;
-  if (rest > 0) await sleep(rest, undefined, { signal });
+  if (rest > 0) await wait(rest, signal);
 }

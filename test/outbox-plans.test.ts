@@ -45,6 +45,10 @@ describe.each(engines)('outbox statements with settled rows kept, on $name', (en
     await outbox.exceptions.makeDue('h', now);
     await outbox.exceptions.releaseAll('me');
     await outbox.exceptions.releaseAll();
+    // The log's backlog count from nothing, then followed: the rows written since are found by id.
+    await outbox.log.ensureCursors(['h']);
+    await outbox.exceptions.countBySink('pending');
+    await outbox.exceptions.addExceptions([{ deliveryId: 'evt_3', sink: 'h', status: 'dead', attempts: 1, nextAttemptAt: now, lastError: 'x', boxId: null, traceparent: null, now }]);
     await outbox.exceptions.countBySink('pending');
     await outbox.exceptions.countBySink('deadLetters');
     await outbox.exceptions.announceServed(['h'], now);
@@ -58,7 +62,8 @@ describe.each(engines)('outbox statements with settled rows kept, on $name', (en
     expect(await pruneExpired(spied, { now, retentionDays: 1 })).toMatchObject({ deliveries: 1 });
 
     const scans: string[] = [];
-    for (const statement of statements.filter((s) => /\boutbox\b/.test(s.sql) && !/^\s*PRAGMA/i.test(s.sql))) {
+    // A pragma or a table lock has no plan.
+    for (const statement of statements.filter((s) => /\boutbox\b/.test(s.sql) && !/^\s*(PRAGMA|LOCK)/i.test(s.sql))) {
       const plan = await planOf(database, statement);
       if (wholeTableRead(engine.name, plan)) scans.push(`${statement.sql}\n  -> ${plan}`);
     }

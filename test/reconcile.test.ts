@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
-import type { Wait } from '../src/reconcile/pace.js';
+import type { Wait } from '../src/clock.js';
 import type { Run } from '../src/store/state/reconcile-runs.js';
 import { ManualClock } from './support/clock.js';
 import { adminAuth, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
@@ -361,13 +361,15 @@ describe('reconciliation with the Sandbox Service', () => {
 describe('reconciliation refuses bad upstream answers, each clearly and without applying half of it', () => {
   const { defer, server, relay } = fanoutFixture();
 
+  /** The relay and the upstream's request log on one clock, which the relay's waits move on. */
   async function setup() {
-    const upstream = await startFakeSandbox();
+    const clock = new ManualClock();
+    const upstream = await startFakeSandbox({ now: () => clock.now() });
     defer(() => upstream.close());
     const receiver = await server();
     const t = await relay(
       { upstreamBaseUrl: upstream.baseUrl, upstreamApiKey: upstream.apiKey, reconcileInterval: '0', reconcileMaxRps: 1000, hooks: [hook('all', receiver.url)] },
-      { reconcile: { upstream: { minTimeout: 5, maxTimeout: 20, randomize: false } } },
+      { clock, reconcile: { upstream: { minTimeout: 5, maxTimeout: 20, randomize: false }, wait: turnsByClock(clock) } },
     );
     await t.relay.store.database.kysely.updateTable('relay_meta').set({ value: iso(t.clock.now() - 60 * MINUTE) }).where('name', '=', 'watch_start').execute();
     const now = t.clock.now();
@@ -448,7 +450,8 @@ describe('reconciliation refuses bad upstream answers, each clearly and without 
     expect(run).toMatchObject({ outcome: 'succeeded', eventsFromHistory: 1, eventsSynthesized: 1 });
     const lists = upstream.requests.filter((r) => r.path === '/v1/boxes');
     expect(lists.map((r) => r.outcome)).toEqual([429, 200]);
-    expect(lists[1]!.at - lists[0]!.at).toBeGreaterThanOrEqual(990);
+    // By the relay's clock: the Retry-After's second, less the backoff p-retry sleeps itself (5 ms).
+    expect(lists[1]!.at - lists[0]!.at).toBeGreaterThanOrEqual(995);
     await receiver.received(2);
   });
 });

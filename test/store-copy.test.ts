@@ -192,7 +192,7 @@ describe('boxrelay store copy', () => {
       // alerts and audit failing, held paused.
       'sink states': [3, 3],
       'paused sinks': [1, 1],
-      'relay facts (watch start)': [1, 1],
+      'relay facts (watch start, log deletions)': [2, 2],
       'reconciliation runs': [1, 1],
       'upstream secrets': [1, 1],
       // The operator's pause and the reconcile run.

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js';
 import { createUpstreamClient, upstreamFetch, type UpstreamClientOptions } from '../upstream/client.js';
-import { paced, realWait, type Wait } from './pace.js';
+import { realWait, type Wait } from '../clock.js';
+import { paced } from './pace.js';
 import { createReconciler, type Reconciler, type ReconcilerDeps } from './reconciler.js';
 
 type FromConfig = 'upstream' | 'retentionDays' | 'maxPages' | 'maxDurationMs';
@@ -10,7 +11,7 @@ export interface ReconcilerFromConfig extends Omit<ReconcilerDeps, FromConfig> {
   config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'reconcileMaxRps' | 'reconcileMaxPages' | 'reconcileMaxDuration' | 'retentionDays' | 'proxyEnv'>;
   /** Upstream client timing (tests shorten the backoff). */
   upstream?: Pick<UpstreamClientOptions, 'minTimeout' | 'maxTimeout' | 'randomize' | 'timeoutMs'>;
-  /** How a request waits for its turn under BOXRELAY_RECONCILE_MAX_RPS, by `clock` (tests move their clock). */
+  /** How a request waits for its turn under BOXRELAY_RECONCILE_MAX_RPS, and a retry for a `Retry-After`, by `clock` (tests move their clock). */
   wait?: Wait;
 }
 
@@ -30,6 +31,8 @@ export function reconcilerFromConfig({ config, upstream, wait = realWait, ...dep
     baseUrl: config.upstreamBaseUrl as string,
     apiKey: config.upstreamApiKey as string,
     fetch: send,
+    clock: deps.clock,
+    wait,
     onRetry: ({ operation, attempt, error }) => log.warn({ operation, attempt }, `${error.message}; trying again`),
     ...upstream,
   });

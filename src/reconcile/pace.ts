@@ -1,10 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { Clock } from '../clock.js';
-
-/** Waits `ms`, or rejects once `signal` aborts (tests move their clock instead of sleeping). */
-export type Wait = (ms: number, signal?: AbortSignal) => Promise<void>;
-
-export const realWait: Wait = (ms, signal) => sleep(ms, undefined, { signal });
+import type { Clock, Wait } from '../clock.js';
 
 type Send = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 

@@ -7,6 +7,7 @@ import { untrusted } from '../log.js';
 import { parseIsoWithZone } from '../iso-time.js';
 import { isRecord } from '../json.js';
 import { parseRetryAfter, waitRestOfRetryAfter } from '../retry-after.js';
+import { realWait, systemClock, type Clock, type Wait } from '../clock.js';
 import {
   InvalidWebhookIdError,
   UpstreamApiError,
@@ -81,6 +82,9 @@ export interface UpstreamClientOptions {
   randomize?: boolean;
   /** A `Retry-After` longer than this is not waited for: the error is returned at once. Default 60 s. */
   maxRetryAfterMs?: number;
+  /** Reads a `Retry-After` date, and waits out what it asks beyond the backoff (tests move their clock). */
+  clock?: Clock;
+  wait?: Wait;
   /** Called before each retry, e.g. to log it. */
   onRetry?: (info: { operation: string; attempt: number; error: UpstreamError }) => void;
   /** A response body over this is refused unread. Default 10 MB. */
@@ -143,6 +147,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
     randomize: options.randomize ?? true,
   };
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
+  const { clock = systemClock, wait = realWait } = options;
   const maxResponseBytes = options.maxResponseBytes ?? 10 * 1024 * 1024;
 
   const sanitize = (text: string): string =>
@@ -223,7 +228,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       upstreamMessage: sanitize(body === undefined && text.trim() !== '' ? `${message} (non-JSON body)` : message),
       requestId: sanitizeOptional(fields.requestId ?? response.headers.get('x-request-id') ?? undefined),
       details: nested?.details,
-      retryAfterMs: parseRetryAfter(response.headers.get('retry-after'), Date.now()),
+      retryAfterMs: parseRetryAfter(response.headers.get('retry-after'), clock.now()),
     });
   }
 
@@ -240,7 +245,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
           if (!isRetryable(error)) return false;
           const retryAfterMs = error instanceof UpstreamApiError ? error.retryAfterMs : undefined;
           if (retryAfterMs !== undefined && retryAfterMs > maxRetryAfterMs) return false;
-          await waitRestOfRetryAfter(retryAfterMs, retryOptions, retriesConsumed, signal);
+          await waitRestOfRetryAfter(retryAfterMs, retryOptions, retriesConsumed, signal, wait);
           options.onRetry?.({ operation, attempt: attemptNumber + 1, error: error as UpstreamError });
           return true;
         },

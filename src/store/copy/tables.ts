@@ -39,7 +39,7 @@ export const COPIED: readonly CopiedTable[] = [
   },
   { table: 'boxes', label: 'box states', key: ['id'], kinds: [{ label: 'boxes repaired by reconciliation', where: 'repaired_up_to IS NOT NULL' }] },
   { table: 'sink_state', label: 'sink states', key: ['sink'], kinds: [{ label: 'paused sinks', where: 'paused_at IS NOT NULL' }] },
-  { table: 'relay_meta', label: 'relay facts (watch start)', key: ['name'] },
+  { table: 'relay_meta', label: 'relay facts (watch start, log deletions)', key: ['name'] },
   { table: 'reconcile_runs', label: 'reconciliation runs', key: ['id'] },
   { table: 'secrets', label: 'upstream secrets', key: ['id'] },
   { table: 'audit', label: 'audit entries', key: ['id'] },

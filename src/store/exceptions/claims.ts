@@ -3,7 +3,7 @@ import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
 import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './rows.js';
 import type { Schema } from '../schema.js';
-import { countBacklogs } from '../log/count-backlogs.js';
+import { createBacklogCount } from '../log/count-backlogs.js';
 import { setAsideLog } from '../log/set-aside.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 
@@ -65,9 +65,8 @@ export function createOutboxClaims(database: Database): OutboxClaims {
   const leaseNow = leaseClock(database);
   const leaseFree = (now: number) => sql<boolean>`(lease_until IS NULL OR lease_until <= ${leaseNow(now)})`;
 
-  /** A scrape, the console and the admin API asking at once share one count of the log (it reads the whole backlog). */
-  let counting: ReturnType<typeof countBacklogs> | undefined;
-  const sharedBacklogCount = () => (counting ??= countBacklogs(database).finally(() => (counting = undefined)));
+  /** A scrape, the console and the admin API share one count of the log, kept between calls. */
+  const countBacklogs = createBacklogCount(database);
 
   return {
     /**
@@ -328,8 +327,8 @@ export function createOutboxClaims(database: Database): OutboxClaims {
 
     /**
      * Pending work (the outbox's pending rows and the log past each sink's cursors), or dead letters
-     * (set-aside work included), by sink. The log is counted from each sink's least cursor, in
-     * slices of the log index (countBacklogs): as long as its backlog, but never one long stall.
+     * (set-aside work included), by sink. The log's backlogs are followed from the last call
+     * (createBacklogCount), in slices of the log index: never one long stall.
      */
     async countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>> {
       const rows = await db
@@ -340,7 +339,7 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .execute();
       const counts = Object.fromEntries(rows.map((r) => [r.sink, Number(r.count)]));
       if (kind === 'pending') {
-        for (const { sink, backlog } of await sharedBacklogCount()) if (backlog > 0) counts[sink] = (counts[sink] ?? 0) + backlog;
+        for (const { sink, backlog } of await countBacklogs()) if (backlog > 0) counts[sink] = (counts[sink] ?? 0) + backlog;
       }
       return counts;
     },

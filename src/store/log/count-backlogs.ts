@@ -1,8 +1,8 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Schema } from '../schema.js';
 import type { Database } from '../engines/database.js';
-import { comparePositions, routedWithoutRow, unnumbered, type Position } from './position.js';
+import { routedSql, routedWithoutRow, unnumbered } from './position.js';
 
 /**
  * Log entries one counting statement reads at most: on SQLite a statement holds the receive thread,
@@ -11,53 +11,182 @@ import { comparePositions, routedWithoutRow, unnumbered, type Position } from '.
 export const BACKLOG_COUNT_SLICE = 5000;
 
 /**
- * Per sink, the routed deliveries past its cursors or not yet numbered (PostgreSQL), less those already written
- * down as an outbox row (counted there, or settled) while the cursor's move is not yet stored.
- * Counted from each sink's least cursor, `slice` entries of the log index at a time.
+ * The longest wait for outbox writes under way to end before a count (PostgreSQL); past it the count
+ * is not kept. Below the default deadlock_timeout, so a wait never cancels an autovacuum of the table.
  */
-export async function countBacklogs(database: Database, slice = BACKLOG_COUNT_SLICE): Promise<{ sink: string; backlog: number }[]> {
-  const db = database.kysely;
-  const least = new Map<string, Position>();
-  for (const row of await db.selectFrom('log_cursors').select(['sink', 'seq']).execute()) {
-    const cursor = { seq: Number(row.seq) };
-    const known = least.get(row.sink);
-    if (known === undefined || comparePositions(cursor, known) < 0) least.set(row.sink, cursor);
-  }
-  const backlogs: { sink: string; backlog: number }[] = [];
-  for (const [sink, from] of least) {
-    let backlog = 0;
-    for (let after: Position | undefined = from; after; ) {
-      const end = await sliceEnd(db, after, slice);
-      backlog += await countBetween(db, sink, after, end, database.dialect === 'postgres');
-      after = end;
-      if (end) await nextTurn();
-    }
-    backlogs.push({ sink, backlog });
-  }
-  return backlogs;
-}
+const ROWS_SETTLE_TIMEOUT = '200ms';
 
-/** The position `slice` entries after `after`, or undefined when fewer are left (the last slice runs to the head). */
-async function sliceEnd(db: Kysely<Schema>, after: Position, slice: number): Promise<Position | undefined> {
-  const { rows } = await sql<{ seq: number }>`SELECT seq FROM deliveries
-    WHERE seq > ${after.seq} ORDER BY seq LIMIT 1 OFFSET ${slice - 1}`.execute(db);
-  const [row] = rows;
-  return row ? { seq: Number(row.seq) } : undefined;
+export type Backlogs = { sink: string; backlog: number }[];
+
+/** Counts the backlogs; callers at the same moment share one count. */
+export type CountBacklogs = () => Promise<Backlogs>;
+
+/** What a sink's kept count stands on. */
+interface Counted {
+  /** Its cursor per partition. */
+  cursors: Map<number, number>;
+  /** The last position counted. */
+  head: number;
+  /** The last outbox row id counted against: every row up to it was committed (or gone) by then. */
+  rows: number;
+  /** Numbered deliveries routed to the sink past `cursors` up to `head`, without a row of it up to `rows`. */
+  backlog: number;
+  /** The deletion count (`log_deletions`, kept by triggers) it was counted at. */
+  deletions: string;
 }
 
 /**
- * The routed entries in (after, end] past their partition's cursor. The last slice (no `end`) adds,
- * with `withUnnumbered`, the stored deliveries not yet given a position, in the same statement: one
- * numbered meanwhile is counted once, either way.
+ * Per sink, the routed deliveries past its cursors or not yet numbered (PostgreSQL), less those already
+ * written down as an outbox row (counted there, or settled) while the cursor's move is not yet stored.
+ *
+ * The numbered part is kept between calls and followed: a numbered entry never changes, new ones are
+ * numbered past the head, and row ids grow. A call takes off the counted entries the cursors have
+ * passed and those that got a row since, and adds the entries past the last head, reading only
+ * those. A cursor moved back, a partition's cursor added or removed, or any deletion of deliveries
+ * or rows (retention) counts the sink again from its least cursor, as the first call does.
  */
-async function countBetween(db: Kysely<Schema>, sink: string, after: Position, end: Position | undefined, withUnnumbered: boolean): Promise<number> {
-  const upTo = end ? sql`AND d.seq <= ${end.seq}` : sql``;
-  const waiting =
-    end === undefined && withUnnumbered
-      ? sql`+ (SELECT count(*) FROM deliveries d WHERE ${unnumbered} AND ${routedWithoutRow(sink)})`
-      : sql``;
-  const { rows } = await sql<{ backlog: number }>`
-    SELECT (SELECT count(*) FROM deliveries d JOIN log_cursors c ON c.sink = ${sink} AND c.part = d.part
-      WHERE d.seq > ${after.seq} ${upTo} AND d.seq > c.seq AND ${routedWithoutRow(sink)}) ${waiting} AS backlog`.execute(db);
-  return Number(rows[0]?.backlog ?? 0);
+export function createBacklogCount(database: Database, slice = BACKLOG_COUNT_SLICE): CountBacklogs {
+  const kept = new Map<string, Counted>();
+  const count = async (): Promise<Backlogs> => {
+    const db = database.kysely;
+    // Read first: a deletion after it is seen by the next call.
+    const marker = await db.selectFrom('relay_meta').select('value').where('name', '=', 'log_deletions').executeTakeFirst();
+    const deletions = marker?.value ?? '';
+    const rows = await settledRows(database);
+    const cursors = new Map<string, Map<number, number>>();
+    for (const row of await db.selectFrom('log_cursors').select(['sink', 'part', 'seq']).execute()) {
+      const parts = cursors.get(row.sink) ?? new Map<number, number>();
+      cursors.set(row.sink, parts.set(row.part, Number(row.seq)));
+    }
+    for (const sink of kept.keys()) if (!cursors.has(sink)) kept.delete(sink);
+    const backlogs: Backlogs = [];
+    for (const [sink, now] of cursors) {
+      const last = kept.get(sink);
+      const from: From = rows !== undefined && last && followable(last, now, deletions) ? last : { cursors: now, head: Math.min(...now.values()), rows, backlog: 0 };
+      const { next, waiting } = await follow(database, sink, from, { cursors: now, rows }, slice);
+      if (rows !== undefined) kept.set(sink, { ...next, rows, deletions });
+      backlogs.push({ sink, backlog: next.backlog + waiting });
+    }
+    return backlogs;
+  };
+  let counting: Promise<Backlogs> | undefined;
+  return () => (counting ??= count().finally(() => (counting = undefined)));
+}
+
+/**
+ * The highest outbox row id, once every write to the outbox under way has ended (on PostgreSQL a row
+ * committed later may have a lower id); undefined when one did not end in time.
+ */
+async function settledRows(database: Database): Promise<number | undefined> {
+  const highest = async (db: Kysely<Schema>) =>
+    Number((await db.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst())?.id ?? 0);
+  if (database.dialect !== 'postgres') return highest(database.kysely);
+  try {
+    return await database.kysely.transaction().execute(async (trx) => {
+      await sql`SET LOCAL lock_timeout = ${sql.lit(ROWS_SETTLE_TIMEOUT)}`.execute(trx);
+      await sql`LOCK TABLE outbox IN SHARE MODE`.execute(trx);
+      return highest(trx);
+    });
+  } catch (error) {
+    if ((error as { code?: string }).code === '55P03') return undefined;
+    throw error;
+  }
+}
+
+function followable(last: Counted, now: Map<number, number>, deletions: string): boolean {
+  if (last.deletions !== deletions || last.cursors.size !== now.size) return false;
+  for (const [part, seq] of now) if (!(seq >= (last.cursors.get(part) ?? Infinity))) return false;
+  return true;
+}
+
+type From = Pick<Counted, 'cursors' | 'head' | 'backlog'> & { rows: number | undefined };
+
+/**
+ * One sink's count, from what was counted (`from`) to the cursors and rows of `now`; `waiting`: the
+ * unnumbered (PostgreSQL), counted afresh. Without rows (`undefined`), every row counts.
+ */
+async function follow(database: Database, sink: string, from: From, now: { cursors: Map<number, number>; rows: number | undefined }, slice: number) {
+  const db = database.kysely;
+  let backlog = from.backlog;
+
+  // Counted entries the cursors have moved past: (old cursor, new cursor] up to the old head, per partition.
+  const passedTo = new Map([...now.cursors].map(([part, seq]) => [part, Math.max(from.cursors.get(part)!, Math.min(seq, from.head))]));
+  const moved = [...passedTo].filter(([part, to]) => to > from.cursors.get(part)!);
+  if (moved.length > 0) {
+    const passed = sql<boolean>`d.seq > ${byPart(from.cursors)} AND d.seq <= ${byPart(passedTo)} AND ${routedWithoutRow(sink, from.rows)}`;
+    const lowest = Math.min(...moved.map(([part]) => from.cursors.get(part)!));
+    const highest = Math.max(...moved.map(([, to]) => to));
+    for await (const [after, end] of slices(db, lowest, highest, slice)) backlog -= await countEntries(db, after, end ?? highest, passed);
+  }
+
+  const pastCursor = sql<boolean>`d.seq > ${byPart(now.cursors)}`;
+  // Counted entries still past the cursors that got their first row since.
+  if (from.rows !== undefined && now.rows !== undefined && now.rows > from.rows) {
+    const { rows } = await sql<{ written: number }>`SELECT count(*) AS written FROM deliveries d
+      WHERE d.id IN (SELECT o.delivery_id FROM outbox o WHERE o.id > ${from.rows} AND o.id <= ${now.rows} AND o.sink = ${sink})
+        AND ${pastCursor} AND d.seq <= ${from.head} AND ${routedWithoutRow(sink, from.rows)}`.execute(db);
+    backlog -= Number(rows[0]!.written);
+  }
+
+  // New entries past the old head (and the cursors); the last slice runs to the head.
+  const uncounted = sql<boolean>`${pastCursor} AND ${routedWithoutRow(sink, now.rows)}`;
+  let head = from.head;
+  let waiting = 0;
+  for await (const [after, end] of slices(db, from.head, undefined, slice)) {
+    if (end !== undefined) {
+      backlog += await countEntries(db, after, end, uncounted);
+      continue;
+    }
+    // One statement with the unnumbered (PostgreSQL): one numbered meanwhile is counted once, either way.
+    const unnumberedCount = database.dialect === 'postgres' ? sql`(SELECT count(*) FROM deliveries d WHERE ${unnumbered} AND ${routedWithoutRow(sink)})` : sql`0`;
+    const { rows } = await sql<{ counted: number; head: number; waiting: number }>`SELECT
+      (SELECT count(*) FROM deliveries d WHERE d.seq > ${after} AND ${uncounted}) AS counted,
+      (SELECT COALESCE(MAX(seq), ${after}) FROM deliveries WHERE seq > ${after}) AS head,
+      ${unnumberedCount} AS waiting`.execute(db);
+    backlog += Number(rows[0]!.counted);
+    head = Number(rows[0]!.head);
+    waiting = Number(rows[0]!.waiting);
+  }
+  return { next: { cursors: now.cursors, head, backlog }, waiting };
+}
+
+/** SQL, for a delivery aliased `d`: its partition's position in `seqs` (null for a partition not in it). */
+function byPart(seqs: Map<number, number>): RawBuilder<number> {
+  return sql<number>`CASE d.part ${sql.join(
+    [...seqs].map(([part, seq]) => sql`WHEN ${part} THEN CAST(${seq} AS bigint)`),
+    sql` `,
+  )} END`;
+}
+
+/** The entries in (after, end] that `where` takes. */
+async function countEntries(db: Kysely<Schema>, after: number, end: number, where: RawBuilder<boolean>): Promise<number> {
+  const { rows } = await sql<{ counted: number }>`SELECT count(*) AS counted FROM deliveries d
+    WHERE d.seq > ${after} AND d.seq <= ${end} AND ${where}`.execute(db);
+  return Number(rows[0]?.counted ?? 0);
+}
+
+/**
+ * The log after `from` in ranges of `slice` entries up to `to`, with a turn of the event loop between
+ * them; without `to`, the last range is open (`undefined`: to the head).
+ */
+async function* slices(db: Kysely<Schema>, from: number, to: number | undefined, slice: number): AsyncGenerator<[number, number | undefined]> {
+  let after = from;
+  for (;;) {
+    const end = await sliceEnd(db, after, slice);
+    if (end === undefined || (to !== undefined && end >= to)) {
+      yield [after, to];
+      return;
+    }
+    yield [after, end];
+    after = end;
+    await nextTurn();
+  }
+}
+
+/** The position `slice` entries after `after`, or undefined when fewer are left. */
+async function sliceEnd(db: Kysely<Schema>, after: number, slice: number): Promise<number | undefined> {
+  const { rows } = await sql<{ seq: number }>`SELECT seq FROM deliveries
+    WHERE seq > ${after} ORDER BY seq LIMIT 1 OFFSET ${slice - 1}`.execute(db);
+  const [row] = rows;
+  return row ? Number(row.seq) : undefined;
 }

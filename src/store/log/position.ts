@@ -56,6 +56,11 @@ export const routedSql = (sink: string | RawBuilder<unknown>): RawBuilder<boolea
 /** SQL, for a delivery aliased `d`: stored and routed, not yet given a position (PostgreSQL numbers it after commit). */
 export const unnumbered = sql<boolean>`d.seq IS NULL AND d.sinks IS NOT NULL`;
 
-/** SQL: routed to `sink` and without an outbox row of it (a row counts or settles it instead). */
-export const routedWithoutRow = (sink: string): RawBuilder<boolean> =>
-  sql<boolean>`${routedSql(sink)} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink})`;
+/**
+ * SQL: routed to `sink` and without an outbox row of it (a row counts or settles it instead); with
+ * `rowsUpTo`, without one of the rows whose id is at most that.
+ */
+export const routedWithoutRow = (sink: string, rowsUpTo?: number): RawBuilder<boolean> =>
+  sql<boolean>`${routedSql(sink)} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.sink = ${sink}${
+    rowsUpTo === undefined ? sql`` : sql` AND o.id <= ${rowsUpTo}`
+  })`;

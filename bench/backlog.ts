@@ -90,9 +90,12 @@ export function appendLog(db: BetterSqlite3.Database, head: number, count: numbe
   for (let from = 0; from < count; from += 50_000) chunk(from, Math.min(count, from + 50_000));
 }
 
+let natsDrains = 0;
+
 /** The NATS backlog drained while new deliveries arrive at `rate` a second. */
 async function natsDrain(ctx: Context, settings: BacklogSettings, log: (line: string) => void, checkout?: string): Promise<NatsDrain> {
-  const file = join(ctx.tmp, 'backlog-nats.db');
+  // A file of its own per build: BENCH_COMPARE's builds each drain a fresh backlog.
+  const file = join(ctx.tmp, `backlog-nats-${++natsDrains}.db`);
   log(`bench: backlog: storing ${settings.events} events with pending NATS rows`);
   await backlogDatabase(ctx, file, settings.events, 'nats');
   // From before the relay starts: its start-up counts toward the time to drain.

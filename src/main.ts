@@ -52,7 +52,6 @@ import { lastSuccessAt } from './store/state/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/retention/prune-schedule.js';
 import { createSecretsStore } from './store/state/secrets-store.js';
 import { databaseOptionsOf } from './store/engines/database.js';
-import { addSinkMinutes } from './store/state/stats.js';
 import { openStore, type Store } from './store/store.js';
 import { createStorageFailureLog } from './store/engines/storage-failures.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
@@ -125,6 +124,8 @@ export async function createRelay({
   let wakeDispatcher: Fanout['wake'] = () => {};
   const store: Store = await openStore({
     ...databaseOptionsOf(config),
+    // With the fan-out in its thread, no SQLite work of the hot path is left on this one.
+    storageThread: config.fanoutThread === 'worker',
     onCommit: () => wakeDispatcher('log'),
     onFailure: createStorageFailureLog({ logger: logger.child({ part: 'storage' }), clock }),
   });
@@ -187,7 +188,7 @@ export async function createRelay({
   });
 
   // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
-  const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
+  const tally = createDeliveryTally({ store: (counts) => store.addSinkMinutes(counts), clock, logger });
   const dispatchMetrics = tally.metrics(metrics);
   const exclusive = store.database.dialect === 'sqlite';
   const attemptLog = createAttemptLog(store.database);
@@ -198,6 +199,7 @@ export async function createRelay({
           exclusive,
           tracing: tracing.enabled,
           parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
+          ...(exclusive && config.database !== ':memory:' ? { ownDatabase: databaseOptionsOf(config) } : {}),
           metrics: dispatchMetrics,
           countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
           sinkNames,

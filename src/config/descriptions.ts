@@ -67,7 +67,7 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   attempts:
     'which delivery attempts are recorded for `GET /admin/events/:id/attempts` and sink health (contract section 16): `all`, `failed` (failures only; health counts successes from the delivery counts) or `off`',
   fanoutThread:
-    'where the dispatcher and its sinks run: `worker`, a worker thread, so the thread that receives webhooks only receives; `inline`, on the receiver\'s event loop',
+    'where the dispatcher and its sinks run: `worker`, a worker thread, so the thread that receives webhooks only receives (on a SQLite file the deliveries\' commits then run in a storage thread too, and the fan-out reads the log through its own connection); `inline`, on the receiver\'s event loop',
   hooksFile: 'YAML/JSON list of outgoing HTTP hooks (docs/hooks.md)',
   hooks: 'the hook list inline, in the `BOXRELAY_CONFIG` file only (or use `BOXRELAY_HOOKS_FILE`)',
   source: 'CloudEvents `source` of relayed events',

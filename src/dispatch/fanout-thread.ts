@@ -16,6 +16,8 @@ export interface FanoutThreadDeps {
   tracing: boolean;
   /** Served to the worker on this thread's database connection. */
   parts: ServedParts;
+  /** Where the worker opens its own connection for the log, exceptions and attempts instead (a SQLite file). */
+  ownDatabase?: WorkerData['ownDatabase'];
   /** This thread's registry's counters, which the worker's reports add to. */
   metrics: DispatchMetrics;
   /** Adds the worker's count of transform errors to this thread's `boxrelay_transform_errors_total`. */
@@ -40,8 +42,8 @@ const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worke
 
 /**
  * The fan-out in a worker thread, so the receive thread only receives. The worker's storage calls
- * run here, on the one connection (on SQLite a second writer would contend for the file's write
- * lock); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
+ * run here (on a SQLite file only the pauses, sink states and operator events: the log, exceptions
+ * and attempts go through its own connection); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
  * it held are released as soon as the calls it had under way here have ended.
  */
 export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
@@ -74,7 +76,13 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
     new Promise((resolve, reject) => {
       const owner = leaseOwner();
       const thread = new Worker(new URL('./fanout-worker.js', import.meta.url), {
-        workerData: { config: withoutReceiverSecrets(deps.config), exclusive: deps.exclusive, tracing: deps.tracing, owner } satisfies WorkerData,
+        workerData: {
+          config: withoutReceiverSecrets(deps.config),
+          exclusive: deps.exclusive,
+          tracing: deps.tracing,
+          owner,
+          ...(deps.ownDatabase ? { ownDatabase: deps.ownDatabase } : {}),
+        } satisfies WorkerData,
       });
       worker = thread;
       const spawnedAt = performance.now();

@@ -1,9 +1,14 @@
 // The fan-out worker thread's entry (BOXRELAY_FANOUT_THREAD=worker): the dispatcher, unchanged,
-// with its sinks, tracing and logger; its storage seams are calls served by the main thread.
+// with its sinks, tracing and logger; its storage seams are its own connection to a SQLite file, else
+// calls served by the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../log.js';
 import { createTracing, tracingOff } from '../tracing/tracing.js';
+import { createAttemptLog } from '../store/attempts/record-attempts.js';
+import { deferAutocheckpoint } from '../store/engines/checkpointer.js';
+import { openDatabase } from '../store/engines/database.js';
+import { createFanoutStore } from '../store/fanout-store.js';
 import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
@@ -15,7 +20,7 @@ const REPORT_MS = 100;
 
 const port = parentPort;
 if (!port) throw new Error('fanout-worker.js runs as a worker thread of `boxrelay serve`');
-const { config, exclusive, tracing: traced, owner } = workerData as WorkerData;
+const { config, exclusive, tracing: traced, owner, ownDatabase } = workerData as WorkerData;
 const post = (message: FromWorker) => port.postMessage(message);
 
 // Lines go to the main thread's destination: one writer of stdout, so no line is ever split by another's.
@@ -29,13 +34,16 @@ const { sinks, buses } = createSinks({
 });
 const caller = createCaller(port);
 const recorder = createMetricsRecorder();
+const database = ownDatabase && openDatabase(ownDatabase);
+if (database?.dialect === 'sqlite') deferAutocheckpoint(database.sqlite);
+const store = database ? createFanoutStore(database) : { log: caller.remote('log'), exceptions: caller.remote('exceptions') };
 
 const fanout = createInlineFanout({
-  store: { log: caller.remote('log'), exceptions: caller.remote('exceptions') },
+  store,
   sinkStates: caller.remote('sinkStates'),
   pauses: caller.remote('pauses'),
   operatorEvents: caller.remote('operatorEvents'),
-  attempts: createAttemptRecorder({ log: caller.remote('attempts'), mode: config.attempts, logger }),
+  attempts: createAttemptRecorder({ log: database ? createAttemptLog(database) : caller.remote('attempts'), mode: config.attempts, logger }),
   sinks,
   buses,
   clock: systemClock,
@@ -77,6 +85,7 @@ port.on('message', (message: ToWorker) => {
       return void fanout
         .stop(message.graceMs)
         .then(() => tracing.shutdown())
+        .then(() => database?.close())
         .then(() => {
           clearInterval(reporting);
           report();

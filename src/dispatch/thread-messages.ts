@@ -4,6 +4,7 @@ import type { DependencyStatus } from '../dependency-status.js';
 import { causeChain } from '../errors.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
 import type { AttemptLog } from '../store/attempts/record-attempts.js';
+import type { DatabaseOptions } from '../store/engines/database.js';
 import type { FanoutStore } from '../store/fanout-store.js';
 import type { SinkStates } from '../store/state/sink-state.js';
 import type { OperatorEvents } from './operator-events.js';
@@ -11,9 +12,9 @@ import type { WakeScope } from './dispatcher.js';
 import type { Pauses } from './pauses.js';
 
 /**
- * What the fan-out worker and the main thread say to each other. The worker's storage seams are
- * served by the main thread (its one database connection): the worker calls, the main thread runs
- * the method and answers.
+ * What the fan-out worker and the main thread say to each other. The worker's storage seams it
+ * does not open itself (`WorkerData.ownDatabase`) are served by the main thread: the worker calls,
+ * the main thread runs the method and answers.
  */
 
 /** The main thread's parts the worker's dispatcher calls. */
@@ -35,6 +36,11 @@ export interface WorkerData {
   tracing: boolean;
   /** Names the worker's leases, so the main thread can free them if the worker dies. */
   owner: string;
+  /**
+   * A SQLite file: the worker reads the log and writes its cursors, claims and attempts through a
+   * connection of its own (WAL: beside the storage thread's writes), not through the main thread.
+   */
+  ownDatabase?: DatabaseOptions;
 }
 
 /** Counts and durations recorded in the worker since its last report, applied to the main thread's registry. */
@@ -82,7 +88,7 @@ export interface ThreadError {
 }
 
 /** An error as it is posted to the other thread: each link of its cause chain (bounded: a chain may loop) as plain data. */
-function serializeError(error: unknown): ThreadError {
+export function serializeError(error: unknown): ThreadError {
   const links = causeChain(error).map((link): ThreadError => {
     if (!(link instanceof Error)) return { message: String(link) };
     const { code } = link as { code?: unknown };
@@ -96,7 +102,7 @@ function serializeError(error: unknown): ThreadError {
   return links.reduceRight<ThreadError | undefined>((cause, link) => (cause ? { ...link, cause } : link), undefined) ?? { message: String(error) };
 }
 
-function errorFrom({ message, name, code, stack, cause }: ThreadError): Error {
+export function errorFrom({ message, name, code, stack, cause }: ThreadError): Error {
   const error = new Error(message, cause ? { cause: errorFrom(cause) } : undefined);
   return Object.assign(error, name ? { name } : {}, stack ? { stack } : {}, code ? { code } : {});
 }

@@ -1,10 +1,13 @@
-import { SERVING_AUTOCHECKPOINT_PAGES, startCheckpointer } from './engines/checkpointer.js';
+import { deferAutocheckpoint, startCheckpointer } from './engines/checkpointer.js';
 import type { Database, DatabaseOptions } from './engines/database.js';
 import type { DeliveryWriter } from './write/delivery-sql.js';
 import { createLogCursors } from './log/cursors.js';
 import { openMigrated } from './engines/migrate.js';
 import { createPostgresDeliveryWriter } from './write/postgres-delivery-writer.js';
 import { createSqliteDeliveryWriter } from './write/sqlite-delivery-writer.js';
+import { beatQuery } from './state/heartbeat.js';
+import { addSinkMinutes, type SinkMinute } from './state/stats.js';
+import { startStorageThread } from './write/storage-thread.js';
 import { createSequencer, startSequencing, type SequenceLog } from './log/sequencer.js';
 
 export interface Store {
@@ -14,6 +17,8 @@ export interface Store {
   sequenceLog: SequenceLog;
   /** A tiny durable write: true when storage accepts commits now. */
   checkWritable(now: number): Promise<boolean>;
+  /** The delivery tally's per-minute counts, written where the deliveries are. */
+  addSinkMinutes(counts: SinkMinute[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -22,6 +27,11 @@ export interface StoreOptions extends DatabaseOptions {
   onCommit?: () => void;
   /** How often deliveries committed by other processes are numbered (PostgreSQL). */
   sequenceIntervalMs?: number;
+  /**
+   * SQLite file: the deliveries' group commit, the readiness write and the delivery tally run in a
+   * thread of their own, on a connection of its own, so the caller's event loop never waits on the disk.
+   */
+  storageThread?: boolean;
   /** Each storage failure (a delivery or a readiness write refused, a connection lost), to log its cause. */
   onFailure?: (error: unknown) => void;
 }
@@ -36,13 +46,23 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     database.dialect === 'postgres'
       ? startSequencing({ sequence: sequenceLog, onNumbered: onCommit, onError: onFailure, intervalMs: options.sequenceIntervalMs ?? 1000 })
       : undefined;
+  const threaded =
+    options.storageThread && database.dialect === 'sqlite' && options.url !== ':memory:'
+      ? await startStorageThread({ file: options.url, synchronous: database.synchronous, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, onCommit).catch(
+          async (error: unknown) => {
+            await database.close();
+            throw error;
+          },
+        )
+      : undefined;
   const engineWriter =
-    database.dialect === 'sqlite'
+    threaded ??
+    (database.dialect === 'sqlite'
       ? createSqliteDeliveryWriter(database, onCommit)
-      : createPostgresDeliveryWriter(database.connect, createLogCursors(database).ensureCursors, () => sequencing?.request());
+      : createPostgresDeliveryWriter(database.connect, createLogCursors(database).ensureCursors, () => sequencing?.request()));
   let checkpointer: { stop(): Promise<void> } | undefined;
   if (database.dialect === 'sqlite' && options.url !== ':memory:') {
-    database.sqlite.pragma(`wal_autocheckpoint = ${SERVING_AUTOCHECKPOINT_PAGES}`);
+    deferAutocheckpoint(database.sqlite);
     checkpointer = startCheckpointer({ file: options.url, synchronous: database.synchronous, onError: onFailure });
   }
   const reported = <T>(promise: Promise<T>): Promise<T> =>
@@ -54,17 +74,11 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     database,
     sequenceLog,
     writer: { record: (delivery) => reported(engineWriter.record(delivery)) },
-    checkWritable: (now) =>
-      reported(
-        database.kysely
-          .insertInto('heartbeat')
-          .values({ id: 1, beat_at: now })
-          .onConflict((c) => c.column('id').doUpdateSet({ beat_at: now }))
-          .execute()
-          .then(() => true),
-      ),
+    checkWritable: (now) => reported((threaded ? threaded.beat(now) : beatQuery(database.kysely, now).execute()).then(() => true)),
+    addSinkMinutes: (counts) => (threaded ? threaded.addSinkMinutes(counts) : addSinkMinutes(database, counts)),
     async close() {
       await sequencing?.stop();
+      await threaded?.close();
       await checkpointer?.stop();
       await database.close();
     },

@@ -25,6 +25,11 @@ export interface CheckpointerOptions {
  */
 export const SERVING_AUTOCHECKPOINT_PAGES = 20_000;
 
+/** A connection that writes while the relay serves: its own checkpoints only as the safety net. */
+export function deferAutocheckpoint(sqlite: { pragma(source: string): unknown }): void {
+  sqlite.pragma(`wal_autocheckpoint = ${SERVING_AUTOCHECKPOINT_PAGES}`);
+}
+
 /** The longest the store's close waits for the checkpointer's connection to close. */
 const STOP_TIMEOUT_MS = 5000;
 

@@ -1,0 +1,121 @@
+// The deliveries' group commit in the storage thread (`serve` on a SQLite file, the fan-out in its
+// worker), through the built CLI as users run it: every 200 is a commit another connection sees,
+// a write lock held elsewhere stalls only that thread (the receive thread keeps answering) and ends
+// in 503s, and a SIGTERM answers what was handed over before the connection closes.
+import { once } from 'node:events';
+import { request, type IncomingMessage } from 'node:http';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { sqliteFile } from './support/databases.js';
+import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { SECRET, delivery } from './support/sign.js';
+
+beforeAll(requireBuild);
+
+let relays: RelayProcess[] = [];
+afterEach(async () => {
+  for (const relay of relays) await killIfRunning(relay);
+  relays = [];
+});
+
+async function serve(file: string, env: Record<string, string> = {}): Promise<RelayProcess> {
+  const relay = await spawnRelay({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: file, BOXRELAY_FANOUT_THREAD: 'worker', ...env });
+  relays.push(relay);
+  return relay;
+}
+
+async function post(relay: RelayProcess, id?: string): Promise<{ status: number; body: { id?: string; duplicate?: boolean; code?: string } }> {
+  const d = delivery({ id, timestamp: Math.floor(Date.now() / 1000) });
+  const response = await fetch(`http://127.0.0.1:${relay.port}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+  return { status: response.status, body: (await response.json()) as { id?: string; duplicate?: boolean } };
+}
+
+/** Another connection, as another process would read the file. */
+function reader(file: string) {
+  const sqlite = new BetterSqlite3(file, { readonly: true });
+  const stored = sqlite.prepare<[string], { id: string }>('SELECT id FROM deliveries WHERE id = ?');
+  return { has: (id: string) => stored.get(id) !== undefined, close: () => sqlite.close() };
+}
+
+/** Holds the file's write lock, as a long transaction of another connection would. */
+function holdWriteLock(file: string) {
+  const sqlite = new BetterSqlite3(file);
+  sqlite.exec('BEGIN IMMEDIATE');
+  return () => {
+    sqlite.exec('ROLLBACK');
+    sqlite.close();
+  };
+}
+
+describe('the storage thread', () => {
+  it('answers each delivery after its commit: another connection sees every 200 as it arrives, a repeat is a duplicate', async () => {
+    const file = sqliteFile();
+    const relay = await serve(file);
+    const read = reader(file);
+    try {
+      const seenAtAnswer = await Promise.all(
+        Array.from({ length: 200 }, async () => {
+          const answer = await post(relay);
+          return answer.status === 200 && read.has(answer.body.id as string);
+        }),
+      );
+      expect(seenAtAnswer.filter((seen) => !seen)).toHaveLength(0);
+      const first = await post(relay);
+      expect(await post(relay, first.body.id)).toEqual({ status: 200, body: { ok: true, id: first.body.id, duplicate: true } });
+    } finally {
+      read.close();
+    }
+  });
+
+  it('a write lock held elsewhere stalls the commit, not the receive thread: /healthz answers meanwhile; the delivery gets 503, then 200 once released', async () => {
+    const file = sqliteFile();
+    const relay = await serve(file, { BOXRELAY_BUSY_TIMEOUT_MS: '2000' });
+    const release = holdWriteLock(file);
+    let waiting: Promise<Awaited<ReturnType<typeof post>>>;
+    let answeredMeanwhile = 0;
+    try {
+      let done = false;
+      waiting = post(relay).finally(() => (done = true));
+      // On the receive thread, SQLite's busy handler would hold every request until the timeout.
+      while (!done) {
+        const health = await fetch(`http://127.0.0.1:${relay.port}/healthz`);
+        if (health.status === 200 && !done) answeredMeanwhile++;
+      }
+      expect(await waiting).toMatchObject({ status: 503, body: { code: 'storage_unavailable' } });
+      // The cause crossed from the storage thread: the driver's code, for the operator.
+      expect(await relay.waitForLog((entry) => entry.msg === 'storage failure')).toMatchObject({ reason: expect.stringContaining('SQLITE_BUSY') });
+    } finally {
+      release();
+    }
+    expect(answeredMeanwhile).toBeGreaterThan(3);
+    const again = await post(relay);
+    expect(again).toMatchObject({ status: 200, body: { duplicate: false } });
+  });
+
+  it('a SIGTERM while a commit waits: the delivery is committed and answered 200 before the connection closes', async () => {
+    const file = sqliteFile();
+    const relay = await serve(file);
+    const release = holdWriteLock(file);
+    const d = delivery({ timestamp: Math.floor(Date.now() / 1000) });
+    const req = request({ host: '127.0.0.1', port: relay.port, path: '/webhooks', method: 'POST', headers: { ...d.headers, Expect: '100-continue' } });
+    const answered = once(req, 'response').then(([res]: [IncomingMessage]) => res.statusCode);
+    try {
+      req.flushHeaders();
+      // The relay has the request once it asks for the body.
+      await once(req, 'continue');
+      req.end(d.body);
+      relay.child.kill('SIGTERM');
+      await relay.waitForLog((entry) => entry.msg === 'shutting down');
+    } finally {
+      release();
+    }
+    expect(await answered).toBe(200);
+    expect(await relay.exited).toBe(0);
+    const read = reader(file);
+    try {
+      expect(read.has(d.id)).toBe(true);
+    } finally {
+      read.close();
+    }
+  });
+});

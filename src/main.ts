@@ -295,6 +295,7 @@ export async function createRelay({
     publicApp,
     internalApp,
     async start() {
+      await store.started();
       await fanout.start();
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);

@@ -17,6 +17,8 @@ export interface Store {
   sequenceLog: SequenceLog;
   /** A tiny durable write: true when storage accepts commits now. */
   checkWritable(now: number): Promise<boolean>;
+  /** Resolves once the storage thread, if any, has opened its connection (`serve` awaits it before listening). */
+  started(): Promise<void>;
   /** The delivery tally's per-minute counts, written where the deliveries are. */
   addSinkMinutes(counts: SinkMinute[]): Promise<void>;
   close(): Promise<void>;
@@ -48,12 +50,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       : undefined;
   const threaded =
     options.storageThread && database.dialect === 'sqlite' && options.url !== ':memory:'
-      ? await startStorageThread({ file: options.url, synchronous: database.synchronous, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, onCommit).catch(
-          async (error: unknown) => {
-            await database.close();
-            throw error;
-          },
-        )
+      ? startStorageThread({ file: options.url, synchronous: database.synchronous, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, onCommit)
       : undefined;
   const engineWriter =
     threaded ??
@@ -75,6 +72,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     sequenceLog,
     writer: { record: (delivery) => reported(engineWriter.record(delivery)) },
     checkWritable: (now) => reported((threaded ? threaded.beat(now) : beatQuery(database.kysely, now).execute()).then(() => true)),
+    started: () => threaded?.started ?? Promise.resolve(),
     addSinkMinutes: (counts) => (threaded ? threaded.addSinkMinutes(counts) : addSinkMinutes(database, counts)),
     async close() {
       await sequencing?.stop();

@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { StorageUnavailableError } from '../../errors.js';
 import { errorFrom, type ThreadError } from '../../dispatch/thread-messages.js';
@@ -6,6 +5,8 @@ import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.j
 import type { FromStorage, StorageCalls, StorageData, ToStorage } from './storage-messages.js';
 
 export interface StorageThread extends DeliveryWriter, StorageCalls {
+  /** Resolves once the thread has opened its connection; rejects if it could not. Calls made before are queued. */
+  started: Promise<void>;
   /** Answers everything already handed over, then closes the thread's connection. */
   close(): Promise<void>;
 }
@@ -24,7 +25,7 @@ const refusal = (error: ThreadError) => new StorageUnavailableError({ cause: err
  * caller's promise settles when the answer comes, after the commit. A thread that has exited fails
  * every call with StorageUnavailableError (a 503: the sender retries; /readyz reports it).
  */
-export async function startStorageThread(data: StorageData, onCommit: () => void): Promise<StorageThread> {
+export function startStorageThread(data: StorageData, onCommit: () => void): StorageThread {
   const worker = new Worker(new URL('./storage-worker.js', import.meta.url), { workerData: data });
   let nextId = 0;
   const recording = new Map<number, Caller<RecordResult>[]>();
@@ -51,7 +52,7 @@ export async function startStorageThread(data: StorageData, onCommit: () => void
         worker.postMessage({ kind: 'call', id, method, args } as ToStorage);
       });
 
-  await new Promise<void>((resolve, reject) => {
+  const started = new Promise<void>((resolve, reject) => {
     worker.on('message', (message: FromStorage) => {
       switch (message.kind) {
         case 'ready':
@@ -91,7 +92,11 @@ export async function startStorageThread(data: StorageData, onCommit: () => void
     });
   });
 
+  // Whoever awaits `started` hears of a failure; the calls made meanwhile fail with it too.
+  started.catch(() => {});
+
   return {
+    started,
     record: (delivery) =>
       new Promise<RecordResult>((resolve, reject) => {
         if (gone) return reject(gone);
@@ -103,7 +108,8 @@ export async function startStorageThread(data: StorageData, onCommit: () => void
     addSinkMinutes: call('addSinkMinutes'),
     async close() {
       if (gone) return;
-      const exited = once(worker, 'exit');
+      // Not `once`, which rejects on an 'error': a thread that failed is closed all the same.
+      const exited = new Promise((resolve) => worker.once('exit', resolve));
       // Deliveries handed over this turn go first: the thread answers them before it closes.
       flush();
       worker.postMessage({ kind: 'close' } satisfies ToStorage);

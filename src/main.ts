@@ -93,6 +93,8 @@ export interface RelayDeps {
   /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
   /** `runTimers`: a run's lease renewal and deadline (`timers` is the schedule's). */
   reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; wait?: ReconcilerFromConfig['wait']; leaseMs?: number; runTimers?: Timers };
+  /** A part the relay cannot serve without has ended (the storage thread): `serve` stops and exits 1, to be restarted. */
+  onFatal?: (error: Error) => void;
 }
 
 export type Relay = Awaited<ReturnType<typeof createRelay>>;
@@ -111,6 +113,7 @@ export async function createRelay({
   buses: busOptions,
   reconcile: reconcileOptions,
   tracing = tracingOff,
+  onFatal = () => {},
 }: RelayDeps) {
   const secretsFile = config.secretsFile
     ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) })
@@ -128,6 +131,10 @@ export async function createRelay({
     storageThread: config.fanoutThread === 'worker',
     onCommit: () => wakeDispatcher('log'),
     onFailure: createStorageFailureLog({ logger: logger.child({ part: 'storage' }), clock }),
+    onStorageLost: (error) => {
+      logger.fatal({ err: error }, 'the storage thread ended; every delivery would be refused, so the relay stops');
+      onFatal(error);
+    },
   });
   const secretsLogger = logger.child({ part: 'secrets' });
   const secrets = new SecretRing({

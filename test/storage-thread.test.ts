@@ -3,12 +3,18 @@
 // a write lock held elsewhere stalls only that thread (the receive thread keeps answering) and ends
 // in 503s, and a SIGTERM answers what was handed over before the connection closes.
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { request, type IncomingMessage } from 'node:http';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sqliteFile } from './support/databases.js';
 import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
+import { startStorageThread } from '../src/store/write/storage-thread.js';
+import type { NewDelivery } from '../src/store/write/delivery-sql.js';
 
 beforeAll(requireBuild);
 
@@ -98,7 +104,7 @@ describe('the storage thread', () => {
     const release = holdWriteLock(file);
     const d = delivery({ timestamp: Math.floor(Date.now() / 1000) });
     const req = request({ host: '127.0.0.1', port: relay.port, path: '/webhooks', method: 'POST', headers: { ...d.headers, Expect: '100-continue' } });
-    const answered = once(req, 'response').then(([res]: [IncomingMessage]) => res.statusCode);
+    const answered = once(req, 'response').then(([res]) => (res as IncomingMessage).statusCode);
     try {
       req.flushHeaders();
       // The relay has the request once it asks for the body.
@@ -117,5 +123,25 @@ describe('the storage thread', () => {
     } finally {
       read.close();
     }
+  });
+
+  it('one that ends by itself (a crash) refuses what it was handed and everything after, and is reported lost once', async () => {
+    // A stand-in for the thread's module that starts, then dies at the first delivery handed to it.
+    const script = join(tmpdir(), `storage-crash-${process.pid}.mjs`);
+    writeFileSync(script, `import { parentPort } from 'node:worker_threads';
+      parentPort.postMessage({ kind: 'ready' });
+      parentPort.once('message', () => process.exit(3));`);
+    const lost: Error[] = [];
+    const thread = startStorageThread(
+      { file: sqliteFile(), synchronous: 'FULL', busyTimeoutMs: 1000 },
+      { onCommit: () => {}, onLost: (error) => lost.push(error), script: pathToFileURL(script) },
+    );
+    await thread.started;
+    const handed = { event: { id: 'evt_crash' }, receivedAt: 0, attempt: null, sinks: [] } as unknown as NewDelivery;
+    await expect(thread.record(handed)).rejects.toMatchObject({ code: 'storage_unavailable' });
+    expect(lost.map((error) => (error as { code?: string }).code)).toEqual(['storage_unavailable']);
+    await expect(thread.record(handed)).rejects.toMatchObject({ code: 'storage_unavailable' });
+    await thread.close();
+    expect(lost).toHaveLength(1);
   });
 });

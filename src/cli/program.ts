@@ -65,7 +65,16 @@ async function serve(): Promise<void> {
   // pino writes what is still buffered at a normal exit only; a crash must not lose the lines before it.
   process.on('uncaughtExceptionMonitor', () => destination.flushSync());
   const logger = createLogger(config.logLevel, destination);
-  const relay = await createRelay({ config, logger, tracing: tracingOrExit() }).catch((error: unknown) => {
+  const relay = await createRelay({
+    config,
+    logger,
+    tracing: tracingOrExit(),
+    // The graceful stop, then exit 1: whoever runs the relay (Kubernetes, systemd) starts it again.
+    onFatal: () => {
+      process.exitCode = 1;
+      process.kill(process.pid, 'SIGTERM');
+    },
+  }).catch((error: unknown) => {
     // Settings, not faults: exit 2 like any other invalid configuration.
     if (error instanceof NoSecretError || error instanceof SecretCipherError) exitMisconfigured(error.message);
     throw error;
@@ -99,7 +108,8 @@ async function serve(): Promise<void> {
       .then(
         () => {
           lock?.release();
-          process.exit(0);
+          // 0, or 1 after a fatal fault (onFatal).
+          process.exit();
         },
         (error: unknown) => {
           logger.error({ err: error }, 'shutdown failed');

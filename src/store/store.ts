@@ -34,6 +34,8 @@ export interface StoreOptions extends DatabaseOptions {
    * thread of their own, on a connection of its own, so the caller's event loop never waits on the disk.
    */
   storageThread?: boolean;
+  /** The storage thread ended by itself (a crash): nothing can be stored any more in this process. */
+  onStorageLost?: (error: Error) => void;
   /** Each storage failure (a delivery or a readiness write refused, a connection lost), to log its cause. */
   onFailure?: (error: unknown) => void;
 }
@@ -50,7 +52,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       : undefined;
   const threaded =
     options.storageThread && database.dialect === 'sqlite' && options.url !== ':memory:'
-      ? startStorageThread({ file: options.url, synchronous: database.synchronous, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, onCommit)
+      ? startStorageThread({ file: options.url, synchronous: database.synchronous, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, {
+          onCommit,
+          onLost: options.onStorageLost ?? onFailure,
+        })
       : undefined;
   const engineWriter =
     threaded ??

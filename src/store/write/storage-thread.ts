@@ -19,20 +19,32 @@ interface Caller<T> {
 /** What the thread failed with, as the receiver's 503 (its cause the driver's error, e.g. the disk full). */
 const refusal = (error: ThreadError) => new StorageUnavailableError({ cause: errorFrom(error) });
 
+export interface StorageThreadOptions {
+  onCommit(): void;
+  /** The thread ended although nobody closed it (a crash): every delivery from now on is refused. */
+  onLost(error: StorageUnavailableError): void;
+  /** The thread's module (tests give one that fails). */
+  script?: URL;
+}
+
 /**
  * The SQLite write connection in a thread of its own (storage-worker.ts), which group-commits what
  * this thread hands it: the deliveries of one turn of this event loop go as one message, and each
  * caller's promise settles when the answer comes, after the commit. A thread that has exited fails
  * every call with StorageUnavailableError (a 503: the sender retries; /readyz reports it).
  */
-export function startStorageThread(data: StorageData, onCommit: () => void): StorageThread {
-  const worker = new Worker(new URL('./storage-worker.js', import.meta.url), { workerData: data });
+export function startStorageThread(
+  data: StorageData,
+  { onCommit, onLost, script = new URL('./storage-worker.js', import.meta.url) }: StorageThreadOptions,
+): StorageThread {
+  const worker = new Worker(script, { workerData: data });
+  let closing = false;
   let nextId = 0;
   const recording = new Map<number, Caller<RecordResult>[]>();
   const calling = new Map<number, Caller<void>>();
   let queue: NewDelivery[] = [];
   let callers: Caller<RecordResult>[] = [];
-  let gone: Error | undefined;
+  let gone: StorageUnavailableError | undefined;
 
   const flush = () => {
     if (queue.length === 0) return;
@@ -89,6 +101,7 @@ export function startStorageThread(data: StorageData, onCommit: () => void): Sto
       queue = [];
       callers = [];
       reject(gone);
+      if (!closing) onLost(gone);
     });
   });
 
@@ -107,6 +120,7 @@ export function startStorageThread(data: StorageData, onCommit: () => void): Sto
     beat: call('beat'),
     addSinkMinutes: call('addSinkMinutes'),
     async close() {
+      closing = true;
       if (gone) return;
       // Not `once`, which rejects on an 'error': a thread that failed is closed all the same.
       const exited = new Promise((resolve) => worker.once('exit', resolve));

@@ -8,7 +8,7 @@ import { openStore, type Store } from '../src/store/store.js';
 import { DAY_MS } from '../src/clock.js';
 import pg from 'pg';
 import { engines, postgresSchema } from './support/databases.js';
-import { recordEvent, waitFor } from './support/fanout.js';
+import { backlogsByDefinition, recordEvent, waitFor } from './support/fanout.js';
 
 const T0 = Date.UTC(2026, 10, 25, 10, 0, 0);
 const ROUTES = [['nats'], ['nats', 'h'], ['h']];
@@ -24,25 +24,6 @@ function countingStatements(database: Database): { database: Database; statement
 }
 
 const bySink = (backlogs: Backlogs) => Object.fromEntries(backlogs.map((b) => [b.sink, b.backlog]));
-
-/** The backlogs by their definition, from the whole tables: routed entries past the cursor or unnumbered, without a row of the sink. */
-async function backlogsByDefinition(database: Database): Promise<Record<string, number>> {
-  const db = database.kysely;
-  const deliveries = await db.selectFrom('deliveries').select(['id', 'part', 'seq', 'sinks']).execute();
-  const cursors = await db.selectFrom('log_cursors').select(['sink', 'part', 'seq']).execute();
-  const rows = new Set((await db.selectFrom('outbox').select(['delivery_id', 'sink']).execute()).map((r) => `${r.delivery_id} ${r.sink}`));
-  const counts: Record<string, number> = {};
-  for (const sink of new Set(cursors.map((c) => c.sink))) {
-    const cursorOf = (part: number) => cursors.find((c) => c.sink === sink && c.part === part);
-    counts[sink] = deliveries.filter((d) => {
-      if (!(d.sinks ?? '').split(',').includes(sink) || rows.has(`${d.id} ${sink}`)) return false;
-      if (d.seq === null) return true;
-      const cursor = cursorOf(d.part);
-      return cursor !== undefined && Number(d.seq) > Number(cursor.seq);
-    }).length;
-  }
-  return counts;
-}
 
 async function record(store: Store, from: number, count: number, routes = ROUTES): Promise<void> {
   for (let i = from; i < from + count; i++) await recordEvent(store, { receivedAt: T0 + i, boxId: `bx_${i % 37}`, sinks: routes[i % routes.length]! });

@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/store/engines/database.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
 import { postgresSchema } from './support/databases.js';
-import { waitFor } from './support/fanout.js';
+import { backlogsByDefinition, waitFor } from './support/fanout.js';
 import { fanoutFixture } from './support/fanout-relay.js';
 import type { HookServer } from './support/hook-server.js';
 import { requireBuild, type RelayProcess } from './support/process.js';
@@ -118,7 +118,18 @@ describe('a rolling update on PostgreSQL that removes one hook and adds another'
     defer(() => store.close());
     const outbox = createFanoutStore(store);
     // Pending as the relay counts it: outbox rows and the log past each hook's cursors.
-    await waitFor(async () => Object.values(await outbox.exceptions.countBySink('pending')).every((n) => n === 0), 'every event delivered', 60_000);
+    let pending: Record<string, number> = {};
+    await waitFor(
+      async () => {
+        pending = await outbox.exceptions.countBySink('pending');
+        return Object.values(pending).every((n) => n === 0);
+      },
+      'every event delivered',
+      60_000,
+    ).catch(async (error: Error) => {
+      // Says which sink waits, and whether the kept count agrees with the tables.
+      throw new Error(`${error.message}: pending as counted ${JSON.stringify(pending)}; the log's backlogs by definition ${JSON.stringify(await backlogsByDefinition(store))}`);
+    });
     expect(await count(`status <> 'delivered'`)).toBe(0);
 
     const expected = (hook: string) => [...routed].filter(([, hooks]) => hooks.includes(hook)).map(([id]) => id).sort();

@@ -3,6 +3,7 @@ import { parseEvent } from '../../src/events/parse-event.js';
 import { partOf } from '../../src/store/log/position.js';
 import { createFanoutStore } from '../../src/store/fanout-store.js';
 import type { Store } from '../../src/store/store.js';
+import type { Database } from '../../src/store/engines/database.js';
 import { delivery, type DeliveryOptions } from './sign.js';
 
 /** Stores one delivery through the receiver's real write path; returns its event id. */
@@ -63,4 +64,23 @@ export async function storeUnnumbered(client: pg.Client, { id, boxId, receivedAt
      VALUES ($1, 'box.ready', $2, '2026-11-26T10:00:00.000Z', $3, 1, '{}', $4, $5)`,
     [id, boxId, receivedAt, partOf(boxId), sinks],
   );
+}
+
+/** The backlogs by their definition, from the whole tables: routed entries past the cursor or unnumbered, without a row of the sink. */
+export async function backlogsByDefinition(database: Database): Promise<Record<string, number>> {
+  const db = database.kysely;
+  const deliveries = await db.selectFrom('deliveries').select(['id', 'part', 'seq', 'sinks']).execute();
+  const cursors = await db.selectFrom('log_cursors').select(['sink', 'part', 'seq']).execute();
+  const rows = new Set((await db.selectFrom('outbox').select(['delivery_id', 'sink']).execute()).map((r) => `${r.delivery_id} ${r.sink}`));
+  const counts: Record<string, number> = {};
+  for (const sink of new Set(cursors.map((c) => c.sink))) {
+    const cursorOf = (part: number) => cursors.find((c) => c.sink === sink && c.part === part);
+    counts[sink] = deliveries.filter((d) => {
+      if (!(d.sinks ?? '').split(',').includes(sink) || rows.has(`${d.id} ${sink}`)) return false;
+      if (d.seq === null) return true;
+      const cursor = cursorOf(d.part);
+      return cursor !== undefined && Number(d.seq) > Number(cursor.seq);
+    }).length;
+  }
+  return counts;
 }

@@ -51,7 +51,7 @@ import { leaseClock } from './store/engines/database-clock.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/retention/prune-schedule.js';
 import { createSecretsStore } from './store/state/secrets-store.js';
-import { databaseOptionsOf } from './store/engines/database.js';
+import { databaseOptionsOf, isSqliteFile } from './store/engines/database.js';
 import { openStore, type Store } from './store/store.js';
 import { createStorageFailureLog } from './store/engines/storage-failures.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
@@ -206,7 +206,7 @@ export async function createRelay({
           exclusive,
           tracing: tracing.enabled,
           parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
-          ...(exclusive && config.database !== ':memory:' ? { ownDatabase: databaseOptionsOf(config) } : {}),
+          ...(isSqliteFile(config.database) ? { ownDatabase: databaseOptionsOf(config) } : {}),
           metrics: dispatchMetrics,
           countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
           sinkNames,

@@ -1,5 +1,5 @@
 import { deferAutocheckpoint, startCheckpointer } from './engines/checkpointer.js';
-import type { Database, DatabaseOptions } from './engines/database.js';
+import { isSqliteFile, type Database, type DatabaseOptions } from './engines/database.js';
 import type { DeliveryWriter } from './write/delivery-sql.js';
 import { createLogCursors } from './log/cursors.js';
 import { openMigrated } from './engines/migrate.js';
@@ -51,7 +51,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       ? startSequencing({ sequence: sequenceLog, onNumbered: onCommit, onError: onFailure, intervalMs: options.sequenceIntervalMs ?? 1000 })
       : undefined;
   const threaded =
-    options.storageThread && database.dialect === 'sqlite' && options.url !== ':memory:'
+    options.storageThread && database.dialect === 'sqlite' && isSqliteFile(options.url)
       ? startStorageThread({ file: options.url, synchronous: database.synchronous, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, {
           onCommit,
           onLost: options.onStorageLost ?? onFailure,
@@ -63,7 +63,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       ? createSqliteDeliveryWriter(database, onCommit)
       : createPostgresDeliveryWriter(database.connect, createLogCursors(database).ensureCursors, () => sequencing?.request()));
   let checkpointer: { stop(): Promise<void> } | undefined;
-  if (database.dialect === 'sqlite' && options.url !== ':memory:') {
+  if (database.dialect === 'sqlite' && isSqliteFile(options.url)) {
     deferAutocheckpoint(database.sqlite);
     checkpointer = startCheckpointer({ file: options.url, synchronous: database.synchronous, onError: onFailure });
   }

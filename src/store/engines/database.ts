@@ -74,6 +74,11 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
 }
 
+/** A SQLite database in a file: other connections (threads, processes) can open it too; `:memory:` is one connection's own. */
+export function isSqliteFile(url: string): boolean {
+  return !isPostgresUrl(url) && url !== ':memory:';
+}
+
 /** Where BOXRELAY_DATABASE points, for messages: the file, or host:port/database (never the credentials). */
 export function databaseLocation(url: string): string {
   if (!isPostgresUrl(url)) return url;

@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { RelayError } from '../../errors.js';
-import { DatabaseOpenError, isPostgresUrl } from './database.js';
+import { DatabaseOpenError, isSqliteFile } from './database.js';
 
 /** Another process holds the file's writer lock: a relay serves it, or `store copy` reads it. */
 export class WriterLockedError extends RelayError {
@@ -53,5 +53,5 @@ export function acquireWriterLock(file: string): WriterLock {
 
 /** The writer lock of the database `url` names: none for PostgreSQL (replicas share it) or an in-memory database. */
 export function writerLockFor(url: string): WriterLock | undefined {
-  return isPostgresUrl(url) || url === ':memory:' ? undefined : acquireWriterLock(url);
+  return isSqliteFile(url) ? acquireWriterLock(url) : undefined;
 }

@@ -221,7 +221,7 @@ export async function runBacklog(
     const quick = nats.load.p99 < P99_TARGET_MS;
     lines.push(
       `NATS back after an outage: ${int(nats.backlog)} events pending (fresh due rows, as an outage leaves them), the relay started with ` +
-        `NATS up, new deliveries at a fixed ${int(settings.rate)}/s (autocannon overallRate, 50 connections) until the backlog has arrived.`,
+        `NATS up, new deliveries paced at ${int(settings.rate)}/s (open loop over at most 50 connections, each latency from the request's due time, the first 2 s not counted) until the backlog has arrived.`,
       '',
       '| figure | value | target |',
       '|---|---:|---|',

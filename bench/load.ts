@@ -1,10 +1,14 @@
 import autocannon from 'autocannon';
+import { Pool } from 'undici';
 import { signedDelivery } from './deliveries.js';
 
 export interface LoadSettings {
   seconds: number;
   connections: number;
-  /** Requests per second over all connections; unset: as fast as the target answers. */
+  /**
+   * Requests per second over all connections, sent evenly (one every 1/rate s); unset: as fast as
+   * the target answers (autocannon, closed loop).
+   */
   rate?: number;
   /** Ends the load early. */
   signal?: AbortSignal;
@@ -28,10 +32,82 @@ export interface LoadResult {
 }
 
 /**
- * autocannon against POST /webhooks: every request gets a unique delivery id and a fresh signature
- * (setupRequest), ~1 KB bodies, the same settings for every target.
+ * Load against POST /webhooks: every request gets a unique delivery id and a fresh signature, ~1 KB
+ * bodies, the same settings for every target. At a `rate`, paced evenly; else autocannon at full speed.
  */
-export function runLoad(port: number, { seconds, connections, rate, signal, onResponse }: LoadSettings): Promise<LoadResult> {
+export function runLoad(port: number, settings: LoadSettings): Promise<LoadResult> {
+  return settings.rate ? pacedLoad(port, { ...settings, rate: settings.rate }) : fullLoad(port, settings);
+}
+
+/**
+ * Open loop: request i is due at i / rate seconds from the start, whether or not earlier ones were
+ * answered, and its latency counts from then (a request queued behind busy connections waits on
+ * the clock, as the upstream's would). autocannon's `overallRate` is no fixed rate: each connection
+ * sends its quota for the second back to back at the second's start, then idles, so its latencies
+ * are those of a burst at full speed.
+ */
+async function pacedLoad(port: number, { seconds, connections, rate, signal, onResponse }: LoadSettings & { rate: number }): Promise<LoadResult> {
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1 });
+  const latencies: number[] = [];
+  let accepted = 0;
+  let non2xx = 0;
+  let errors = 0;
+  let lastOkNs = 0n;
+  const startedNs = process.hrtime.bigint();
+  const endNs = startedNs + BigInt(Math.round(seconds * 1e9));
+  // The first two seconds (a fifth of a short run) open the connections and warm both ends up:
+  // sent and counted as accepted, not in the latencies (autocannon's targets get a warm-up too).
+  const measuredFromNs = startedNs + BigInt(Math.round(Math.min(2, seconds / 5) * 1e9));
+  const underWay = new Set<Promise<void>>();
+  const send = async (n: number, dueNs: bigint) => {
+    const d = signedDelivery(n);
+    try {
+      const { statusCode, body } = await pool.request({ method: 'POST', path: '/webhooks', headers: d.headers, body: d.body });
+      await body.dump();
+      const atNs = process.hrtime.bigint();
+      const latencyMs = Number(atNs - dueNs) / 1e6;
+      if (dueNs >= measuredFromNs) latencies.push(latencyMs);
+      if (statusCode >= 200 && statusCode < 300) {
+        accepted++;
+        lastOkNs = atNs;
+      } else non2xx++;
+      onResponse?.(statusCode, latencyMs);
+    } catch {
+      errors++;
+    }
+  };
+  const intervalNs = BigInt(Math.round(1e9 / rate));
+  let n = 0;
+  while (!signal?.aborted) {
+    const nowNs = process.hrtime.bigint();
+    if (nowNs >= endNs) break;
+    for (let dueNs = startedNs + BigInt(n) * intervalNs; dueNs <= nowNs; dueNs = startedNs + BigInt(n) * intervalNs) {
+      const request = send(n++, dueNs);
+      underWay.add(request);
+      void request.finally(() => underWay.delete(request));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(underWay);
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0);
+  const elapsedSeconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
+  return {
+    accepted,
+    acceptedPerSecond: accepted / elapsedSeconds,
+    non2xx,
+    errors,
+    p50: at(0.5),
+    p99: at(0.99),
+    max: Math.round(latencies.at(-1) ?? 0),
+    startedNs,
+    lastOkNs,
+  };
+}
+
+/** autocannon at full speed (closed loop: each connection sends its next request once answered). */
+function fullLoad(port: number, { seconds, connections, signal, onResponse }: LoadSettings): Promise<LoadResult> {
   let n = 0;
   let lastOkNs = 0n;
   const startedNs = process.hrtime.bigint();
@@ -40,7 +116,6 @@ export function runLoad(port: number, { seconds, connections, rate, signal, onRe
       url: `http://127.0.0.1:${port}`,
       connections,
       duration: seconds,
-      ...(rate ? { overallRate: rate } : {}),
       requests: [
         {
           method: 'POST',

@@ -70,7 +70,7 @@ async function prefillPostgres(url: string, spans: Span[]): Promise<void> {
  * deliveries past the retention window (plus recent ones), a steady load at a fixed rate (a busy
  * day's traffic, well under capacity, so latency shows the prune's stalls rather than queueing),
  * and the relay's own daily prune, whose first run comes 30 s after start. Latency is each
- * answer's own (autocannon's `response` event), grouped by when it arrived.
+ * answer's own (from its due time: the load is paced, bench/load.ts), grouped by when it arrived.
  */
 export async function runPruneUnderLoad(ctx: Context, settings: PruneLoadSettings, log: (line: string) => void): Promise<PruneLoadResult> {
   const url = settings.database ?? join(ctx.tmp, 'prune-load.db');

@@ -142,7 +142,7 @@ export async function runReplay(ctx: Context, settings: ReplaySettings, log: (li
     '## Replay under load',
     '',
     `\`POST /admin/replay\` of ${int(settings.events)} stored events (every one, to NATS) while new deliveries arrive at a fixed ` +
-      `${int(settings.rate)}/s (autocannon, 10 connections, from ${LEAD_IN_MS / 1000} s before the replay until it answered; ` +
+      `${int(settings.rate)}/s (paced, at most 10 connections, from ${LEAD_IN_MS / 1000} s before the replay until it answered; ` +
       'those of the first seconds are replayed too, as received before the request). The replayed events go to NATS meanwhile.',
     '',
     '| engine | queued | replay s | deliveries answered during it | non-2xx / errors | p99 ms (whole load) | slowest before the replay ms (control) | slowest during it ms | target |',

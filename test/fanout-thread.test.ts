@@ -1,8 +1,9 @@
 // The fan-out in its worker thread (BOXRELAY_FANOUT_THREAD=worker), through the built CLI as users
 // run it: the worker's sinks deliver, its metrics and NATS status reach the main thread's /metrics
 // and /readyz, admin pauses reach it, and neither a SIGTERM under load nor a crash of the worker
-// (made through the inspector) loses anything or leaves rows leased; a worker that hangs does not keep the process from exiting.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+// (made through the inspector) loses anything or leaves rows leased; a worker that hangs does not keep the process from exiting;
+// the worker runs at a lower CPU priority than the threads that answer webhooks.
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -52,6 +53,23 @@ async function workerRelay(hooks: Record<string, HookServer>, extraEnv: Record<s
     return ids;
   };
   return { env, start, inStream, streamCount: async () => (await nats.jsm.streams.info(stream)).state.messages };
+}
+
+/** Each thread's niceness (field 19 of /proc/<pid>/task/<tid>/stat), by thread id. */
+function nicenessByThread(pid: number): Map<number, number> {
+  return new Map(
+    readdirSync(`/proc/${pid}/task`).map((tid) => {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      // The fields after the command name, which is in parentheses and may hold spaces.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return [Number(tid), Number(fields[16])];
+    }),
+  );
+}
+
+/** The threads of the relay at a niceness other than the process's 0: the fan-out worker's alone, at 10. */
+function lowered(relay: RelayProcess): number[] {
+  return [...nicenessByThread(relay.child.pid!).entries()].filter(([, niceness]) => niceness !== 0).map(([, niceness]) => niceness);
 }
 
 async function readyz(relay: RelayProcess): Promise<{ checks?: Record<string, string> }> {
@@ -108,6 +126,9 @@ describe('fan-out in a worker thread', () => {
     const { start, inStream } = await workerRelay({ alpha, beta }, { BOXRELAY_OUTBOX_POLL_MS: '60000' });
     const relay = await start();
     expect(await readyz(relay)).toMatchObject({ checks: { nats: 'ok' } });
+    // The fan-out yields the cores to the threads answering webhooks (main, storage): it alone runs at 10.
+    expect(lowered(relay)).toEqual([10]);
+    expect(nicenessByThread(relay.child.pid!).get(relay.child.pid!)).toBe(0);
 
     // A first delivery, so every lane has read its (unpaused) sink state before the pause.
     const first = await post(relay);
@@ -218,6 +239,8 @@ describe('fan-out in a worker thread', () => {
     const inNats = await inStream();
     expect(posted.every((id) => inNats.has(id))).toBe(true);
     await waitFor(async () => (await readyz(relay)).checks?.nats === 'ok', 'NATS ok in /readyz again');
+    // The new worker lowered itself too; the crashed one's thread is gone.
+    expect(lowered(relay)).toEqual([10]);
 
     relay.child.kill('SIGTERM');
     expect(await relay.exited).toBe(0);

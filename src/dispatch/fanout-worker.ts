@@ -13,6 +13,7 @@ import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
 import { transformErrorReporter } from '../sinks/filter-errors.js';
+import { FANOUT_NICENESS, setThreadNiceness } from './thread-priority.js';
 import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
 
 /** How often recorded metrics and a changed sink status go to the main thread: one message, not one per event. */
@@ -26,6 +27,11 @@ const post = (message: FromWorker) => port.postMessage(message);
 // Lines go to the main thread's destination: one writer of stdout, so no line is ever split by another's.
 const logger = createLogger(config.logLevel, { write: (line: string) => post({ kind: 'log', line }) });
 const tracing = traced ? createTracing(process.env) : tracingOff;
+try {
+  setThreadNiceness(FANOUT_NICENESS);
+} catch (error) {
+  logger.info({ err: error }, 'the fan-out thread runs at the process\'s CPU priority: a backlog drain may slow the answers to webhooks');
+}
 const { sinks, buses } = createSinks({
   config,
   clock: systemClock,

@@ -221,7 +221,7 @@ export async function runBacklog(
     const quick = nats.load.p99 < P99_TARGET_MS;
     lines.push(
       `NATS back after an outage: ${int(nats.backlog)} events pending (fresh due rows, as an outage leaves them), the relay started with ` +
-        `NATS up, new deliveries paced at ${int(settings.rate)}/s (open loop over at most 50 connections, each latency from the request's due time, the first 2 s not counted) until the backlog has arrived.`,
+        `NATS up, new deliveries paced at ${int(settings.rate)}/s (open loop over at most 50 connections, each latency from the request's due time; the first 2 s, the relay's coldest, not counted for any build) until the backlog has arrived.`,
       '',
       '| figure | value | target |',
       '|---|---:|---|',
@@ -231,7 +231,7 @@ export async function runBacklog(
       `| new deliveries: 2xx (rate) | ${int(nats.newAccepted)} (${int(nats.load.acceptedPerSecond)}/s) | |`,
       `| new deliveries: p50 / p99 / max ms | ${nats.load.p50} / ${nats.load.p99} / ${nats.load.max} | p99 < ${P99_TARGET_MS}: ${met(quick)} |`,
       `| the same load for ${CONTROL_SECONDS} s once drained: p50 / p99 / max ms | ${nats.idle.p50} / ${nats.idle.p99} / ${nats.idle.max} | (control) |`,
-      `| new deliveries: non-2xx / errors | ${int(nats.load.non2xx)} / ${int(nats.load.errors)} | 0 |`,
+      `| new deliveries: non-2xx / errors | ${int(nats.load.non2xx)} / ${int(nats.load.errors)}${nats.load.firstError ? ` (first: ${nats.load.firstError})` : ''} | 0 |`,
       '',
       ...figures.compared.map(
         ({ checkout, drain }) =>

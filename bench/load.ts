@@ -19,10 +19,16 @@ export interface LoadSettings {
 export interface LoadResult {
   /** 2xx responses. */
   accepted: number;
+  /**
+   * 2xx per second of the run; at a `rate`, from the first request to the last answer, so below the
+   * rate by the queue of answers still due when the sending stopped.
+   */
   acceptedPerSecond: number;
   non2xx: number;
-  /** Connection errors, timeouts included. */
+  /** Connection errors, timeouts (10 s) included. */
   errors: number;
+  /** The first error's message, if any. */
+  firstError?: string;
   p50: number;
   p99: number;
   max: number;
@@ -30,6 +36,9 @@ export interface LoadResult {
   startedNs: bigint;
   lastOkNs: bigint;
 }
+
+/** The value at fraction `p` of ascending `sorted` (0 when empty). */
+export const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
 
 /**
  * Load against POST /webhooks: every request gets a unique delivery id and a fresh signature, ~1 KB
@@ -47,11 +56,13 @@ export function runLoad(port: number, settings: LoadSettings): Promise<LoadResul
  * are those of a burst at full speed.
  */
 async function pacedLoad(port: number, { seconds, connections, rate, signal, onResponse }: LoadSettings & { rate: number }): Promise<LoadResult> {
-  const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1 });
+  // autocannon's timeout, so that an error means the same for both.
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1, headersTimeout: 10_000, bodyTimeout: 10_000 });
   const latencies: number[] = [];
   let accepted = 0;
   let non2xx = 0;
   let errors = 0;
+  let firstError: string | undefined;
   let lastOkNs = 0n;
   const startedNs = process.hrtime.bigint();
   const endNs = startedNs + BigInt(Math.round(seconds * 1e9));
@@ -60,29 +71,34 @@ async function pacedLoad(port: number, { seconds, connections, rate, signal, onR
   const measuredFromNs = startedNs + BigInt(Math.round(Math.min(2, seconds / 5) * 1e9));
   const underWay = new Set<Promise<void>>();
   const send = async (n: number, dueNs: bigint) => {
-    const d = signedDelivery(n);
+    let statusCode: number;
     try {
-      const { statusCode, body } = await pool.request({ method: 'POST', path: '/webhooks', headers: d.headers, body: d.body });
-      await body.dump();
-      const atNs = process.hrtime.bigint();
-      const latencyMs = Number(atNs - dueNs) / 1e6;
-      if (dueNs >= measuredFromNs) latencies.push(latencyMs);
-      if (statusCode >= 200 && statusCode < 300) {
-        accepted++;
-        lastOkNs = atNs;
-      } else non2xx++;
-      onResponse?.(statusCode, latencyMs);
-    } catch {
+      const d = signedDelivery(n);
+      const answer = await pool.request({ method: 'POST', path: '/webhooks', headers: d.headers, body: d.body });
+      await answer.body.dump();
+      statusCode = answer.statusCode;
+    } catch (error) {
       errors++;
+      firstError ??= error instanceof Error ? error.message : String(error);
+      return;
     }
+    const atNs = process.hrtime.bigint();
+    const latencyMs = Number(atNs - dueNs) / 1e6;
+    if (dueNs >= measuredFromNs) latencies.push(latencyMs);
+    if (statusCode >= 200 && statusCode < 300) {
+      accepted++;
+      lastOkNs = atNs;
+    } else non2xx++;
+    onResponse?.(statusCode, latencyMs);
   };
   const intervalNs = BigInt(Math.round(1e9 / rate));
+  const dueAt = (n: number) => startedNs + BigInt(n) * intervalNs;
   let n = 0;
   while (!signal?.aborted) {
     const nowNs = process.hrtime.bigint();
     if (nowNs >= endNs) break;
-    for (let dueNs = startedNs + BigInt(n) * intervalNs; dueNs <= nowNs; dueNs = startedNs + BigInt(n) * intervalNs) {
-      const request = send(n++, dueNs);
+    for (; dueAt(n) <= nowNs; n++) {
+      const request = send(n, dueAt(n));
       underWay.add(request);
       void request.finally(() => underWay.delete(request));
     }
@@ -91,15 +107,15 @@ async function pacedLoad(port: number, { seconds, connections, rate, signal, onR
   await Promise.all(underWay);
   await pool.close();
   latencies.sort((a, b) => a - b);
-  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0);
   const elapsedSeconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
   return {
     accepted,
     acceptedPerSecond: accepted / elapsedSeconds,
     non2xx,
     errors,
-    p50: at(0.5),
-    p99: at(0.99),
+    ...(firstError === undefined ? {} : { firstError }),
+    p50: Math.round(percentile(latencies, 0.5)),
+    p99: Math.round(percentile(latencies, 0.99)),
     max: Math.round(latencies.at(-1) ?? 0),
     startedNs,
     lastOkNs,

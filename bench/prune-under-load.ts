@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { isPostgresUrl } from '../src/store/engines/database.js';
 import { DAY_MS } from '../src/clock.js';
-import { runLoad } from './load.js';
+import { percentile, runLoad } from './load.js';
 import { prefill, type Span } from './prefill.js';
 import { runNode } from './processes.js';
 import { relay, type Context } from './targets.js';
@@ -40,8 +40,6 @@ interface Answer {
   status: number;
   latencyMs: number;
 }
-
-const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
 
 /** Server-side generated rows, in receipt order with random ids, as the SQLite pre-fill makes them. */
 async function prefillPostgres(url: string, spans: Span[]): Promise<void> {

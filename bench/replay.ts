@@ -145,7 +145,7 @@ export async function runReplay(ctx: Context, settings: ReplaySettings, log: (li
       `${int(settings.rate)}/s (paced, at most 10 connections, from ${LEAD_IN_MS / 1000} s before the replay until it answered; ` +
       'those of the first seconds are replayed too, as received before the request). The replayed events go to NATS meanwhile.',
     '',
-    '| engine | queued | replay s | deliveries answered during it | non-2xx / errors | p99 ms (whole load) | slowest before the replay ms (control) | slowest during it ms | target |',
+    '| engine | queued | replay s | deliveries answered during it | non-2xx / errors | p99 ms (the load after its first 2 s) | slowest before the replay ms (control) | slowest during it ms | target |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---|',
     ...runs.map(
       (r) =>

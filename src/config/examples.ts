@@ -58,6 +58,7 @@ export const configExamples: Record<ConfigKey, string> = {
   outboxLeaseMs: '60000',
   unservedSinkGrace: '10m',
   fanoutThread: 'inline',
+  fanoutNiceness: '5',
   attempts: 'all',
   hooksFile: '/etc/boxrelay/hooks/hooks.yaml',
   hooks: '[{name: alerts, url: "https://hooks.example/box"}]',

@@ -240,6 +240,12 @@ export const configSchema = z.strictObject({
    * on the receiver's event loop (what tests that inject a clock or timing use).
    */
   fanoutThread: z.enum(['worker', 'inline']).default('worker'),
+  /**
+   * How much nicer than the process the fan-out worker thread runs (Linux, 0 to 19): on short cores a
+   * backlog drain then takes what the receive and storage threads leave. Relative to the relay's own
+   * threads only where the relay has a cgroup of its own (a container, a systemd service).
+   */
+  fanoutNiceness: z.coerce.number().int().min(0).max(19).default(10),
   /** Which delivery attempts are recorded for operators (contract section 16): every one, the failed ones, or none. */
   attempts: z.enum(['all', 'failed', 'off']).default('all'),
   hooksFile: optionalText,

@@ -36,6 +36,8 @@ const HEALTHY_RUN_MS = 60_000;
  * How long past the grace a stopping worker may take to close its sinks (a bus's drain waits up to
  * its 5 s ack timeout) before it is terminated: a hung worker must not hold the process past its budget.
  */
+/** The longest a pause or a resume waits for the worker to confirm it has taken the change. */
+const STATE_TAKEN_WAIT_MS = 2000;
 const STOP_MARGIN_MS = 5000;
 
 const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worker is not running' };
@@ -60,6 +62,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   let wakeScope: WakeScope = 'log';
   /** Callers of `settled`, answered in the order asked (the worker answers in order); all at once when it exits. */
   const settling: (() => void)[] = [];
+  /** Sink state changes posted to the worker and not yet confirmed, oldest first. */
+  const telling: (() => void)[] = [];
   /** The last exited worker's rows being given back; the store stays open until that is done. */
   let handedBack: Promise<void> = Promise.resolve();
 
@@ -115,6 +119,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
             return resolve();
           case 'settled':
             return settling.shift()?.();
+          case 'sinkStateTaken':
+            return telling.shift()?.();
           case 'stopped':
             return void thread.terminate();
         }
@@ -126,7 +132,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       thread.on('exit', (code) => {
         if (worker === thread) worker = undefined;
         // Nothing is under way in a worker that is gone.
-        for (const answer of settling.splice(0)) answer();
+        for (const answer of [...settling.splice(0), ...telling.splice(0)]) answer();
         status = { up: {}, throttled: {}, buses: {} };
         // Messages posted before the exit have all been received: `serving` is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
@@ -164,7 +170,15 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
         wakeScope = 'log';
       });
     },
-    sinkStateChanged: (sink) => post({ kind: 'sinkStateChanged', sink }),
+    sinkStateChanged: (sink) =>
+      new Promise<void>((resolve) => {
+        // A worker yet to start (or restart) reads the state afresh.
+        if (!worker) return resolve();
+        telling.push(resolve);
+        post({ kind: 'sinkStateChanged', sink });
+        // A worker whose event loop is stuck must not hold up the admin answer: the change is stored.
+        setTimeout(resolve, STATE_TAKEN_WAIT_MS).unref();
+      }),
     settled: () =>
       new Promise<void>((resolve) => {
         if (!worker) return resolve();

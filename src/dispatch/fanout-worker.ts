@@ -13,7 +13,7 @@ import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
 import { transformErrorReporter } from '../sinks/filter-errors.js';
-import { FANOUT_NICENESS, setThreadNiceness } from './thread-priority.js';
+import { raiseThreadNiceness } from './thread-priority.js';
 import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
 
 /** How often recorded metrics and a changed sink status go to the main thread: one message, not one per event. */
@@ -27,10 +27,10 @@ const post = (message: FromWorker) => port.postMessage(message);
 // Lines go to the main thread's destination: one writer of stdout, so no line is ever split by another's.
 const logger = createLogger(config.logLevel, { write: (line: string) => post({ kind: 'log', line }) });
 const tracing = traced ? createTracing(process.env) : tracingOff;
-try {
-  setThreadNiceness(FANOUT_NICENESS);
-} catch (error) {
-  logger.info({ err: error }, 'the fan-out thread runs at the process\'s CPU priority: a backlog drain may slow the answers to webhooks');
+if (config.fanoutNiceness > 0) {
+  raiseThreadNiceness(config.fanoutNiceness).catch((error: unknown) =>
+    logger.info({ err: error }, 'the fan-out thread runs at the process\'s CPU priority: on short cores a backlog drain shares them evenly with the answers to webhooks'),
+  );
 }
 const { sinks, buses } = createSinks({
   config,
@@ -84,7 +84,7 @@ port.on('message', (message: ToWorker) => {
     case 'wake':
       return fanout.wake(message.scope);
     case 'sinkStateChanged':
-      return fanout.sinkStateChanged(message.sink);
+      return void fanout.sinkStateChanged(message.sink).then(() => post({ kind: 'sinkStateTaken' }));
     case 'settle':
       return void fanout.settled().then(() => post({ kind: 'settled' }));
     case 'stop':

@@ -20,8 +20,11 @@ export interface Fanout {
   start(): Promise<void>;
   /** After a commit of new deliveries (`log`), or a dead letter retry, a replay or a resume (`all`, the default). */
   wake(scope?: WakeScope): void;
-  /** A sink was paused or resumed. */
-  sinkStateChanged(sink: string): void;
+  /**
+   * A sink was paused or resumed: resolves once this process's dispatcher has taken it, so that no read
+   * of the log starts after that with the state before (a worker thread confirms it; at most 2 s).
+   */
+  sinkStateChanged(sink: string): Promise<void>;
   /** Resolves once the wakes asked so far have been served and no attempt is under way (see Dispatcher.settled). */
   settled(): Promise<void>;
   /** The dispatcher finishes or releases its rows within `graceMs`; then the sinks close (buses drain). */
@@ -61,7 +64,7 @@ export function createInlineFanout(deps: DispatcherDeps & { buses: Bus[] }): Fan
       await dispatcher.start();
     },
     wake: dispatcher.wake,
-    sinkStateChanged: dispatcher.sinkStateChanged,
+    sinkStateChanged: async (sink) => dispatcher.sinkStateChanged(sink),
     settled: dispatcher.settled,
     async stop(graceMs) {
       await dispatcher.stop(graceMs);

@@ -20,8 +20,11 @@ export interface PausesDeps {
   operatorEvents: OperatorEvents;
   clock: Clock;
   logger: Logger;
-  /** Tells the dispatcher of this process at once (other replicas see a change within their poll interval). */
-  changed(sink: string): void;
+  /**
+   * Tells the dispatcher of this process, resolving once it has taken the change, so that what was sent
+   * after a pause's answer was read with the pause (other replicas see a change within their poll interval).
+   */
+  changed(sink: string): Promise<void>;
 }
 
 /** Pausing and resuming sinks (contract section 5), shared by the dispatcher and the admin API; each change is announced once. */
@@ -30,7 +33,7 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
   return {
     async pauseForFailures(sink, { failingSince, lastError }) {
       if (!(await sinkStates.pause(sink, 'failures', clock.now()))) return false;
-      changed(sink);
+      await changed(sink);
       const since = new Date(failingSince).toISOString();
       log.warn({ sink, failingSince: since, lastError }, 'every attempt failed for the pause time: sink paused, its work waits; one probe a minute');
       await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'failures', failingSince: since, lastError } });
@@ -39,7 +42,7 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
 
     async pauseByOperator(sink, audit) {
       if (!(await sinkStates.pause(sink, 'operator', clock.now(), audit))) return false;
-      changed(sink);
+      await changed(sink);
       log.warn({ sink }, 'sink paused by an operator; its work waits until resumed');
       await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'operator' } });
       return true;
@@ -48,7 +51,7 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
     async resume(sink, by, audit) {
       if (!(await sinkStates.resume(sink, by, audit))) return false;
       await makeDue(sink, clock.now());
-      changed(sink);
+      await changed(sink);
       log.info({ sink, by }, 'sink resumed');
       await operatorEvents.announce({ type: 'boxrelay.sink.resumed', subject: sink, about: sink, data: { sink, by } });
       return true;

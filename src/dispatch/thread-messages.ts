@@ -66,6 +66,7 @@ export type FromWorker =
   | { kind: 'log'; line: string }
   | { kind: 'started' }
   | { kind: 'settled' }
+  | { kind: 'sinkStateTaken' }
   | { kind: 'stopped' };
 
 export type ToWorker =

@@ -1,19 +1,22 @@
 import { readlinkSync } from 'node:fs';
-import { setPriority } from 'node:os';
+import { access } from 'node:fs/promises';
+import { getPriority, setPriority } from 'node:os';
+
+/** Linux's highest niceness. */
+const NICEST = 19;
 
 /**
- * The fan-out's niceness: when the cores are short, the kernel gives a thread at 10 about a tenth of
- * what a thread at 0 (the receive and storage threads) gets on the same core, so a backlog drain takes
- * what answering webhooks leaves instead of half of it. Raising one's niceness needs no privilege.
+ * Raises the calling thread's niceness by `by` (to at most 19), not the process's: on Linux
+ * `/proc/thread-self` names the thread's own id, which setpriority takes. Raising it needs no
+ * privilege. Answers the niceness set; rejects elsewhere (no such file) or where the kernel refuses,
+ * and the thread then keeps the process's priority, which changes speed, never results.
  */
-export const FANOUT_NICENESS = 10;
-
-/**
- * Sets the calling thread's niceness, not the process's: on Linux `/proc/thread-self` names the
- * thread's own id, which setpriority takes. Throws elsewhere (no such file) or where the kernel
- * refuses; the thread then keeps the process's priority, which changes speed, never results.
- */
-export function setThreadNiceness(niceness: number): void {
+export async function raiseThreadNiceness(by: number): Promise<number> {
+  // libuv's pool threads are shared by the process and made by whichever thread first uses the pool,
+  // inheriting its niceness: used here first, they are made before this thread's is raised.
+  await access('/proc/thread-self');
   const threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
+  const niceness = Math.min(NICEST, getPriority(threadId) + by);
   setPriority(threadId, niceness);
+  return niceness;
 }

@@ -46,7 +46,18 @@ export interface RelayProcess {
  */
 export async function spawnRelay(env: Record<string, string>): Promise<RelayProcess> {
   const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { PATH: process.env.PATH, PORT: '0', BOXRELAY_INTERNAL_PORT: '0', HOST: '127.0.0.1', BOXRELAY_INTERNAL_HOST: '127.0.0.1', BOXRELAY_SHUTDOWN_DELAY: '0', ...env },
+    // Niceness 0: the suite's relays share one cgroup with every other test process, where a nicer
+    // fan-out thread would yield to all of them, not only to its own relay (test/fanout-thread.test.ts sets it).
+    env: {
+      PATH: process.env.PATH,
+      PORT: '0',
+      BOXRELAY_INTERNAL_PORT: '0',
+      HOST: '127.0.0.1',
+      BOXRELAY_INTERNAL_HOST: '127.0.0.1',
+      BOXRELAY_SHUTDOWN_DELAY: '0',
+      BOXRELAY_FANOUT_NICENESS: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];

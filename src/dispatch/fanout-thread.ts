@@ -36,9 +36,9 @@ const HEALTHY_RUN_MS = 60_000;
  * How long past the grace a stopping worker may take to close its sinks (a bus's drain waits up to
  * its 5 s ack timeout) before it is terminated: a hung worker must not hold the process past its budget.
  */
+const STOP_MARGIN_MS = 5000;
 /** The longest a pause or a resume waits for the worker to confirm it has taken the change. */
 const STATE_TAKEN_WAIT_MS = 2000;
-const STOP_MARGIN_MS = 5000;
 
 const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worker is not running' };
 

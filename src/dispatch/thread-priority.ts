@@ -8,15 +8,14 @@ const NICEST = 19;
 /**
  * Raises the calling thread's niceness by `by` (to at most 19), not the process's: on Linux
  * `/proc/thread-self` names the thread's own id, which setpriority takes. Raising it needs no
- * privilege. Answers the niceness set; rejects elsewhere (no such file) or where the kernel refuses,
- * and the thread then keeps the process's priority, which changes speed, never results.
+ * privilege. Rejects elsewhere (no such file) or where the kernel refuses, and the thread then keeps
+ * the process's priority, which changes speed, never results.
  */
-export async function raiseThreadNiceness(by: number): Promise<number> {
+export async function raiseThreadNiceness(by: number): Promise<void> {
   // libuv's pool threads are shared by the process and made by whichever thread first uses the pool,
   // inheriting its niceness: used here first, they are made before this thread's is raised.
   await access('/proc/thread-self');
+  // Read on this thread: read by the pool (async), the link would name a pool thread.
   const threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
-  const niceness = Math.min(NICEST, getPriority(threadId) + by);
-  setPriority(threadId, niceness);
-  return niceness;
+  setPriority(threadId, Math.min(NICEST, getPriority(threadId) + by));
 }

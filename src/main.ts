@@ -44,6 +44,7 @@ import { acceptEvent } from './store/write/accept-event.js';
 import { countBoxesByState } from './store/state/boxes.js';
 import { createSinkStates } from './store/state/sink-state.js';
 import { createFanoutStore } from './store/fanout-store.js';
+import { recordPastRouting } from './store/exceptions/past-routing.js';
 import { unnumberedFor } from './store/log/sequencer.js';
 import { createAttemptLog } from './store/attempts/record-attempts.js';
 import { pruneExpired } from './store/retention/prune.js';
@@ -303,6 +304,9 @@ export async function createRelay({
     internalApp,
     async start() {
       await store.started();
+      // Before the admin API answers: an event an older release stored lists every sink it went to.
+      const recorded = await recordPastRouting(store.database, (type) => sinksFor(type));
+      if (recorded > 0) logger.info({ rows: recorded }, 'delivered rows written for events stored before statuses were kept (routed by this configuration)');
       await fanout.start();
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);

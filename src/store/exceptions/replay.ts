@@ -91,7 +91,7 @@ function replayTargets({ sinksFor, configured, sink }: Replay, row: PageRow): st
 }
 
 /** The sink an operator event names in `data.sink` (a pause, a resume, a dead letter): a sink is never told about itself. */
-function aboutSink(payload: string): string | undefined {
+export function aboutSink(payload: string): string | undefined {
   const { data } = JSON.parse(payload) as { data?: { sink?: unknown } };
   return typeof data?.sink === 'string' ? data.sink : undefined;
 }

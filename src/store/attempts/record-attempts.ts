@@ -3,7 +3,7 @@ import { atomically } from '../engines/atomically.js';
 import type { Database } from '../engines/database.js';
 import { once, runEachUnsynced } from '../engines/unsynced.js';
 import type { Schema } from '../schema.js';
-import { addToMinutes } from './attempt-minutes.js';
+import { minuteSumWriter } from './attempt-minutes.js';
 import { KEPT_PER_EVENT_AND_SINK, type NewAttempt } from './attempt-rows.js';
 
 /**
@@ -105,6 +105,7 @@ const postgresInsertMany = (attempts: NewAttempt[]) => {
 
 export function createAttemptLog(database: Database): AttemptLog {
   const db = database.kysely;
+  const addToMinutes = minuteSumWriter(db);
   return {
     async recordFailed(attempts) {
       await atomically(database, function* () {
@@ -112,22 +113,22 @@ export function createAttemptLog(database: Database): AttemptLog {
           yield insert(db, [attempt]).compile();
           yield trimAttempts(db, attempt.eventId, attempt.sink).compile();
         }
-        yield* addToMinutes(db, attempts);
+        yield* addToMinutes(attempts);
       });
     },
     async recordDelivered(attempts) {
       if (attempts.length === 0) return;
       // SQLite: one row per statement, all in one transaction; PostgreSQL: one statement for the batch.
       if (database.dialect === 'sqlite') {
-        return runEachUnsynced(database, [{ sql: SQLITE_INSERT_ONE, rows: attempts.map(sqliteRow) }, ...addToMinutes(db, attempts).map(once)]);
+        return runEachUnsynced(database, [{ sql: SQLITE_INSERT_ONE, rows: attempts.map(sqliteRow) }, ...addToMinutes(attempts).map(once)]);
       }
       await atomically(database, function* () {
         yield postgresInsertMany(attempts).compile(db);
-        yield* addToMinutes(db, attempts);
+        yield* addToMinutes(attempts);
       });
     },
     async countAttempts(attempts) {
-      const sums = addToMinutes(db, attempts);
+      const sums = addToMinutes(attempts);
       if (database.dialect === 'sqlite') return runEachUnsynced(database, sums.map(once));
       await atomically(database, function* () {
         yield* sums;

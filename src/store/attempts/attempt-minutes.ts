@@ -20,7 +20,7 @@ function emptyMinute(sink: string, minute: number): AttemptMinutesTable {
   return Object.assign(row, Object.fromEntries(LATENCY_COLUMNS.map((column) => [column, 0])) as Record<LatencyColumn, number>);
 }
 
-/** A batch of attempts summed per sink and UTC minute, and per sink, minute and status key: one row each. */
+/** A batch of attempts summed per sink and UTC minute, and per sink, minute and status key: one row each, in key order. */
 export function sumPerMinute(attempts: readonly NewAttempt[]): { minutes: AttemptMinutesTable[]; statuses: AttemptStatusesTable[] } {
   const minutes = new Map<string, AttemptMinutesTable>();
   const statuses = new Map<string, AttemptStatusesTable>();
@@ -43,7 +43,12 @@ export function sumPerMinute(attempts: readonly NewAttempt[]): { minutes: Attemp
     if (statusRow) statusRow.attempts += 1;
     else statuses.set(`${key}\n${status}`, { sink: attempt.sink, minute, status, attempts: 1 });
   }
-  return { minutes: [...minutes.values()], statuses: [...statuses.values()] };
+  // In key order: every transaction then takes the rows' locks in the same order (PostgreSQL: no deadlock between replicas).
+  const byKey = (a: { sink: string; minute: number }, b: { sink: string; minute: number }) => (a.sink < b.sink ? -1 : a.sink > b.sink ? 1 : a.minute - b.minute);
+  return {
+    minutes: [...minutes.values()].sort(byKey),
+    statuses: [...statuses.values()].sort((a, b) => byKey(a, b) || (a.status < b.status ? -1 : a.status > b.status ? 1 : 0)),
+  };
 }
 
 const plus = (table: string, column: string) => sql<number>`${sql.ref(`${table}.${column}`)} + ${sql.ref(`excluded.${column}`)}`;

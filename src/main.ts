@@ -200,6 +200,8 @@ export async function createRelay({
   const dispatchMetrics = tally.metrics(metrics);
   const exclusive = store.database.dialect === 'sqlite';
   const attemptLog = createAttemptLog(store.database);
+  // The worker thread keeps its own recorder; its batches are written within 100 ms.
+  const inlineAttempts = config.fanoutThread === 'inline' ? createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }) : undefined;
   const fanout: Fanout =
     config.fanoutThread === 'worker'
       ? createFanoutThread({
@@ -231,7 +233,7 @@ export async function createRelay({
           pauses,
           operatorEvents,
           tracing,
-          attempts: createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }),
+          attempts: inlineAttempts,
           tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace, ...dispatch },
         });
   wakeDispatcher = fanout.wake;
@@ -281,7 +283,7 @@ export async function createRelay({
         logRoutes({ heldBackSeconds: logHeldBackSeconds }),
         auditRoutes(kysely),
         attemptRoutes({ kysely, operations }),
-        sinkHealthRoutes({ kysely, clock, sinks: sinkNames, mode: config.attempts, flush: tally.flush }),
+        sinkHealthRoutes({ kysely, clock, sinks: sinkNames, flush: async () => inlineAttempts?.flush() }),
         statsRoutes({ kysely, clock, flush: tally.flush }),
       ])
     : undefined;

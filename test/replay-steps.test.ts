@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createOperatorEvents } from '../src/dispatch/operator-events.js';
 import { createSinkRouter } from '../src/sinks/route.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
-import { queueReplay } from '../src/store/exceptions/replay.js';
+import { queueReplay, REPLAY_STEP } from '../src/store/exceptions/replay.js';
 import type { Replay } from '../src/store/exceptions/rows.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { ManualClock } from './support/clock.js';
@@ -85,7 +85,7 @@ describe.each(engines)('replay in steps on $name', (engine) => {
     expect(await outbox.exceptions.replay(replay)).toBe(0);
     // Once NATS took its rows, a replay for it queues them again, in accepted order.
     const claimed = await outbox.exceptions.claim({ sink: 'nats', owner: 'me', now: T0 + 1000, leaseMs: 1000, limit: 10 });
-    await outbox.exceptions.markDelivered(claimed.map((row) => ({ id: row.id, attempts: 1, lastError: null, now: T0 + 1001 })));
+    await outbox.exceptions.markDelivered(claimed.map((row) => ({ id: row.id, version: row.version, attempts: 1, lastError: null, now: T0 + 1001 })));
     // Named, NATS also gets the box.error its routing takes now (it was routed elsewhere when accepted).
     expect(await outbox.exceptions.replay({ ...replay, sink: 'nats' })).toBe(5);
     expect((await rowsBySink()).nats).toEqual([ready, error, legacy, aboutOps, legacyAboutOps]);
@@ -98,12 +98,12 @@ describe.each(engines)('replay in steps on $name', (engine) => {
     for (let i = 0; i < 25; i++) ids.push(await recordEvent(store, { receivedAt: T0 + Math.floor(i / 3), boxId: `bx_${i % 4}`, sinks: ['all'] }));
     const audit = { at: T0 + 100, action: 'replay' as const, target: null, by: 'cli', detail: {} };
     const replay: Replay = { since: T0, now: T0 + 100, sinksFor, configured };
-    expect(await queueReplay(store.database, replay, audit, 4)).toBe(25);
+    expect(await queueReplay(store.database, replay, audit, { rows: 4, bytes: REPLAY_STEP.bytes })).toBe(25);
     expect(await auditCount()).toBe(1);
     const accepted = ids.map((id, i) => ({ id, at: Math.floor(i / 3) })).sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : 1));
     expect((await rowsBySink()).all).toEqual(accepted.map((event) => event.id));
     // Nothing to queue: the audit row all the same (the operator asked).
-    expect(await queueReplay(store.database, replay, audit, 4)).toBe(0);
+    expect(await queueReplay(store.database, replay, audit, { rows: 4, bytes: REPLAY_STEP.bytes })).toBe(0);
     expect(await auditCount()).toBe(2);
   });
 });

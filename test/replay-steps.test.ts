@@ -106,6 +106,37 @@ describe.each(engines)('replay in steps on $name', (engine) => {
     expect(await queueReplay(store.database, replay, audit, { rows: 4, bytes: REPLAY_STEP.bytes })).toBe(0);
     expect(await auditCount()).toBe(2);
   });
+
+  it('reads and routes the payloads of a replay for one sink in steps of a bounded size, a turn of the event loop between them', async () => {
+    await open();
+    for (let i = 0; i < 10; i++) await recordEvent(store, { receivedAt: T0 + i, type: 'box.error', boxId: `bx_${i}`, sinks: ['all'] });
+    const payloads = await db().selectFrom('deliveries').select('payload').execute();
+    const total = payloads.reduce((sum, { payload }) => sum + Buffer.byteLength(payload), 0);
+    const bytes = 3 * Math.max(...payloads.map(({ payload }) => Buffer.byteLength(payload)));
+    // Routing in one step is one stretch of the receive thread: count its bytes per turn of the event loop.
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn++;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const routedPerTurn = new Map<number, number>();
+    const counted: Replay['sinksFor'] = (type, event) => {
+      routedPerTurn.set(turn, (routedPerTurn.get(turn) ?? 0) + Buffer.byteLength(event?.payload ?? ''));
+      return sinksFor(type, event);
+    };
+    const replay: Replay = { since: T0, now: T0 + 100, sinksFor: counted, configured, sink: 'alerts' };
+    try {
+      expect(await queueReplay(store.database, replay, undefined, { rows: REPLAY_STEP.rows, bytes })).toBe(10);
+    } finally {
+      ticking = false;
+    }
+    expect([...routedPerTurn.values()].reduce((sum, n) => sum + n, 0)).toBe(total);
+    expect(Math.max(...routedPerTurn.values())).toBeLessThanOrEqual(bytes);
+    expect(routedPerTurn.size).toBeGreaterThanOrEqual(Math.ceil(total / bytes));
+    expect((await rowsBySink()).alerts).toHaveLength(10);
+  });
 });
 
 const STORED = 20_000;

@@ -110,7 +110,12 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     attempts: deps.attempts,
   });
   const untilStored = untilStoredBy({ stopping: stopping.signal, maxDelayMs: tuning.pollMs, log });
-  const delivered = createDeliveredRows({ markDelivered: store.exceptions.markDelivered, recorded: () => wake('all'), log });
+  const delivered = createDeliveredRows({
+    markDelivered: store.exceptions.markDelivered,
+    release: (ids) => store.exceptions.release(ids, owner),
+    recorded: () => wake('all'),
+    log,
+  });
 
   const lanes = deps.sinks.map((sink) =>
     createLane(sink, { owner, store, sinkStates, clock, tuning, log, tryEvent, judge, untilStored, delivered, stopping: stopping.signal, inFlight, running: () => running }),

@@ -83,10 +83,10 @@ export function createLogLane(ctx: LaneContext): LogLane {
       nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
       now: verdict.now,
     });
-    if ((await ctx.untilStored('write down the outcome of an event', () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id })) === STOPPED) {
-      return 'undone';
-    }
-    if (verdict.kind === 'dead') {
+    const written = await ctx.untilStored('write down the outcome of an event', () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id });
+    if (written === STOPPED) return 'undone';
+    // Not written: a resend or a replay queued meanwhile sends the event again, and its row is its status.
+    if (verdict.kind === 'dead' && written > 0) {
       // The dead letter is written down: a failed announcement must not send the event again.
       await ctx.judge.deadLettered(sink, workOfEntry(entry), verdict).catch((error: unknown) =>
         log.error({ err: error, sink: sink.name, eventId: entry.id }, 'could not announce a dead letter'),

@@ -67,6 +67,8 @@ export interface OutboxTable {
   box_id: string | null;
   /** W3C traceparent of the span that stored the row (tracing on): its attempts join that trace. */
   trace_parent: string | null;
+  /** How often a resend, a replay or a retry reopened the row: an attempt settles it only under the version it claimed. */
+  version: Generated<number>;
 }
 
 /** The last known state of each box (contract section 7). */

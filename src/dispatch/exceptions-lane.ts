@@ -21,6 +21,8 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
   /** Rows being worked on here: a claim that finds one again (its lease ran out meanwhile) must not send it twice. */
   const working = new Set<number>();
   const ours = (row: ClaimedRow) => working.has(row.id) || delivered.recording(row.id);
+  /** When each row's lease runs out by this process's clock (from the time before it was asked for); none once lost. */
+  const heldUntil = new Map<number, number>();
 
   /** A claimed row's verdict, written to the row (while this process still holds it). */
   const settle = async (row: ClaimedRow, verdict: Verdict): Promise<void> => {
@@ -35,7 +37,11 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
         }
         return;
       case 'undone':
+      case 'held':
+        // Back to waiting as it was, for whoever claims it next (after the resume).
         return store.exceptions.release([id], owner);
+      case 'lost':
+        return;
       case 'wait':
         return store.exceptions.scheduleRetry({ id, owner, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now }, verdict.nextAttemptAt);
     }
@@ -48,13 +54,19 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
       await store.exceptions.markDead({ id: row.id, owner, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
       return false;
     }
-    const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state);
+    const leaseUntil = () => heldUntil.get(row.id) ?? null;
+    const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state, () => ctx.admit(trial, leaseUntil));
     await settle(row, verdict);
     return changed;
   };
 
   return {
-    claim: (limit) => store.exceptions.claim({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs, limit, ordered }),
+    async claim(limit) {
+      const askedAt = clock.now();
+      const claimed = await store.exceptions.claim({ sink: sink.name, owner, now: askedAt, leaseMs: ctx.holdMs, limit, ordered });
+      for (const row of claimed) heldUntil.set(row.id, askedAt + ctx.holdMs);
+      return claimed;
+    },
     start(row, trial, state) {
       // Claimed again while still ours: the claim only renewed its lease.
       if (ours(row)) return;
@@ -65,16 +77,27 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
             .then((stateChanged) => {
               if (stateChanged) ctx.forgetState();
             })
-            .finally(() => working.delete(row.id)),
+            .finally(() => {
+              working.delete(row.id);
+              heldUntil.delete(row.id);
+            }),
         { outboxId: row.id },
       );
     },
-    giveBack: (rows) =>
-      store.exceptions.release(
-        rows.filter((row) => !ours(row)).map((row) => row.id),
-        owner,
-      ),
-    renew: () => store.exceptions.renewClaims({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs }),
+    giveBack(rows) {
+      const ids = rows.filter((row) => !ours(row)).map((row) => row.id);
+      for (const id of ids) heldUntil.delete(id);
+      return store.exceptions.release(ids, owner);
+    },
+    async renew() {
+      const askedAt = clock.now();
+      const renewed = new Set(await store.exceptions.renewClaims({ sink: sink.name, owner, now: askedAt, leaseMs: ctx.holdMs }));
+      // A row not renewed is another's now (claimed after its lease ran out here).
+      for (const id of working) {
+        if (renewed.has(id)) heldUntil.set(id, askedAt + ctx.holdMs);
+        else heldUntil.delete(id);
+      }
+    },
     nextDueAt: () => store.exceptions.nextDueAt(sink.name, owner),
   };
 }

@@ -214,7 +214,7 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
         return sink.deliver(event, signal, options);
       },
     });
-    const ids = [await t.post('bx_n'), await t.post('bx_n')];
+    const ids = [await t.post('bx_n'), await t.post('bx_n'), await t.post('bx_n')];
     await firstSent.opened;
     expect(await t.pauses.pauseByOperator('nats')).toBe(true);
     firstHeld.open();
@@ -224,7 +224,7 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
 
     expect(await t.pauses.resume('nats', 'operator')).toBe(true);
     t.dispatcher.wake('all');
-    await published.received(2);
+    await published.received(3);
   });
 });
 

@@ -163,7 +163,16 @@ export async function createRelay({
   const fanoutStore = createFanoutStore(store.database);
   const sinkStates = createSinkStates(store.database);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
-  const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
+  const pauses = createPauses({
+    sinkStates,
+    makeDue: fanoutStore.exceptions.makeDue,
+    operatorEvents,
+    clock,
+    logger,
+    changed: (sink) => fanout.sinkStateChanged(sink),
+    // Replicas share PostgreSQL; a SQLite file is this process's alone.
+    replicated: store.database.dialect !== 'sqlite',
+  });
 
   // From SIGTERM on, /readyz answers 503 on both ports while the relay still serves (contract section 6).
   let shuttingDown = false;

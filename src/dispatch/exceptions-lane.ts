@@ -21,6 +21,8 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
   /** Rows being worked on here: a claim that finds one again (its lease ran out meanwhile) must not send it twice. */
   const working = new Set<number>();
   const ours = (row: ClaimedRow) => working.has(row.id) || delivered.recording(row.id);
+  /** When each row's lease runs out by this process's clock (from the time before it was asked for); none once lost. */
+  const heldUntil = new Map<number, number>();
 
   /**
    * A claimed row's verdict, written to the row while this process still holds it as claimed; false
@@ -39,6 +41,13 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
       case 'undone':
         await store.exceptions.release([id], owner);
         return true;
+      case 'held':
+        // Back to waiting as it was, for whoever claims it next (after the resume).
+        await store.exceptions.release([id], owner);
+        return true;
+      case 'lost':
+        // Taken over: its holder settles it.
+        return false;
       case 'wait':
         return store.exceptions.scheduleRetry({ id, owner, version, attempts: verdict.attempts, lastError: verdict.lastError, now: verdict.now }, verdict.nextAttemptAt);
     }
@@ -51,12 +60,18 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
       const settled = await store.exceptions.markDead({ id: row.id, owner, version: row.version, attempts: row.attempts, lastError: 'event no longer stored', now: clock.now() });
       return { stateChanged: false, settled };
     }
-    const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state);
+    const leaseUntil = () => heldUntil.get(row.id) ?? null;
+    const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state, () => ctx.admit(trial, leaseUntil));
     return { stateChanged: changed, settled: await settle(row, verdict) };
   };
 
   return {
-    claim: (limit) => store.exceptions.claim({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs, limit, ordered }),
+    async claim(limit) {
+      const askedAt = clock.now();
+      const claimed = await store.exceptions.claim({ sink: sink.name, owner, now: askedAt, leaseMs: ctx.holdMs, limit, ordered });
+      for (const row of claimed) heldUntil.set(row.id, askedAt + ctx.holdMs);
+      return claimed;
+    },
     start(row, trial, state) {
       // Claimed again while still ours: the claim only renewed its lease.
       if (ours(row)) return;
@@ -64,7 +79,10 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
       ctx.occupy(
         () =>
           work(row, trial, state)
-            .finally(() => working.delete(row.id))
+            .finally(() => {
+              working.delete(row.id);
+              heldUntil.delete(row.id);
+            })
             .then(async ({ stateChanged, settled }) => {
               if (stateChanged) ctx.forgetState();
               // No longer ours as claimed (a claim made meanwhile may have leased it here again): due for a claim that sends it.
@@ -73,12 +91,20 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
         { outboxId: row.id },
       );
     },
-    giveBack: (rows) =>
-      store.exceptions.release(
-        rows.filter((row) => !ours(row)).map((row) => row.id),
-        owner,
-      ),
-    renew: () => store.exceptions.renewClaims({ sink: sink.name, owner, now: clock.now(), leaseMs: ctx.holdMs }),
+    giveBack(rows) {
+      const ids = rows.filter((row) => !ours(row)).map((row) => row.id);
+      for (const id of ids) heldUntil.delete(id);
+      return store.exceptions.release(ids, owner);
+    },
+    async renew() {
+      const askedAt = clock.now();
+      const renewed = new Set(await store.exceptions.renewClaims({ sink: sink.name, owner, now: askedAt, leaseMs: ctx.holdMs }));
+      // A row not renewed is another's now (claimed after its lease ran out here).
+      for (const id of working) {
+        if (renewed.has(id)) heldUntil.set(id, askedAt + ctx.holdMs);
+        else heldUntil.delete(id);
+      }
+    },
     nextDueAt: () => store.exceptions.nextDueAt(sink.name, owner),
   };
 }

@@ -21,6 +21,12 @@ export interface Exchange {
   response: ExchangeResponse | null;
 }
 
+/** What goes with one attempt besides the event: the trace to continue, and the last word on whether it may start. */
+export interface DeliverOptions {
+  traceparent?: string | undefined;
+  admit?: (() => Promise<void>) | undefined;
+}
+
 /** Where fan-out goes: a bus (NATS, RabbitMQ, ...; see bus.ts) or one outgoing HTTP hook. */
 export interface Sink {
   /** The bus's name (`nats`, `amqp`, ...) or the hook's name; the outbox rows' `sink`. */
@@ -39,9 +45,11 @@ export interface Sink {
    * One attempt: resolves when delivered (a hook with its Exchange; `skipped` when a hook's transform
    * sends nothing for the event, contract section 17, so no request was made), throws a SinkFailure
    * otherwise (a hook's with its Exchange). `trace.traceparent` (tracing on) goes with the message or
-   * request, so consumers continue the trace.
+   * request, so consumers continue the trace. `trace.admit`: asked again by a sink that made the
+   * attempt wait before its request (the rate gate), as the attempt now starts; its rejection (the
+   * sink was paused meanwhile, or its lease lost) passes through unchanged and nothing is sent.
    */
-  deliver(event: CloudEvent, signal: AbortSignal, trace?: { traceparent?: string | undefined }): Promise<Exchange | void | 'skipped'>;
+  deliver(event: CloudEvent, signal: AbortSignal, trace?: DeliverOptions): Promise<Exchange | void | 'skipped'>;
   /** The span name of an attempt: `publish <subject>` for a bus, the method for a hook. */
   spanName?(event: CloudEvent): string;
   /** The attempt's span kind: `producer` for a bus, `client` (the default) for a request. */

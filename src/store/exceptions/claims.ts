@@ -22,7 +22,8 @@ export interface OutboxClaims {
   markDead(settled: Settled): Promise<boolean>;
   release(ids: number[], owner: string): Promise<void>;
   /** The rows of the sink this process holds keep their leases for `leaseMs` more (a heartbeat while it works on them). */
-  renewClaims(renewal: { sink: string; owner: string; now: number; leaseMs: number }): Promise<void>;
+  /** Renews the leases of `owner`'s rows of the sink; returns their ids (a row missing is another's). */
+  renewClaims(renewal: { sink: string; owner: string; now: number; leaseMs: number }): Promise<number[]>;
   makeDue(sink: string, now: number): Promise<void>;
   /** Clears every lease, or only `owner`'s; returns how many. */
   releaseAll(owner?: string): Promise<number>;
@@ -233,16 +234,18 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .execute();
     },
 
-    async renewClaims({ sink, owner, now, leaseMs }: { sink: string; owner: string; now: number; leaseMs: number }): Promise<void> {
-      await executeUnsynced(
+    async renewClaims({ sink, owner, now, leaseMs }: { sink: string; owner: string; now: number; leaseMs: number }): Promise<number[]> {
+      const renewed = await executeUnsynced(
         database,
         db
           .updateTable('outbox')
           .set({ lease_until: sql<number>`${leaseNow(now)} + ${leaseMs}` })
           .where('status', '=', 'pending')
           .where('sink', '=', sink)
-          .where('lease_owner', '=', owner),
+          .where('lease_owner', '=', owner)
+          .returning('id'),
       );
+      return renewed.map((row) => Number(row.id));
     },
 
     /**

@@ -15,6 +15,7 @@ import * as logPositions from './013_log_positions.js';
 import * as attempts from './014_attempts.js';
 import * as boxSeenUnindexed from './015_box_seen_unindexed.js';
 import * as logDeletions from './016_log_deletions.js';
+import * as attemptsBeyondKept from './017_attempts_beyond_kept.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -37,4 +38,5 @@ export const migrations: Record<string, Migration> = {
   '014_attempts': attempts,
   '015_box_seen_unindexed': boxSeenUnindexed,
   '016_log_deletions': logDeletions,
+  '017_attempts_beyond_kept': attemptsBeyondKept,
 };

@@ -8,8 +8,11 @@ export interface Statement {
   parameters: readonly unknown[];
   /** Rows it changed (a write) or answered (a read or RETURNING). */
   rows: number;
-  /** The event loop ran a turn (a setImmediate callback) between the statement before it and this one. */
-  afterTurn: boolean;
+  /**
+   * Turns of the event loop (setImmediate callbacks run) before it, counted while statements run:
+   * two statements with the same number ran without the event loop turning between them.
+   */
+  turn: number;
 }
 
 /**
@@ -18,11 +21,17 @@ export interface Statement {
  * `prepare`) or pool (PostgreSQL: every query of a checked-out client).
  */
 export function spy(database: Database, statements: Statement[]): Database {
-  let turned = true;
+  let turn = 0;
+  let counting = false;
   const record = (sql: string, parameters: readonly unknown[]): Statement => {
-    const entry: Statement = { sql, parameters, rows: 0, afterTurn: turned };
-    turned = false;
-    setImmediate(() => (turned = true));
+    const entry: Statement = { sql, parameters, rows: 0, turn };
+    if (!counting) {
+      counting = true;
+      setImmediate(() => {
+        turn++;
+        counting = false;
+      });
+    }
     statements.push(entry);
     return entry;
   };

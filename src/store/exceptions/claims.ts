@@ -343,8 +343,10 @@ export function createOutboxClaims(database: Database): OutboxClaims {
       for (const sink of new Set([...pendingSinks, ...loggedSinks].map((row) => row.sink))) {
         try {
           if (graceMs > 0 && (await servedWithinGrace(sink, graceMs, now))) continue;
-          const total = (await setAsidePendingRows(sink, now, batchSize)) + (await setAsideLog(database, sink, now, batchSize));
-          if (total > 0) result.setAside[sink] = total;
+          // Counted step by step: what a step set aside stays so when a later one fails.
+          const count = (rows: number) => void (rows > 0 && (result.setAside[sink] = (result.setAside[sink] ?? 0) + rows));
+          count(await setAsidePendingRows(sink, now, batchSize));
+          count(await setAsideLog(database, sink, now, batchSize));
         } catch (error) {
           const failure = error instanceof SetAsideError ? error : new SetAsideError(sink, 'the grace of its last server', error);
           result.failed.push({ sink, step: failure.step, message: failure.message });

@@ -21,7 +21,7 @@ export interface BatchContext {
 const MIN_PAUSE_MS = 50;
 
 /**
- * Runs bounded batches until one says no more is left. After each batch the connection (and, on
+ * Runs bounded batches until one says no more is left. After every batch the connection (and, on
  * SQLite, whose statements are synchronous, the event loop) is left to requests for at least as
  * long as the batch held it: a timer, so every pending callback runs in between.
  */
@@ -30,8 +30,9 @@ export async function inBatches(context: BatchContext, batch: () => Promise<{ re
     const started = performance.now();
     const { removed, more } = await batch();
     context.removed(removed);
-    if (!more) return;
+    // The last batch too: the next step's (or the next sink's) first batch follows at once otherwise.
     await pause(Math.max(MIN_PAUSE_MS, performance.now() - started));
+    if (!more) return;
   }
 }
 

@@ -138,6 +138,29 @@ describe.each(engines)('retention in steps, on $name', (engine) => {
     const failed = entries.find((e) => e.level === 50 && e.step === 'log marks');
     expect(failed?.err).toMatchObject({ code: 'retention_step_failed', message: expect.stringMatching(/^retention step "log marks" failed 3 times: .*log marks refused/) });
   });
+  it('forgets silent boxes even when their deliveries cannot be removed this run', async () => {
+    database = (await openMigrated({ url: await engine.url() })).database;
+    const db = database.kysely;
+    const boxes = Array.from({ length: 8 }, (_, i) => `bx_${i}`);
+    await db.insertInto('boxes').values(boxes.map((id) => ({ id, state: 'ready', last_seen_at: OLD }))).execute();
+    // Each box's one event, old and routed to no sink: nothing pending keeps the box.
+    await db
+      .insertInto('deliveries')
+      .values(boxes.map((box, i) => ({ id: `evt_${i}`, type: 'box.ready', box_id: box, created_at: 'x', received_at: OLD, attempt: 1, payload: '{}', sinks: '' })))
+      .execute();
+    if (database.dialect === 'sqlite') {
+      database.sqlite.exec(`CREATE TRIGGER refuse_deliveries BEFORE DELETE ON deliveries BEGIN SELECT RAISE(ABORT, 'deliveries refused'); END`);
+    } else {
+      await sql`CREATE FUNCTION refuse_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'deliveries refused'; END $$`.execute(db);
+      await sql`CREATE TRIGGER refuse_deliveries BEFORE DELETE ON deliveries FOR EACH STATEMENT EXECUTE FUNCTION refuse_deliveries()`.execute(db);
+    }
+
+    const result = await pruneExpired(database, { now: NOW, retentionDays: RETENTION_DAYS, batchSize: BATCH, retryDelayMs: 0 });
+
+    expect(result).toMatchObject({ failedSteps: ['deliveries'], deliveries: 0, boxes: boxes.length });
+    expect(await countOf(db, 'boxes')).toBe(0);
+    expect(await countOf(db, 'deliveries')).toBe(boxes.length);
+  });
 });
 
 describe.each(engines)('setting aside the work of sinks no replica serves, on $name', (engine) => {

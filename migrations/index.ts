@@ -15,6 +15,7 @@ import * as logPositions from './013_log_positions.js';
 import * as attempts from './014_attempts.js';
 import * as boxSeenUnindexed from './015_box_seen_unindexed.js';
 import * as logDeletions from './016_log_deletions.js';
+import * as attemptsBeyondKept from './017_attempts_beyond_kept.js';
 import * as attemptMinutes from './018_attempt_minutes.js';
 import * as oneLiveRow from './019_one_live_row.js';
 import * as unrecordedRouting from './020_unrecorded_routing.js';
@@ -40,6 +41,7 @@ export const migrations: Record<string, Migration> = {
   '014_attempts': attempts,
   '015_box_seen_unindexed': boxSeenUnindexed,
   '016_log_deletions': logDeletions,
+  '017_attempts_beyond_kept': attemptsBeyondKept,
   '018_attempt_minutes': attemptMinutes,
   '019_one_live_row': oneLiveRow,
   '020_unrecorded_routing': unrecordedRouting,

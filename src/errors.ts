@@ -69,7 +69,7 @@ export type ReconcileFailureCode = 'upstream_cursor_loop' | 'reconcile_lease_los
 /** Signing secrets encrypted at rest (src/upstream/secret-cipher.ts). */
 export type SecretCipherErrorCode = 'secret_key_invalid' | 'secret_key_missing' | 'secret_format_invalid' | 'secret_decrypt_failed';
 
-/** Opening, migrating, locking, backing up and copying the database (src/store). */
+/** Opening, migrating, locking, backing up and copying the database, retention and setting work aside (src/store). */
 export type StoreErrorCode =
   | 'database_busy'
   | 'database_unavailable'
@@ -79,7 +79,9 @@ export type StoreErrorCode =
   | 'backup_failed'
   | 'backup_over_source'
   | 'target_not_empty'
-  | 'copy_interrupted';
+  | 'copy_interrupted'
+  | 'retention_step_failed'
+  | 'set_aside_failed';
 
 /** The buses: each bus's failure codes start with its name (`amqp_down`, `redis_timeout`, `nats_no_ack`). */
 export type BusName = 'nats' | 'amqp' | 'redis' | 'mqtt' | 'kafka';

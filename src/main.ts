@@ -328,9 +328,10 @@ export async function createRelay({
       secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
         secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
       );
+      const retentionLogger = logger.child({ part: 'retention' });
       pruning = schedulePrune({
-        prune: (signal) => pruneExpired(store.database, { now: clock.now(), retentionDays: config.retentionDays, signal }),
-        logger: logger.child({ part: 'retention' }),
+        prune: (signal) => pruneExpired(store.database, { now: clock.now(), retentionDays: config.retentionDays, signal, logger: retentionLogger }),
+        logger: retentionLogger,
         timers,
       });
       if (reconciler && config.reconcileInterval > 0) {

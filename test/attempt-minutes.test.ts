@@ -9,7 +9,7 @@ import { attemptsPerMinute } from '../src/store/attempts/sink-attempts.js';
 import { sinkHealth } from '../src/store/attempts/sink-health.js';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
-import { pruneAttemptMinutes } from '../src/store/retention/prune-attempt-minutes.js';
+import { deleteExpiredBySink } from '../src/store/retention/batches.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import type { Schema } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
@@ -218,15 +218,23 @@ describe.each(engines)('per-minute attempt sums on $name', ({ url }) => {
     expect(await kept('attempt_statuses')).toEqual([['audit', T + 2 * MINUTE]]);
   });
 
-  it('prunes the sums older than the cutoff, sink by sink in batches, and stops when asked', async () => {
+  it('prunes the sums older than the cutoff, sink by sink in batches of at most the batch size, and stops when asked', async () => {
     const db = await open();
     const log = createAttemptLog(db);
     await log.countAttempts([...times(5, (i) => attempt({ at: T + i * MINUTE })), ...times(3, (i) => attempt({ sink: 'audit', at: T + i * MINUTE }))]);
     // Each batch a range of at most 2 minutes: 5 + 3 rows of each table, and nothing at or after the cutoff.
     const stop = new AbortController();
-    expect(await pruneAttemptMinutes(db, { cutoff: T + 4 * MINUTE, batchSize: 2, signal: stop.signal })).toBe(2 * (4 + 3));
+    const batches: number[] = [];
+    const prune = (table: string, cutoff: number) =>
+      deleteExpiredBySink({ database: db, batchSize: 2, signal: stop.signal, removed: (rows) => void batches.push(rows) }, table, 'minute', cutoff);
+    await prune('attempt_minutes', T + 4 * MINUTE);
+    await prune('attempt_statuses', T + 4 * MINUTE);
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(2 * (4 + 3));
+    expect(Math.max(...batches)).toBeLessThanOrEqual(2);
     expect(await db.kysely.selectFrom('attempt_minutes').select('minute').execute()).toEqual([{ minute: expect.anything() }]);
     stop.abort();
-    expect(await pruneAttemptMinutes(db, { cutoff: T + 10 * MINUTE, batchSize: 2, signal: stop.signal })).toBe(0);
+    batches.length = 0;
+    await prune('attempt_minutes', T + 10 * MINUTE);
+    expect(batches).toEqual([]);
   });
 });

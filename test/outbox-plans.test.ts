@@ -1,10 +1,11 @@
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import { engines } from './support/databases.js';
+import { planOf, spy, type Statement } from './support/statements.js';
 
 /** Settled rows kept for the statuses: many, so a statement that reads them all shows in its plan. */
 const KEPT = 20_000;
@@ -20,7 +21,7 @@ describe.each(engines)('outbox statements with settled rows kept, on $name', (en
 
   it('claim, count and settle through partial indexes and ids, never a scan of the table', async () => {
     database = (await openMigrated({ url: await engine.url() })).database;
-    const statements: { sql: string; parameters: readonly unknown[] }[] = [];
+    const statements: Statement[] = [];
     const spied = spy(database, statements);
     await sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at)
       SELECT 'evt_' || n, CASE WHEN n % 2 = 0 THEN 'h' ELSE 'nats' END, CASE WHEN n % 10 = 0 THEN 'discarded' ELSE 'delivered' END, 1, 0, 0, 0
@@ -79,51 +80,6 @@ function numbers(engine: 'sqlite' | 'postgres', count: number) {
   return engine === 'postgres'
     ? sql`SELECT generate_series(1, ${sql.lit(count)}) AS n`
     : sql`WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < ${sql.lit(count)}) SELECT n FROM c`;
-}
-
-interface Statement {
-  sql: string;
-  parameters: readonly unknown[];
-}
-
-/** A database whose statements are recorded with their parameters, run on the same connection (SQLite) or pool (PostgreSQL). */
-function spy(database: Database, statements: Statement[]): Database {
-  if (database.dialect === 'sqlite') {
-    // Kysely and the unsynced writes both prepare through here; each run records what it was bound to.
-    const prepare = (text: string) => {
-      const statement = database.prepare(text);
-      const entry: Statement = { sql: text, parameters: [] };
-      statements.push(entry);
-      return new Proxy(statement, {
-        get(target, key) {
-          const value = Reflect.get(target, key) as unknown;
-          if (typeof value !== 'function') return value;
-          return (...args: unknown[]) => {
-            if (['all', 'run', 'get', 'iterate'].includes(key as string)) entry.parameters = args;
-            return (value as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        },
-      });
-    };
-    const kysely = new Kysely<never>({ dialect: new SqliteDialect({ database: { prepare, close: () => {} } }) });
-    return { ...database, prepare, kysely: kysely as unknown as typeof database.kysely };
-  }
-  const kysely = new Kysely<never>({
-    dialect: new PostgresDialect({ pool: database.pool }),
-    log: (event) => {
-      if (event.level === 'query') statements.push({ sql: event.query.sql, parameters: event.query.parameters });
-    },
-  });
-  return { ...database, kysely: kysely as unknown as typeof database.kysely };
-}
-
-async function planOf(database: Database, statement: Statement): Promise<string> {
-  if (database.dialect === 'sqlite') {
-    const rows = database.sqlite.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(...statement.parameters) as { detail: string }[];
-    return rows.map((r) => r.detail).join('; ');
-  }
-  const { rows } = await database.pool.query(`EXPLAIN ${statement.sql}`, [...statement.parameters]);
-  return rows.map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN'].trim()).join('; ');
 }
 
 /** A read of every outbox row: a sequential scan (PostgreSQL), or a scan not through a partial index (SQLite). */

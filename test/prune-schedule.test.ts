@@ -12,7 +12,7 @@ import { sqliteFile } from './support/databases.js';
 import { captureLogs } from './support/log-capture.js';
 import { SECRET, delivery, sendRaw } from './support/sign.js';
 
-const result = (deliveries: number): PruneResult => ({ cutoff: 0, deliveries, boxes: 0, expiredSecrets: 0, audit: 0 });
+const result = (deliveries: number): PruneResult => ({ cutoff: 0, deliveries, boxes: 0, expiredSecrets: 0, audit: 0, removed: { deliveries }, failedSteps: [] });
 
 describe('the daily retention schedule', () => {
   it('runs shortly after start, then once a day, logging what it removed', async () => {

@@ -77,7 +77,15 @@ for (const engine of engines) {
       const result = await pruneExpired(database(), { now, retentionDays: RETENTION_DAYS, batchSize: 2 });
 
       // Settled events (delivered, discarded) go; unsettled ones keep their delivery, and so does an event a sink has not read.
-      expect(result).toEqual({ cutoff: now - RETENTION_DAYS * DAY_MS, deliveries: 3, boxes: 0, expiredSecrets: 0, audit: 0 });
+      expect(result).toEqual({
+        cutoff: now - RETENTION_DAYS * DAY_MS,
+        deliveries: 3,
+        boxes: 0,
+        expiredSecrets: 0,
+        audit: 0,
+        removed: expect.objectContaining({ deliveries: 3, boxes: 0 }),
+        failedSteps: [],
+      });
       expect(await deliveryIds()).toEqual([pending, dead, setAside, half, recent, unread].sort());
       expect(await outboxRows()).toEqual([`${pending}/alerts/pending`, `${dead}/alerts/dead`, `${setAside}/alerts/set_aside`, `${half}/audit/pending`].sort());
       // bx_old is silent past the window, but in `error` (by `half`) and with work pending for its events: it stays.

@@ -136,6 +136,7 @@ async function prune(options: { days?: number }): Promise<void> {
     pruneExpired(database, { now: Date.now(), retentionDays: options.days ?? config.retentionDays }),
   );
   console.log(describePrune(result));
+  if (result.failedSteps.length > 0) process.exitCode = 1;
 }
 
 function upstreamClient(config: Config): UpstreamClient {

@@ -143,7 +143,11 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     const now = clock.now();
     if (!deps.exclusive) await store.exceptions.announceServed(served, now);
     const graceMs = deps.exclusive ? 0 : tuning.unservedGraceMs;
-    for (const [sink, rows] of Object.entries(await store.exceptions.setAsideUnserved({ configured: served, graceMs, now }))) {
+    const { setAside, failed } = await store.exceptions.setAsideUnserved({ configured: served, graceMs, now });
+    for (const { sink, step, message } of failed) {
+      log.error({ sink, step }, `${message}; what was set aside stays so, and the rest is tried again ${deps.exclusive ? 'at the next start' : 'at the next pass'}`);
+    }
+    for (const [sink, rows] of Object.entries(setAside)) {
       log.warn(
         { sink, rows },
         `pending work for sink ${sink}, which no replica serves${graceMs > 0 ? ` (none has for ${graceMs / 1000} s)` : ''}, is set aside as ` +

@@ -1,49 +1,42 @@
 import { sql } from 'kysely';
-import type { Database } from '../engines/database.js';
-import { executeUnsynced } from '../engines/unsynced.js';
+import { deleteSome, inBatches, type BatchContext } from '../retention/batches.js';
 import { KEPT_PER_EVENT_AND_SINK } from './attempt-rows.js';
 
+/** A literal, so both engines see that a statement reads only what the partial index `attempts_beyond_kept` holds. */
+const BEYOND_KEPT = sql<boolean>`n > ${sql.lit(KEPT_PER_EVENT_AND_SINK)}`;
+
 /**
- * Retention of attempts: those that started before `cutoff`, and any beyond the newest 50 of their
- * event and sink (successes, written in batches, are not trimmed as they are written). In batches,
- * like the rest of the prune.
+ * Attempts beyond the newest 50 of their event and sink (successes, written in batches, are not
+ * trimmed as they are written). The events and sinks with an attempt numbered past 50 are few and
+ * found on the partial index `attempts_beyond_kept`, one after another in key order; each one's
+ * oldest are removed in batches on (event_id, sink, n).
  */
-export async function pruneAttempts(
-  database: Database,
-  { cutoff, batchSize, signal }: { cutoff: number; batchSize: number; signal?: AbortSignal | undefined },
-): Promise<number> {
-  const db = database.kysely;
-  let removed = 0;
-  // Sink by sink, on the (sink, at) index; the sinks found by a walk of index seeks, not a scan.
-  const { rows: sinks } = await sql<{ sink: string }>`
-    WITH RECURSIVE s(sink) AS (
-      SELECT min(sink) FROM attempts
-      UNION ALL SELECT (SELECT min(sink) FROM attempts WHERE sink > s.sink) FROM s WHERE s.sink IS NOT NULL
-    )
-    SELECT sink FROM s WHERE sink IS NOT NULL`.execute(db);
-  for (const { sink } of sinks) {
-    for (;;) {
-      if (signal?.aborted) return removed;
-      const batch = await executeUnsynced(
-        database,
-        db
-          .deleteFrom('attempts')
-          .where('id', 'in', (eb) => eb.selectFrom('attempts').select('id').where('sink', '=', sink).where('at', '<', cutoff).limit(batchSize))
-          .returning('id'),
-      );
-      removed += batch.length;
-      if (batch.length < batchSize) break;
-    }
-  }
-  if (signal?.aborted) return removed;
-  const beyond = await executeUnsynced(
-    database,
-    db
-      .deleteFrom('attempts')
-      .where(
-        sql<boolean>`n > ${KEPT_PER_EVENT_AND_SINK} AND n <= (SELECT max(newest.n) - ${KEPT_PER_EVENT_AND_SINK} FROM attempts newest WHERE newest.event_id = attempts.event_id AND newest.sink = attempts.sink)`,
-      )
-      .returning('id'),
-  );
-  return removed + beyond.length;
+export async function trimAttemptsBeyondKept(context: BatchContext): Promise<void> {
+  const db = context.database.kysely;
+  let after: { event_id: string; sink: string } | undefined;
+  await inBatches(context, async () => {
+    const next = await db
+      .selectFrom('attempts')
+      .select(['event_id', 'sink'])
+      .where(BEYOND_KEPT)
+      .$if(after !== undefined, (q) => q.where(sql<boolean>`(event_id, sink) > (${after!.event_id}, ${after!.sink})`))
+      .orderBy('event_id')
+      .orderBy('sink')
+      .limit(1)
+      .executeTakeFirst();
+    if (next === undefined) return { removed: 0, more: false };
+    const removed = await deleteSome(
+      context.database,
+      {
+        table: 'attempts',
+        where: sql<boolean>`event_id = ${next.event_id} AND sink = ${next.sink} AND n <= (SELECT max(newest.n) - ${KEPT_PER_EVENT_AND_SINK}
+          FROM attempts newest WHERE newest.event_id = ${next.event_id} AND newest.sink = ${next.sink})`,
+        orderBy: 'n',
+      },
+      context.batchSize,
+    );
+    // A full batch may leave more of this event and sink; otherwise it is done.
+    if (removed < context.batchSize) after = next;
+    return { removed, more: true };
+  });
 }

@@ -4,7 +4,7 @@ import { leaseClock } from '../engines/database-clock.js';
 import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './rows.js';
 import type { Schema } from '../schema.js';
 import { createBacklogCount } from '../log/count-backlogs.js';
-import { setAsideLog } from '../log/set-aside.js';
+import { SET_ASIDE_BATCH, SetAsideError, inSteps, setAsideLog } from '../log/set-aside.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 
 /** Claiming and leasing fan-out rows, and writing back what their attempts did. */
@@ -29,7 +29,7 @@ export interface OutboxClaims {
   releaseAll(owner?: string): Promise<number>;
   /** This replica serves these sinks (a heartbeat; see `setAsideUnserved`). */
   announceServed(sinks: string[], now: number): Promise<void>;
-  setAsideUnserved(options: UnservedWork): Promise<Record<string, number>>;
+  setAsideUnserved(options: UnservedWork): Promise<UnservedSetAside>;
   countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>>;
   /**
    * Rows for log entries whose first attempts did not simply deliver them (or that wait behind their
@@ -56,13 +56,24 @@ export interface NewException {
   now: number;
 }
 
+/** What a pass over unserved sinks did: rows set aside by sink, and each sink whose work could not be (the others went on). */
+export interface UnservedSetAside {
+  setAside: Record<string, number>;
+  failed: { sink: string; step: string; message: string }[];
+}
+
 export interface UnservedWork {
   /** The sinks this replica serves: work of any other sink may be set aside. */
   configured: string[];
   /** How long a sink may go without a replica that serves it before its work is set aside; 0: at once (the only process). */
   graceMs: number;
   now: number;
+  /** Rows (and log entries) set aside per transaction; `SET_ASIDE_BATCH` unless given. */
+  batchSize?: number;
 }
+
+/** Pending rows, as a literal: the partial indexes of pending work serve it on both engines. */
+const PENDING = sql<boolean>`status = 'pending'`;
 
 /**
  * Every write is one statement, atomic by itself: on SQLite the connection is shared with the
@@ -77,6 +88,37 @@ export function createOutboxClaims(database: Database): OutboxClaims {
 
   /** A scrape, the console and the admin API share one count of the log, kept between calls. */
   const countBacklogs = createBacklogCount(database);
+
+  /** Some replica announced the sink within the grace (a sink never announced starts its grace now). */
+  const servedWithinGrace = async (sink: string, graceMs: number, now: number): Promise<boolean> => {
+    await db
+      .insertInto('sink_servers')
+      .values({ sink, served_at: leaseNow(now) })
+      .onConflict((oc) => oc.column('sink').doNothing())
+      .execute();
+    const served = await db
+      .selectFrom('sink_servers')
+      .select('sink')
+      .where('sink', '=', sink)
+      .where('served_at', '>', sql<number>`${leaseNow(now)} - ${graceMs}`)
+      .executeTakeFirst();
+    return served !== undefined;
+  };
+
+  /** A sink's pending rows no lease holds become set aside, `batchSize` rows a statement (through the partial index of pending rows). */
+  const setAsidePendingRows = (sink: string, now: number, batchSize: number): Promise<number> =>
+    inSteps(sink, 'its pending rows', async () => {
+      const rows = await db
+        .updateTable('outbox')
+        .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...LEASE_CLEARED })
+        .where('id', 'in', (eb) =>
+          eb.selectFrom('outbox').select('id').where(PENDING).where('sink', '=', sink).where(leaseFree(now)).limit(batchSize),
+        )
+        .where(PENDING)
+        .executeTakeFirst();
+      const changed = Number(rows.numUpdatedRows);
+      return { changed, done: changed < batchSize };
+    });
 
   return {
     /**
@@ -300,10 +342,11 @@ export function createOutboxClaims(database: Database): OutboxClaims {
      * Pending work of a sink this replica does not serve is left alone while some replica serves it
      * (a rolling update: a peer with another hook list still sends it), and set aside (listed as dead
      * letters) once none has announced it for `graceMs`; for a sink never announced, the grace starts
-     * when its work is first found here. Rows a live lease holds are never touched. Returns how many
-     * rows of each sink were set aside; one statement a sink, each atomic.
+     * when its work is first found here. Rows a live lease holds are never touched. Each sink's work
+     * goes in steps of a bounded number of rows, each step its own short transaction; a sink whose
+     * step fails is told in `failed` (what was set aside before stays so), and the others go on.
      */
-    async setAsideUnserved({ configured, graceMs, now }: UnservedWork): Promise<Record<string, number>> {
+    async setAsideUnserved({ configured, graceMs, now, batchSize = SET_ASIDE_BATCH }: UnservedWork): Promise<UnservedSetAside> {
       const pendingSinks = await db
         .selectFrom('outbox')
         .select('sink')
@@ -317,33 +360,20 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .distinct()
         .$if(configured.length > 0, (q) => q.where('sink', 'not in', configured))
         .execute();
-      const setAside: Record<string, number> = {};
+      const result: UnservedSetAside = { setAside: {}, failed: [] };
       for (const sink of new Set([...pendingSinks, ...loggedSinks].map((row) => row.sink))) {
-        if (graceMs > 0) {
-          await db
-            .insertInto('sink_servers')
-            .values({ sink, served_at: leaseNow(now) })
-            .onConflict((oc) => oc.column('sink').doNothing())
-            .execute();
-          const served = await db
-            .selectFrom('sink_servers')
-            .select('sink')
-            .where('sink', '=', sink)
-            .where('served_at', '>', sql<number>`${leaseNow(now)} - ${graceMs}`)
-            .executeTakeFirst();
-          if (served) continue;
+        try {
+          if (graceMs > 0 && (await servedWithinGrace(sink, graceMs, now))) continue;
+          // Counted step by step: what a step set aside stays so when a later one fails.
+          const count = (rows: number) => void (rows > 0 && (result.setAside[sink] = (result.setAside[sink] ?? 0) + rows));
+          count(await setAsidePendingRows(sink, now, batchSize));
+          count(await setAsideLog(database, sink, now, batchSize));
+        } catch (error) {
+          const failure = error instanceof SetAsideError ? error : new SetAsideError(sink, 'the grace of its last server', error);
+          result.failed.push({ sink, step: failure.step, message: failure.message });
         }
-        const rows = await db
-          .updateTable('outbox')
-          .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...LEASE_CLEARED })
-          .where('status', '=', 'pending')
-          .where('sink', '=', sink)
-          .where(leaseFree(now))
-          .executeTakeFirst();
-        const total = Number(rows.numUpdatedRows) + (await setAsideLog(database, sink, now));
-        if (total > 0) setAside[sink] = total;
       }
-      return setAside;
+      return result;
     },
 
     /**

@@ -1,4 +1,6 @@
+import { setImmediate as turn } from 'node:timers/promises';
 import { sql } from 'kysely';
+import { describeError, RelayError } from '../../errors.js';
 import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
 import { atomically } from '../engines/atomically.js';
@@ -6,29 +8,71 @@ import { SINK_NOT_CONFIGURED } from '../exceptions/rows.js';
 import { logHead } from './cursors.js';
 import { routedWithoutRow } from './position.js';
 
+/** Log entries (and outbox rows) set aside per transaction: each commits quickly, whatever the backlog. */
+export const SET_ASIDE_BATCH = 500;
+
+/** One step of setting a sink's work aside failed; the steps before it stay done. */
+export class SetAsideError extends RelayError {
+  readonly code = 'set_aside_failed';
+  constructor(
+    readonly sink: string,
+    readonly step: string,
+    cause: unknown,
+  ) {
+    super(`could not set aside the work of sink ${sink} (${step}): ${describeError(cause)}`, { cause });
+  }
+}
+
+/** Runs `step` until it says it is done, with a turn of the event loop between two runs; a failure names the sink and the step. */
+export async function inSteps(sink: string, name: string, step: () => Promise<{ changed: number; done: boolean }>): Promise<number> {
+  let total = 0;
+  for (;;) {
+    let outcome: { changed: number; done: boolean };
+    try {
+      outcome = await step();
+    } catch (error) {
+      throw new SetAsideError(sink, name, error);
+    }
+    total += outcome.changed;
+    if (outcome.done) return total;
+    await turn();
+  }
+}
+
 /**
  * The log of a sink no replica serves: its routed deliveries past the cursors of partitions no live
  * lease holds (and without a row of that sink: those are set aside as rows) become set-aside rows,
- * and those cursors move to the head, in one transaction. The free cursors are locked first and
- * only they are moved: a partition taken between two statements keeps its cursor and its entries.
+ * and those cursors move on, up to the head as it was at the call. In steps of at most `batchSize`
+ * log entries, each its own transaction: the free cursors are locked first and only they are moved,
+ * over the entries set aside in the same transaction, so a partition taken between two steps keeps
+ * its cursor and its entries.
  */
-export async function setAsideLog(database: Database, sink: string, now: number): Promise<number> {
+export async function setAsideLog(database: Database, sink: string, now: number, batchSize = SET_ASIDE_BATCH): Promise<number> {
   const db = database.kysely;
   const leaseNow = leaseClock(database);
   const lock = database.dialect === 'postgres' ? sql`FOR UPDATE` : sql``;
-  return atomically(database, function* () {
-    const { rows } = yield sql`SELECT ${logHead(database)} AS seq, ${leaseNow(now)} AS at`.compile(db);
-    const [{ seq: head, at }] = rows as [{ seq: number; at: number }];
-    const free = (yield sql`SELECT part FROM log_cursors WHERE sink = ${sink} AND seq < ${head}
-      AND (lease_until IS NULL OR lease_until <= ${at}) ${lock}`.compile(db)).rows as { part: number }[];
-    if (free.length === 0) return 0;
-    const parts = sql.join(free.map(({ part }) => part));
-    const { changed } = yield sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
-      SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
-      FROM log_cursors c JOIN deliveries d ON d.part = c.part
-      WHERE c.sink = ${sink} AND c.part IN (${parts}) AND d.seq > c.seq AND d.seq <= ${head} AND ${routedWithoutRow(sink)}
-      ORDER BY d.seq`.compile(db);
-    yield sql`UPDATE log_cursors SET seq = ${head}, updated_at = ${now} WHERE sink = ${sink} AND part IN (${parts})`.compile(db);
-    return changed;
-  });
+  let head: number | undefined;
+  return inSteps(sink, 'the log past its cursors', () =>
+    atomically(database, function* () {
+      const { rows } = yield sql`SELECT ${logHead(database)} AS seq, ${leaseNow(now)} AS at`.compile(db);
+      const [current] = rows as [{ seq: number; at: number }];
+      head ??= Number(current.seq);
+      const free = (yield sql`SELECT part, seq FROM log_cursors WHERE sink = ${sink} AND seq < ${head}
+        AND (lease_until IS NULL OR lease_until <= ${current.at}) ${lock}`.compile(db)).rows as { part: number; seq: number }[];
+      if (free.length === 0) return { changed: 0, done: true };
+      const from = Math.min(...free.map((cursor) => Number(cursor.seq)));
+      // The step ends after `batchSize` entries of the log (of any partition) past the furthest-behind cursor.
+      const { rows: ends } = yield sql`SELECT seq FROM deliveries WHERE seq > ${from} AND seq <= ${head}
+        ORDER BY seq LIMIT 1 OFFSET ${batchSize - 1}`.compile(db);
+      const upTo = ends.length > 0 ? Number((ends[0] as { seq: number }).seq) : head;
+      const parts = sql.join(free.map(({ part }) => part));
+      const { changed } = yield sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
+        SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
+        FROM log_cursors c JOIN deliveries d ON d.part = c.part
+        WHERE c.sink = ${sink} AND c.part IN (${parts}) AND d.seq > c.seq AND d.seq <= ${upTo} AND ${routedWithoutRow(sink)}
+        ORDER BY d.seq`.compile(db);
+      yield sql`UPDATE log_cursors SET seq = ${upTo}, updated_at = ${now} WHERE sink = ${sink} AND part IN (${parts}) AND seq < ${upTo}`.compile(db);
+      return { changed, done: upTo >= head };
+    }),
+  );
 }

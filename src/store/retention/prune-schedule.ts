@@ -17,7 +17,7 @@ export interface PruneScheduleOptions {
 }
 
 /**
- * Daily in-process retention; a failed run is logged and the schedule goes on. Replicas sharing
+ * Daily in-process retention; a failed step or run is logged and the schedule goes on. Replicas sharing
  * PostgreSQL each prune: the deletes are idempotent.
  */
 export function schedulePrune(options: PruneScheduleOptions): PruneSchedule {
@@ -26,7 +26,10 @@ export function schedulePrune(options: PruneScheduleOptions): PruneSchedule {
       const started = performance.now();
       const result = await options.prune(signal);
       const durationMs = Math.round(performance.now() - started);
-      options.logger.info({ ...result, cutoff: new Date(result.cutoff).toISOString(), durationMs }, describePrune(result));
+      const fields = { ...result, cutoff: new Date(result.cutoff).toISOString(), durationMs };
+      // Each failed step was logged as it failed; the pass's line says it was not whole.
+      if (result.failedSteps.length > 0) options.logger.warn(fields, describePrune(result));
+      else options.logger.info(fields, describePrune(result));
     },
     {
       timers: options.timers,

@@ -1,11 +1,13 @@
+import { setTimeout as pause } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { DAY_MS } from '../../clock.js';
+import { describeError, RelayError } from '../../errors.js';
+import type { Logger } from '../../log.js';
 import type { Database } from '../engines/database.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
-import { pruneAttempts } from '../attempts/prune-attempts.js';
-import { pruneAttemptMinutes } from './prune-attempt-minutes.js';
-
+import { trimAttemptsBeyondKept } from '../attempts/prune-attempts.js';
+import { deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
 
 export interface PruneOptions {
   /** Epoch ms. */
@@ -18,6 +20,10 @@ export interface PruneOptions {
   batchSize?: number;
   /** Stops between batches (shutdown); what was removed so far stays removed. */
   signal?: AbortSignal | undefined;
+  /** Where a step's failure is told (each attempt); without one, only the result names the steps that failed. */
+  logger?: Logger | undefined;
+  /** The rest before a failed step is tried again. */
+  retryDelayMs?: number;
 }
 
 export interface PruneResult {
@@ -32,6 +38,37 @@ export interface PruneResult {
   expiredSecrets: number;
   /** Audit entries (contract section 15). */
   audit: number;
+  /** Rows each step removed, by step name (every step of `RETENTION_STEPS`). */
+  removed: Record<string, number>;
+  /** Steps that failed every attempt, in pass order; the pass went on past each. */
+  failedSteps: string[];
+}
+
+/** A step failed every attempt of a pass. */
+export class RetentionStepError extends RelayError {
+  readonly code = 'retention_step_failed';
+  constructor(
+    readonly step: string,
+    attempts: number,
+    cause: unknown,
+  ) {
+    super(`retention step "${step}" failed ${attempts === 1 ? 'once' : `${attempts} times`}: ${describeError(cause)}`, { cause });
+  }
+}
+
+interface StepContext extends BatchContext {
+  /** Epoch ms: received (or last seen, or started) before this is past the window. */
+  cutoff: number;
+  now: number;
+}
+
+/**
+ * One step of the pass: removes one kind of row, in bounded batches that each commit at once (a
+ * step stopped half-way leaves only whole batches done, and is simply run again).
+ */
+export interface RetentionStep {
+  name: string;
+  run(context: StepContext): Promise<void>;
 }
 
 /**
@@ -41,135 +78,181 @@ export interface PruneResult {
 const forgettable = (box: 'b' | 'boxes') =>
   sql<boolean>`(${sql.ref(`${box}.state`)} IS NULL OR ${sql.ref(`${box}.state`)} <> 'error') AND NOT ${boxWorkPending(`${box}.id`)}`;
 
-const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 /**
- * The least rest between two batches, so that a prune under load adds a bounded stream of writes
- * (on SQLite a statement blocks the event loop and the group-commit writer alike).
+ * Expired deliveries whose fan-out is all settled, with their settled outbox rows; in receipt order
+ * from where the last batch ended, so deliveries kept for pending work are read once a pass.
  */
-const MIN_PAUSE_MS = 50;
-
-/**
- * Runs bounded batches of deletes until one says no more is left. After each batch the connection
- * is left to requests for at least as long as the batch held it.
- */
-async function deleteInBatches(deleteBatch: () => Promise<{ removed: number; more: boolean }>, signal: AbortSignal | undefined): Promise<number> {
-  let total = 0;
-  while (!signal?.aborted) {
-    const started = performance.now();
-    const { removed, more } = await deleteBatch();
-    total += removed;
-    if (!more) break;
-    await pause(Math.max(MIN_PAUSE_MS, performance.now() - started));
-  }
-  return total;
+async function pruneDeliveries(context: StepContext): Promise<void> {
+  const { database, batchSize, cutoff } = context;
+  const { kysely } = database;
+  let after: { received_at: number; id: string } | undefined;
+  await inBatches(context, async () => {
+    const expired = await kysely
+      .selectFrom('deliveries as d')
+      .select(['d.id', 'd.received_at'])
+      .where('d.received_at', '<', cutoff)
+      .$if(after !== undefined, (q) =>
+        q.where('d.received_at', '>=', after!.received_at).where((eb) => eb.or([eb('d.received_at', '>', after!.received_at), eb('d.id', '>', after!.id)])),
+      )
+      .where(sql<boolean>`NOT ${DELIVERY_WORK_PENDING}`)
+      .orderBy('d.received_at')
+      .orderBy('d.id')
+      .limit(batchSize)
+      .execute();
+    if (expired.length === 0) return { removed: 0, more: false };
+    const last = expired[expired.length - 1]!;
+    after = { received_at: Number(last.received_at), id: last.id };
+    const ids = expired.map((d) => d.id);
+    // Its rows go first, then the deliveries that have none left (a replay may have queued one meanwhile: that one stays).
+    await executeUnsynced(database, kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']));
+    const removed = await executeUnsynced(
+      database,
+      kysely
+        .deleteFrom('deliveries')
+        .where('id', 'in', ids)
+        .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
+        .returning('id'),
+    );
+    return { removed: removed.length, more: expired.length >= batchSize };
+  });
 }
 
 /** Boxes read per statement of the boxes' pass, in batches of this many deletes. */
 const BOX_WINDOW_BATCHES = 100;
 
 /**
- * Retention: removes deliveries older than `retentionDays` with their settled outbox rows
- * (delivered, discarded), boxes not heard of for as long (unless in `error`, or with work pending),
- * audit entries, delivery counts and cursor marks as old, and signing secrets past their expiry. A
- * delivery stays while work for it is pending (an outbox row pending, a dead letter or set aside, or
- * a sink it was routed to has not read it from the log), so retention never loses undelivered events. Removing a delivery ends its dedup protection: the
- * dedup window is the retention period. Every statement stands alone (no transaction), as the
- * SQLite connection is shared with the group-commit writer; each commits without an fsync of its own
- * (a delete lost to a power failure is only done again on the next run), as an fsync per batch
- * would stall the receive path. The pages they dirty are copied into the database file by the
- * background checkpointer (src/store/engines/checkpointer.ts), not on this connection.
+ * Boxes not heard of within the window, unless in `error` or with work pending. In id order, a
+ * window of boxes per statement: last_seen_at has no index (every stored event would move its
+ * entry), so a pass reads each box once, in bounded steps.
  */
-export async function pruneExpired(database: Database, options: PruneOptions): Promise<PruneResult> {
+async function forgetBoxes(context: StepContext): Promise<void> {
+  const { database, batchSize, cutoff } = context;
   const { kysely } = database;
-  const batchSize = options.batchSize ?? 50;
-  const cutoff = options.now - options.retentionDays * DAY_MS;
-  const deliveries = await deleteInBatches(
-    async () => {
-      // A batch of expired deliveries whose fan-out is all settled; its rows go first, then the
-      // deliveries that have none left (a replay may have queued one meanwhile: that one stays).
-      const expired = await kysely
-        .selectFrom('deliveries as d')
-        .select('d.id')
-        .where('d.received_at', '<', cutoff)
-        .where(sql<boolean>`NOT ${DELIVERY_WORK_PENDING}`)
-        .limit(batchSize)
-        .execute();
-      if (expired.length === 0) return { removed: 0, more: false };
-      const ids = expired.map((d) => d.id);
-      await executeUnsynced(database, kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']));
-      const removed = await executeUnsynced(
-        database,
-        kysely
-          .deleteFrom('deliveries')
-          .where('id', 'in', ids)
-          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
-          .returning('id'),
-      );
-      return { removed: removed.length, more: removed.length >= batchSize };
-    },
-    options.signal,
-  );
-
-  // In id order, a window of boxes per statement: last_seen_at has no index (every stored event
-  // would move its entry), so a run reads each box once, in bounded steps.
   const window = batchSize * BOX_WINDOW_BATCHES;
   let after: string | undefined;
-  const boxes = await deleteInBatches(
-    async () => {
-      const inWindow = kysely
-        .selectFrom('boxes as b')
-        .select('b.id')
-        .$if(after !== undefined, (q) => q.where('b.id', '>', after!))
-        .orderBy('b.id');
-      const end = (await inWindow.offset(window - 1).limit(1).executeTakeFirst())?.id;
-      const batch = await inWindow
-        .$if(end !== undefined, (q) => q.where('b.id', '<=', end!))
-        .where('b.last_seen_at', '<', cutoff)
-        .where(forgettable('b'))
-        .limit(batchSize)
-        .execute();
-      const full = batch.length === batchSize;
-      // A full batch may leave more of its window; otherwise the window is done.
-      after = full ? batch[batch.length - 1]!.id : end;
-      if (batch.length === 0) return { removed: 0, more: end !== undefined };
-      // Checked again: an event or a replay may have come for the box since.
-      const removed = await executeUnsynced(
-        database,
-        kysely
-          .deleteFrom('boxes')
-          .where('id', 'in', batch.map((box) => box.id))
-          .where('last_seen_at', '<', cutoff)
-          .where(forgettable('boxes'))
-          .returning('id'),
-      );
-      return { removed: removed.length, more: full || end !== undefined };
+  await inBatches(context, async () => {
+    const inWindow = kysely
+      .selectFrom('boxes as b')
+      .select('b.id')
+      .$if(after !== undefined, (q) => q.where('b.id', '>', after!))
+      .orderBy('b.id');
+    const end = (await inWindow.offset(window - 1).limit(1).executeTakeFirst())?.id;
+    const batch = await inWindow
+      .$if(end !== undefined, (q) => q.where('b.id', '<=', end!))
+      .where('b.last_seen_at', '<', cutoff)
+      .where(forgettable('b'))
+      .limit(batchSize)
+      .execute();
+    const full = batch.length === batchSize;
+    // A full batch may leave more of its window; otherwise the window is done.
+    after = full ? batch[batch.length - 1]!.id : end;
+    if (batch.length === 0) return { removed: 0, more: end !== undefined };
+    // Checked again: an event or a replay may have come for the box since.
+    const removed = await executeUnsynced(
+      database,
+      kysely
+        .deleteFrom('boxes')
+        .where('id', 'in', batch.map((box) => box.id))
+        .where('last_seen_at', '<', cutoff)
+        .where(forgettable('boxes'))
+        .returning('id'),
+    );
+    return { removed: removed.length, more: full || end !== undefined };
+  });
+}
+
+/**
+ * The steps of a daily pass, in order; each is run (and, failing, tried again) whatever came of the
+ * ones before. A new kind of row kept for the window is one more entry here.
+ */
+export const RETENTION_STEPS: readonly RetentionStep[] = [
+  { name: 'deliveries', run: pruneDeliveries },
+  { name: 'boxes', run: forgetBoxes },
+  // Audit entries and the per-minute delivery counts are kept for the same window.
+  { name: 'audit', run: (c) => deleteAll(c, { table: 'audit', where: sql<boolean>`at < ${c.cutoff}`, orderBy: 'at' }) },
+  { name: 'sink minutes', run: (c) => deleteAll(c, { table: 'sink_minutes', where: sql<boolean>`minute < ${c.cutoff}`, orderBy: 'minute' }) },
+  { name: 'attempts', run: (c) => deleteExpiredBySink(c, 'attempts', 'at', c.cutoff) },
+  { name: 'attempts beyond 50', run: trimAttemptsBeyondKept },
+  // Sink health's per-minute sums, kept as long as the attempts.
+  {
+    name: 'attempt minutes',
+    run: async (c) => {
+      await deleteExpiredBySink(c, 'attempt_minutes', 'minute', c.cutoff);
+      await deleteExpiredBySink(c, 'attempt_statuses', 'minute', c.cutoff);
     },
-    options.signal,
-  );
-
-  // Audit entries and the per-minute delivery counts are kept for the same window; a few rows a day each.
-  const audit = options.signal?.aborted
-    ? 0
-    : (await executeUnsynced(database, kysely.deleteFrom('audit').where('at', '<', cutoff).returning('id'))).length;
-  if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('sink_minutes').where('minute', '<', cutoff));
-  await pruneAttempts(database, { cutoff, batchSize, signal: options.signal });
-  await pruneAttemptMinutes(database, { cutoff, batchSize, signal: options.signal });
+  },
   // When cursors passed positions that retention has removed, and readers long gone.
-  if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_marks').where('at', '<', cutoff));
-  if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_readers').where('seen_at', '<', cutoff));
-
+  { name: 'log marks', run: (c) => deleteAll(c, { table: 'log_marks', where: sql<boolean>`at < ${c.cutoff}`, orderBy: 'at' }) },
+  { name: 'log readers', run: (c) => deleteAll(c, { table: 'log_readers', where: sql<boolean>`seen_at < ${c.cutoff}` }) },
   // An expired secret verifies nothing any more; kept, it would only be a secret at rest.
-  const expiredSecrets = options.signal?.aborted
-    ? 0
-    : Number((await kysely.deleteFrom('secrets').where('expires_at', '<', options.now).executeTakeFirstOrThrow()).numDeletedRows);
+  { name: 'expired secrets', run: (c) => deleteAll(c, { table: 'secrets', where: sql<boolean>`expires_at < ${c.now}` }) },
+];
 
-  return { cutoff, deliveries, boxes, expiredSecrets, audit };
+/** Attempts of one step in a pass: a failure that passes (a lock, a timeout, a restart of the server) is tried again. */
+const STEP_ATTEMPTS = 3;
+
+/**
+ * Retention: removes deliveries older than `retentionDays` with their settled outbox rows
+ * (delivered, discarded), boxes not heard of for as long (unless in `error`, or with work pending),
+ * audit entries, delivery counts, attempts and cursor marks as old, and signing secrets past their
+ * expiry, one step after another (`RETENTION_STEPS`). A delivery stays while work for it is pending
+ * (an outbox row pending, a dead letter or set aside, or a sink it was routed to has not read it from
+ * the log), so retention never loses undelivered events. Removing a delivery ends its dedup
+ * protection: the dedup window is the retention period.
+ *
+ * Every statement is bounded by the batch size and stands alone (no transaction), as the SQLite
+ * connection is shared with the group-commit writer; the event loop runs between batches. Each
+ * commits without an fsync of its own (a delete lost to a power failure is only done again on the
+ * next run), as an fsync per batch would stall the receive path. The pages they dirty are copied
+ * into the database file by the background checkpointer (src/store/engines/checkpointer.ts), not on
+ * this connection. A step that fails is tried again, then told and left for the next pass: the
+ * steps after it run all the same.
+ */
+export async function pruneExpired(database: Database, options: PruneOptions): Promise<PruneResult> {
+  const { signal, logger } = options;
+  const cutoff = options.now - options.retentionDays * DAY_MS;
+  const removed: Record<string, number> = {};
+  const failedSteps: string[] = [];
+  for (const step of RETENTION_STEPS) {
+    removed[step.name] = 0;
+    const context: StepContext = {
+      database,
+      batchSize: options.batchSize ?? 50,
+      signal,
+      cutoff,
+      now: options.now,
+      removed: (rows) => void (removed[step.name] = (removed[step.name] ?? 0) + rows),
+    };
+    for (let attempt = 1; !signal?.aborted; attempt++) {
+      try {
+        await step.run(context);
+        break;
+      } catch (error) {
+        if (attempt >= STEP_ATTEMPTS) {
+          failedSteps.push(step.name);
+          logger?.error({ err: new RetentionStepError(step.name, attempt, error), step: step.name }, `retention step "${step.name}" failed; the pass goes on, and the next one tries it again`);
+          break;
+        }
+        logger?.warn({ err: error, step: step.name, attempt }, `retention step "${step.name}" failed; trying it again`);
+        await pause(options.retryDelayMs ?? 1000, undefined, { signal }).catch(() => {});
+      }
+    }
+  }
+  return {
+    cutoff,
+    deliveries: removed.deliveries ?? 0,
+    boxes: removed.boxes ?? 0,
+    expiredSecrets: removed['expired secrets'] ?? 0,
+    audit: removed.audit ?? 0,
+    removed,
+    failedSteps,
+  };
 }
 
 export function describePrune(result: PruneResult): string {
   return (
     `removed deliveries: ${result.deliveries}, boxes: ${result.boxes} (older than ${new Date(result.cutoff).toISOString()}), ` +
-    `expired secrets: ${result.expiredSecrets}, audit entries: ${result.audit}`
+    `expired secrets: ${result.expiredSecrets}, audit entries: ${result.audit}` +
+    (result.failedSteps.length > 0 ? `; failed steps (left for the next run): ${result.failedSteps.join(', ')}` : '')
   );
 }

@@ -30,7 +30,7 @@ export type SequenceLog = () => Promise<number>;
 
 export function createSequencer(database: Extract<Database, { dialect: 'postgres' }>): SequenceLog {
   const numberOnce = async (): Promise<number> => {
-    const client = await database.connectOwn();
+    const client = await database.connectOwn('sequencer');
     try {
       // One round trip; a DDL lock held by someone else fails this run (tried again) rather than hanging it.
       await client.query(LOCK_THE_LOG);

@@ -72,6 +72,7 @@ export type SecretCipherErrorCode = 'secret_key_invalid' | 'secret_key_missing' 
 /** Opening, migrating, locking, backing up and copying the database, retention and setting work aside (src/store). */
 export type StoreErrorCode =
   | 'database_busy'
+  | 'commit_timeout'
   | 'database_unavailable'
   | 'database_in_use'
   | 'migration_failed'

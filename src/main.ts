@@ -182,7 +182,7 @@ export async function createRelay({
     dependencies: (): Record<string, DependencyStatus> => fanout.dependencies(),
     clock,
   });
-  const logHeldBackSeconds = async () => (await unnumberedFor(store.database, clock.now())) / 1000;
+  const logHeldBackSeconds = async () => (await unnumberedFor(store.database)) / 1000;
   const metrics = createMetrics(registry, {
     sinks: sinkNames,
     filtered: [...sinksFor.filtered],

@@ -61,7 +61,12 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     threaded ??
     (database.dialect === 'sqlite'
       ? createSqliteDeliveryWriter(database, onCommit)
-      : createPostgresDeliveryWriter(database.connect, createLogCursors(database).ensureCursors, () => sequencing?.request()));
+      : createPostgresDeliveryWriter({
+          connect: () => database.connectOwn('writer'),
+          ensureCursors: createLogCursors(database).ensureCursors,
+          onCommit: () => sequencing?.request(),
+          commitWithinMs: options.timeoutMs,
+        }));
   let checkpointer: { stop(): Promise<void> } | undefined;
   if (database.dialect === 'sqlite' && isSqliteFile(options.url)) {
     deferAutocheckpoint(database.sqlite);

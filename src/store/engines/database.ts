@@ -63,12 +63,16 @@ export type Database =
       /** A pooled client under the same bounds as Kysely's (refused at once beyond the waiting limit), for statements prepared by name. */
       connect(): Promise<pg.PoolClient>;
       /**
-       * A connection of its own, outside the pool the requests share (the log's sequencer: its short
-       * transactions never take a request's place or its place in the queue).
+       * The connection of one background role, outside the pool the requests share: the deliveries'
+       * group commit never waits behind (or is refused for) the admin API's or the fan-out's queries,
+       * and the log's sequencer never takes their place. Each role's calls get the same connection, in turn.
        */
-      connectOwn(): Promise<pg.PoolClient>;
+      connectOwn(role: OwnConnection): Promise<pg.PoolClient>;
       close(): Promise<void>;
     };
+
+/** The roles with a PostgreSQL connection of their own (`connectOwn`): one each per process, beside the pool. */
+export type OwnConnection = 'writer' | 'sequencer';
 
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
@@ -147,7 +151,7 @@ function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConne
     return pool;
   };
   const pool = poolOf(poolSize);
-  let own: pg.Pool | undefined;
+  const own = new Map<OwnConnection, pg.Pool>();
   const bounded = {
     async connect() {
       if (pool.waitingCount >= maxWaiting) throw new DatabaseBusyError(pool.waitingCount);
@@ -161,12 +165,16 @@ function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConne
     kysely,
     pool,
     connect: bounded.connect,
-    connectOwn: async () => releasedOnce(await (own ??= poolOf(1)).connect()),
+    connectOwn: async (role) => {
+      let ownPool = own.get(role);
+      if (!ownPool) own.set(role, (ownPool = poolOf(1)));
+      return releasedOnce(await ownPool.connect());
+    },
     close: async () => {
       await kysely.destroy();
-      const ownPool = own;
-      own = undefined;
-      await ownPool?.end();
+      const ownPools = [...own.values()];
+      own.clear();
+      await Promise.all(ownPools.map((ownPool) => ownPool.end()));
     },
   };
 }

@@ -1,3 +1,5 @@
+import { sql } from 'kysely';
+import { POSTGRES_NOW_MS } from '../engines/database-clock.js';
 import type { Database } from '../engines/database.js';
 import { logHeadSql } from './position.js';
 
@@ -30,7 +32,7 @@ export type SequenceLog = () => Promise<number>;
 
 export function createSequencer(database: Extract<Database, { dialect: 'postgres' }>): SequenceLog {
   const numberOnce = async (): Promise<number> => {
-    const client = await database.connectOwn();
+    const client = await database.connectOwn('sequencer');
     try {
       // One round trip; a DDL lock held by someone else fails this run (tried again) rather than hanging it.
       await client.query(LOCK_THE_LOG);
@@ -98,16 +100,20 @@ export function startSequencing({ sequence, onNumbered, onError, intervalMs }: S
   };
 }
 
-/** How long the oldest delivery without a position has waited (ms by `now`), 0 when none does. */
-export async function unnumberedFor(database: Database, now: number): Promise<number> {
+/**
+ * How long the oldest delivery without a position has waited (ms), 0 when none does. On PostgreSQL
+ * it is measured by the database's clock, in the statement: replicas whose own clocks disagree give
+ * the same figure, and none compares its clock with the time another stored.
+ */
+export async function unnumberedFor(database: Database): Promise<number> {
   // SQLite numbers as it inserts: nothing ever waits (and it has no index to ask).
   if (database.dialect !== 'postgres') return 0;
   const row = await database.kysely
     .selectFrom('deliveries')
-    .select((eb) => eb.fn.min('received_at').as('oldest'))
+    .select(sql<number | null>`${POSTGRES_NOW_MS} - min(received_at)`.as('waited'))
     .where('seq', 'is', null)
     .where('sinks', 'is not', null)
     .executeTakeFirst();
-  const oldest = row?.oldest;
-  return oldest === null || oldest === undefined ? 0 : Math.max(0, now - Number(oldest));
+  const waited = row?.waited;
+  return waited === null || waited === undefined ? 0 : Math.max(0, Number(waited));
 }

@@ -4,16 +4,10 @@ import { joinSinks, logHeadSql, partOf } from '../log/position.js';
 import type { EventOrigin } from '../schema.js';
 
 /**
- * The statements of the hot write path, written once with `?` placeholders: SQLite runs them as
- * prepared statements, PostgreSQL after `toPostgresPlaceholders`.
+ * The statements of the hot write path: SQLite runs them as prepared statements; PostgreSQL's batch
+ * statement (postgres-delivery-writer.ts) shares the columns and the box rule.
  */
-const DELIVERY_COLUMNS = 'id, type, box_id, created_at, received_at, attempt, payload, origin, part, sinks, trace_parent';
-
-/**
- * A delivery stored without a position: on PostgreSQL the sequencer gives it one after commit.
- */
-export const INSERT_DELIVERY = `INSERT INTO deliveries (${DELIVERY_COLUMNS})
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`;
+export const DELIVERY_COLUMNS = 'id, type, box_id, created_at, received_at, attempt, payload, origin, part, sinks, trace_parent';
 
 /**
  * A delivery appended to the log on SQLite: the writer holds the file's write lock for the whole
@@ -30,22 +24,21 @@ const APPLIES = `(excluded.state IS NOT NULL AND (boxes.state_changed_at IS NULL
 const ifApplies = (column: string): string =>
   `${column} = CASE WHEN ${APPLIES} THEN excluded.${column} ELSE boxes.${column} END`;
 
-/** What a stored event does to a box row that exists: the upsert's tail, shared by both engines' statements. */
-export const BOX_ON_CONFLICT = `ON CONFLICT (id) DO UPDATE SET
+/**
+ * What a stored event does to a box row that exists: the upsert's tail, shared by both engines'
+ * statements, given the rule for the name (one event's, or a batch's).
+ */
+export const boxOnConflict = (nameRule: string): string => `ON CONFLICT (id) DO UPDATE SET
     ${['state', 'previous_state', 'state_changed_at', 'last_event_id'].map(ifApplies).join(',\n    ')},
-    name = CASE WHEN ${APPLIES} OR boxes.name IS NULL THEN COALESCE(excluded.name, boxes.name) ELSE boxes.name END,
+    name = ${nameRule},
     hydrated_at = CASE WHEN excluded.hydrated_at IS NOT NULL AND (boxes.hydrated_at IS NULL OR excluded.hydrated_at > boxes.hydrated_at)
       THEN excluded.hydrated_at ELSE boxes.hydrated_at END,
     last_seen_at = CASE WHEN excluded.last_seen_at > boxes.last_seen_at THEN excluded.last_seen_at ELSE boxes.last_seen_at END`;
 
+/** One event's name is taken when the event moves the box, or when the box has none. */
 export const UPSERT_BOX = `INSERT INTO boxes (${BOX_COLUMNS.join(', ')})
   VALUES (${BOX_COLUMNS.map(() => '?').join(', ')})
-  ${BOX_ON_CONFLICT}`;
-
-export function toPostgresPlaceholders(sqlText: string): string {
-  let index = 0;
-  return sqlText.replace(/\?/g, () => `$${++index}`);
-}
+  ${boxOnConflict(`CASE WHEN ${APPLIES} OR boxes.name IS NULL THEN COALESCE(excluded.name, boxes.name) ELSE boxes.name END`)}`;
 
 export interface NewDelivery {
   event: ParsedEvent;

@@ -1,72 +1,231 @@
-import type pg from 'pg';
-import { StorageUnavailableError } from '../../errors.js';
+import pg from 'pg';
+import { RelayError, StorageUnavailableError } from '../../errors.js';
 import { BOX_COLUMNS } from '../state/boxes.js';
 import {
-  BOX_ON_CONFLICT,
-  INSERT_DELIVERY,
-  SELECT_PAYLOAD,
+  boxOnConflict,
+  DELIVERY_COLUMNS,
   boxParams,
   deliveryParams,
-  toPostgresPlaceholders,
   type DeliveryWriter,
+  type NewDelivery,
+  type RecordResult,
 } from './delivery-sql.js';
 
+/** A delivery that waited this long for its commit to start is refused: the store did not take it in time. */
+export class CommitTimeoutError extends RelayError {
+  readonly code = 'commit_timeout';
+  constructor(waitedMs: number) {
+    super(`not committed within ${Math.round(waitedMs)} ms`);
+  }
+}
+
+/** Each column of a batch as one array parameter, in `deliveryParams` then `boxParams` order. */
+const COLUMN_TYPES = [
+  ...['text', 'text', 'text', 'text', 'bigint', 'integer', 'text', 'text', 'integer', 'text', 'text'],
+  ...['text', 'text', 'text', 'text', 'text', 'text', 'text', 'bigint'],
+];
+const BOX_INPUT = BOX_COLUMNS.map((column) => `b_${column}`);
+
 /**
- * A delivery (numbered in the log after commit, by the sequencer) and its box in one statement, so
- * one round trip and one commit. The box insert takes its row from the delivery's insert, so a
- * duplicate (no row inserted) writes nothing else. The final SELECT sees the table as the statement
- * started: the first copy's payload when this one is a duplicate. Prepared once per connection (by
- * name): parsing and planning it each time cost the server more than running it.
+ * A box row's name after the batch's events of that box (`r`), given the stored row's change time and
+ * name (null when there is none), by the rule of one event at a time: the name of the last event
+ * that moved the box, or that came while the box had none, and that carried a name.
  */
-const RECORD = `WITH delivered AS (
-    ${toPostgresPlaceholders(INSERT_DELIVERY)} RETURNING id
+const nameAfter = (boxId: string, storedChange: string, storedName: string): string => `(SELECT r.b_name FROM box_rows r
+      WHERE r.b_id = ${boxId} AND r.b_name IS NOT NULL
+        AND ((r.b_state IS NOT NULL AND r.b_state_changed_at >= COALESCE(GREATEST(${storedChange}, r.earlier_change), r.b_state_changed_at))
+          OR (${storedName} IS NULL AND r.earlier_names = 0))
+      ORDER BY r.n DESC LIMIT 1)`;
+
+/**
+ * A batch of deliveries (numbered in the log after commit, by the sequencer) and their boxes in one
+ * statement, so one round trip and one commit. Each is given its place in arrival order, then rows
+ * are locked in id order (deliveries, then, past the sort, boxes), so two replicas' batches never
+ * wait on each other in a cycle. A box takes its rows from the deliveries inserted, so a duplicate
+ * writes nothing else, and gets one row: the state of the newest change (the later on a tie), the
+ * latest times, and the name one event at a time would leave, whatever the stored row holds. The
+ * final SELECT sees the table as the statement started: a duplicate's first copy. Prepared once per
+ * connection (by name): one text whatever the batch's size, as each column is one array.
+ */
+const RECORD_BATCH = `WITH input AS (
+    SELECT * FROM unnest(${COLUMN_TYPES.map((type, i) => `$${i + 1}::${type}[]`).join(', ')}) WITH ORDINALITY
+      AS i(${DELIVERY_COLUMNS}, ${BOX_INPUT.join(', ')}, n)
+  ), arrived AS (
+    SELECT input.*, nextval('deliveries_arrival') AS arrival FROM input ORDER BY n
+  ), delivered AS (
+    INSERT INTO deliveries (${DELIVERY_COLUMNS}, arrival)
+    SELECT ${DELIVERY_COLUMNS}, arrival FROM arrived ORDER BY id
+    ON CONFLICT (id) DO NOTHING RETURNING id
+  ), box_rows AS (
+    SELECT input.*,
+      max(b_state_changed_at) FILTER (WHERE b_state IS NOT NULL) OVER earlier AS earlier_change,
+      count(b_name) OVER earlier AS earlier_names
+    FROM input JOIN delivered USING (id) WHERE b_id IS NOT NULL
+    WINDOW earlier AS (PARTITION BY b_id ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
   ), boxed AS (
     INSERT INTO boxes (${BOX_COLUMNS.join(', ')})
-    SELECT $12::text, $13::text, $14::text, $15::text, $16::text, $17::text, $18::text, $19::bigint FROM delivered WHERE $12::text IS NOT NULL
-    ${BOX_ON_CONFLICT}
+    SELECT DISTINCT ON (b_id) b_id, ${nameAfter('box.b_id', 'NULL::text', 'NULL::text')},
+      b_state, b_previous_state, b_state_changed_at, b_last_event_id, max(b_hydrated_at) OVER same_box, max(b_last_seen_at) OVER same_box
+    FROM box_rows box WINDOW same_box AS (PARTITION BY b_id)
+    ORDER BY b_id, b_state IS NOT NULL DESC, b_state_changed_at DESC, n DESC
+    ${boxOnConflict(`COALESCE(${nameAfter('boxes.id', 'boxes.state_changed_at', 'boxes.name')}, boxes.name)`)}
   )
-  SELECT (SELECT count(*) FROM delivered)::int AS inserted, (SELECT payload FROM deliveries WHERE id = $1) AS stored`;
+  SELECT i.id, d.id IS NOT NULL AS inserted, s.payload AS stored
+  FROM input i LEFT JOIN delivered d ON d.id = i.id LEFT JOIN deliveries s ON d.id IS NULL AND s.id = i.id`;
 
-const NO_BOX = BOX_COLUMNS.map(() => null);
-const selectPayload = toPostgresPlaceholders(SELECT_PAYLOAD);
+const SELECT_PAYLOADS = 'SELECT id, payload FROM deliveries WHERE id = ANY($1::text[])';
 
 /**
- * Over the pool, one statement per delivery (atomic by itself). A concurrent insert of the same id by
- * another replica waits on the primary key and then sees the conflict, so each id is stored and
- * fanned out once.
+ * A statement carries at most this many rows and, past its first row, this many bytes of bodies:
+ * each stays short, and a burst is several statements, one after another.
  */
-export function createPostgresDeliveryWriter(
-  connect: () => Promise<pg.PoolClient>,
-  ensureCursors: (sinks: string[]) => Promise<void>,
-  onCommit: () => void = () => {},
-): DeliveryWriter {
-  const query = async <R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<R | undefined> => {
+const BATCH_ROWS = 1000;
+const BATCH_BYTES = 4 * 1024 * 1024;
+
+const NO_BOX = BOX_COLUMNS.map(() => null);
+
+interface Pending {
+  delivery: NewDelivery;
+  /** `performance.now()` when it arrived. */
+  since: number;
+  resolve(result: RecordResult): void;
+  reject(error: Error): void;
+}
+
+interface Batch {
+  /** One row each: no id twice. */
+  rows: Pending[];
+  /** Later copies of a row's id: answered from that row's outcome. */
+  copies: Pending[];
+}
+
+/** SQLSTATE classes 22 (data exception) and 23 (integrity constraint violation): the values, not the server, are at fault. */
+function refusedValue(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && /^2[23]/.test(error.code ?? '');
+}
+
+export interface PostgresWriterOptions {
+  /** The writer's own connection: the statements run one at a time. */
+  connect(): Promise<pg.PoolClient>;
+  ensureCursors(sinks: string[]): Promise<void>;
+  /** After a commit that stored at least one delivery. */
+  onCommit?: () => void;
+  /** A delivery whose statement has not started within this many ms of its arrival is refused (unset: no bound). */
+  commitWithinMs?: number;
+}
+
+/**
+ * Group commit: the deliveries that arrive while a statement runs are the next statement, so a burst
+ * costs a few round trips and waits in memory, never on a connection pool, and a `503` means the
+ * store did not commit in time. The queue holds what the HTTP server has already read (its own
+ * limits bound the requests under way), and whatever waited past `commitWithinMs` leaves it
+ * refused. Each caller is answered once its statement committed. A box's events in one statement
+ * leave its row as they would one at a time, in the order they came. A concurrent insert of the same id by another replica waits on
+ * the primary key and then sees the conflict, so each id is stored and fanned out once.
+ */
+export function createPostgresDeliveryWriter({
+  connect,
+  ensureCursors,
+  onCommit = () => {},
+  commitWithinMs = Infinity,
+}: PostgresWriterOptions): DeliveryWriter {
+  let queue: Pending[] = [];
+  let writing = false;
+
+  const query = async <R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<R[]> => {
     const client = await connect();
     try {
-      return (await client.query<R>(config)).rows[0];
+      return (await client.query<R>(config)).rows;
     } finally {
       client.release();
     }
   };
-  return {
-    async record(delivery) {
-      try {
-        const { event } = delivery;
-        // A sink routed to for the first time gets its cursors at the head first: this delivery is after it.
-        await ensureCursors(delivery.sinks);
-        const params = [...deliveryParams(delivery), ...(boxParams(delivery) ?? NO_BOX)];
-        const result = await query<{ inserted: number; stored: string | null }>({ name: 'boxrelay_record_delivery', text: RECORD, values: params });
-        if (result?.inserted === 1) {
-          onCommit();
-          return { duplicate: false, payloadDiffers: false };
-        }
-        // Null: the first copy was committed by another replica while this statement waited on it, so
-        // its snapshot does not hold it; a new statement does.
-        const stored = result?.stored ?? (await query<{ payload: string }>({ text: selectPayload, values: [event.id] }))?.payload;
-        return { duplicate: true, payloadDiffers: stored !== event.payload };
-      } catch (error) {
-        throw new StorageUnavailableError({ cause: error });
+
+  /** Takes the next statement's deliveries off the queue, in arrival order; refuses those that waited too long. */
+  const takeBatch = (): Batch => {
+    const batch: Batch = { rows: [], copies: [] };
+    const ids = new Set<string>();
+    const left: Pending[] = [];
+    let bytes = 0;
+    const now = performance.now();
+    for (const pending of queue) {
+      const { event } = pending.delivery;
+      if (now - pending.since > commitWithinMs) {
+        pending.reject(new StorageUnavailableError({ cause: new CommitTimeoutError(now - pending.since) }));
+      } else if (ids.has(event.id)) {
+        batch.copies.push(pending);
+      } else if (batch.rows.length >= BATCH_ROWS || bytes >= BATCH_BYTES) {
+        left.push(pending);
+      } else {
+        batch.rows.push(pending);
+        ids.add(event.id);
+        bytes += event.payload.length;
       }
+    }
+    queue = left;
+    return batch;
+  };
+
+  /** Writes one row per delivery; answers, by id, the payload kept (this row's when it was stored now). */
+  const writeRows = async (rows: Pending[]): Promise<{ inserted: Set<string>; kept: Map<string, string> }> => {
+    // A sink routed to for the first time gets its cursors at the head first: these deliveries are after it.
+    await ensureCursors([...new Set(rows.flatMap((p) => p.delivery.sinks))]);
+    const columns: unknown[][] = COLUMN_TYPES.map(() => []);
+    for (const { delivery } of rows) {
+      [...deliveryParams(delivery), ...(boxParams(delivery) ?? NO_BOX)].forEach((value, i) => columns[i]?.push(value));
+    }
+    const written = await query<{ id: string; inserted: boolean; stored: string | null }>({ name: 'boxrelay_record_deliveries', text: RECORD_BATCH, values: columns });
+    // Null: the first copy was committed by another replica while this statement waited on it, so
+    // its snapshot does not hold it; a new statement does.
+    const unseen = written.filter((row) => !row.inserted && row.stored === null).map((row) => row.id);
+    const later = unseen.length === 0 ? [] : await query<{ id: string; payload: string }>({ text: SELECT_PAYLOADS, values: [unseen] });
+    const inserted = new Set(written.filter((row) => row.inserted).map((row) => row.id));
+    const kept = new Map<string, string>();
+    for (const { delivery } of rows) if (inserted.has(delivery.event.id)) kept.set(delivery.event.id, delivery.event.payload);
+    for (const row of [...written, ...later.map(({ id, payload }) => ({ id, stored: payload }))]) if (row.stored !== null) kept.set(row.id, row.stored);
+    if (inserted.size > 0) onCommit();
+    return { inserted, kept };
+  };
+
+  const commit = async ({ rows, copies }: Batch): Promise<void> => {
+    let written: Awaited<ReturnType<typeof writeRows>>;
+    try {
+      written = await writeRows(rows);
+    } catch (error) {
+      // The server refused a value (a data or constraint error): that may be one delivery's, so each is tried on its own.
+      if (refusedValue(error) && rows.length > 1) {
+        for (const row of rows) await commit({ rows: [row], copies: copies.filter((copy) => copy.delivery.event.id === row.delivery.event.id) });
+        return;
+      }
+      const failure = new StorageUnavailableError({ cause: error });
+      for (const pending of [...rows, ...copies]) pending.reject(failure);
+      return;
+    }
+    const { inserted, kept } = written;
+    for (const pending of rows) {
+      const { id, payload } = pending.delivery.event;
+      pending.resolve(inserted.has(id) ? { duplicate: false, payloadDiffers: false } : { duplicate: true, payloadDiffers: kept.get(id) !== payload });
+    }
+    for (const copy of copies) copy.resolve({ duplicate: true, payloadDiffers: kept.get(copy.delivery.event.id) !== copy.delivery.event.payload });
+  };
+
+  const drain = async (): Promise<void> => {
+    while (queue.length > 0) {
+      const batch = takeBatch();
+      if (batch.rows.length > 0) await commit(batch);
+    }
+    writing = false;
+  };
+
+  return {
+    record(delivery) {
+      return new Promise<RecordResult>((resolve, reject) => {
+        queue.push({ delivery, since: performance.now(), resolve, reject });
+        if (writing) return;
+        writing = true;
+        // One turn later: the deliveries of this turn of the event loop share the first statement.
+        setImmediate(() => void drain());
+      });
     },
   };
 }

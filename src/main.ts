@@ -59,6 +59,20 @@ import { createSecretCipher } from './upstream/secret-cipher.js';
 import { tracingOff, type Tracing } from './tracing/tracing.js';
 import { SecretRing } from './verify/secrets.js';
 import { SecretsFile } from './verify/secrets-file.js';
+import type { AuditTrail } from './audit-trail.js';
+import type { AttemptRecorder } from './dispatch/attempt-recorder.js';
+import type { DeliveryTally } from './dispatch/delivery-tally.js';
+import type { DispatchMetrics } from './dispatch/dispatcher.js';
+import type { Operations } from './dispatch/operations.js';
+import type { OperatorEvents } from './dispatch/operator-events.js';
+import type { Pauses } from './dispatch/pauses.js';
+import type { AdminRoutes } from './http/admin/router.js';
+import type { Metrics } from './metrics/metrics.js';
+import type { Reconciler } from './reconcile/reconciler.js';
+import type { SinkRouter } from './sinks/route.js';
+import type { AttemptLog } from './store/attempts/record-attempts.js';
+import type { FanoutStore } from './store/fanout-store.js';
+import type { SinkStates } from './store/state/sink-state.js';
 
 export class NoSecretError extends RelayError {
   readonly code = 'no_secret';
@@ -102,63 +116,28 @@ export type Relay = Awaited<ReturnType<typeof createRelay>>;
 
 /**
  * Wires every part from the validated config. Nothing listens or sends until `start()`, so tests
- * can drive `publicApp` and `internalApp` with supertest.
+ * can drive `publicApp` and `internalApp` with supertest. Each part is made by a function of its
+ * own below; the fan-out is made last, so the parts made before it reach it through `fanoutOf`.
  */
-export async function createRelay({
-  config,
-  logger,
-  clock = systemClock,
-  registry = new Registry(),
-  timers,
-  dispatch,
-  buses: busOptions,
-  reconcile: reconcileOptions,
-  tracing = tracingOff,
-  onFatal = () => {},
-}: RelayDeps) {
-  const secretsFile = config.secretsFile
-    ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) })
-    : undefined;
+export async function createRelay(deps: RelayDeps) {
+  const { config, logger, clock = systemClock, registry = new Registry(), tracing = tracingOff } = deps;
+  if (config.fanoutThread === 'worker' && (clock !== systemClock || deps.dispatch || deps.buses)) throw new InlineFanoutRequiredError();
+  // Read before the database is opened: a wrong key must not look like missing secrets.
+  const secretsFile = config.secretsFile ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) }) : undefined;
   secretsFile?.load();
-
-  // Refused before the database is opened: a wrong key must not look like missing secrets.
   const cipher = createSecretCipher(config.secretsEncryptionKey);
-  if (config.fanoutThread === 'worker' && (clock !== systemClock || dispatch || busOptions)) throw new InlineFanoutRequiredError();
-  // The fan-out exists only once the store is open; commits before that have nothing to wake.
-  let wakeDispatcher: Fanout['wake'] = () => {};
-  const store: Store = await openStore({
-    ...databaseOptionsOf(config),
-    // With the fan-out in its thread, no SQLite work of the hot path is left on this one.
-    storageThread: config.fanoutThread === 'worker',
-    onCommit: () => wakeDispatcher('log'),
-    onFailure: createStorageFailureLog({ logger: logger.child({ part: 'storage' }), clock }),
-    onStorageLost: (error) => {
-      logger.fatal({ err: error }, 'the storage thread ended; every delivery would be refused, so the relay stops');
-      onFatal(error);
-    },
-  });
-  const secretsLogger = logger.child({ part: 'secrets' });
-  const secrets = new SecretRing({
-    env: config.secrets,
-    file: secretsFile,
-    database: createSecretsStore({ db: store.database.kysely, cipher, clock, logger: secretsLogger }),
-    clock,
-    onDatabaseChange: (list) => secretsLogger.info({ count: list.length }, 'database secrets changed'),
-  });
-  try {
-    // Read first: `upstream register` may have left the only secret in the database.
-    await secrets.refreshDatabase();
-    if (secrets.accepted().length === 0) throw new NoSecretError();
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
 
-  const kysely = store.database.kysely;
+  let fanout: Fanout | undefined;
+  const fanoutOf = (): Fanout => fanout!;
+  const store = await openRelayStore({ config, logger, clock, onFatal: deps.onFatal, wake: () => fanout?.wake('log') });
+  const secrets = await openSecretRing({ config, store, secretsFile, cipher, clock, logger });
+
   const sinkNames = configuredSinks(config);
+  // Filter errors count in a metric made below, once the router's filtered sinks are known.
+  let metrics: Metrics | undefined;
   const sinksFor = sinkRouterOf(
     config,
-    filterErrorReporter({ clock, logger: logger.child({ part: 'filters' }), count: (sink) => metrics.filterErrors.inc({ sink }) }),
+    filterErrorReporter({ clock, logger: logger.child({ part: 'filters' }), count: (sink) => metrics!.filterErrors.inc({ sink }) }),
   );
   const fanoutStore = createFanoutStore(store.database);
   const sinkStates = createSinkStates(store.database);
@@ -169,7 +148,7 @@ export async function createRelay({
     operatorEvents,
     clock,
     logger,
-    changed: (sink) => fanout.sinkStateChanged(sink),
+    changed: (sink) => fanoutOf().sinkStateChanged(sink),
     // Replicas share PostgreSQL; a SQLite file is this process's alone.
     replicated: store.database.dialect !== 'sqlite',
   });
@@ -179,73 +158,18 @@ export async function createRelay({
   const readiness = createReadiness({
     shuttingDown: () => shuttingDown,
     storageWritable: () => store.checkWritable(clock.now()),
-    dependencies: (): Record<string, DependencyStatus> => fanout.dependencies(),
+    dependencies: (): Record<string, DependencyStatus> => fanoutOf().dependencies(),
     clock,
   });
   const logHeldBackSeconds = async () => (await unnumberedFor(store.database)) / 1000;
-  const metrics = createMetrics(registry, {
-    sinks: sinkNames,
-    filtered: [...sinksFor.filtered],
-    transformed: config.hooks.filter((hook) => transformSourceOf(hook) !== undefined).map((hook) => hook.name),
-    sources: {
-      secrets: () => secrets.accepted(),
-      ready: async () => (await readiness()).ok,
-      boxesByState: async () => boxStateCounts(await countBoxesByState(kysely)),
-      // Work of a sink no longer configured is set aside, not pending.
-      pendingBySink: async () => {
-        const counts = await fanoutStore.exceptions.countBySink('pending');
-        return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
-      },
-      deadLettersBySink: () => fanoutStore.exceptions.countBySink('deadLetters'),
-      sinkUp: () => Object.fromEntries(fanout.sinks.map((sink) => [sink.name, sink.up()])),
-      pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
-      ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
-      logUnnumberedSeconds: logHeldBackSeconds,
-    },
-  });
+  metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, secrets, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds });
 
   // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
   const tally = createDeliveryTally({ store: (counts) => store.addSinkMinutes(counts), clock, logger });
-  const dispatchMetrics = tally.metrics(metrics);
-  const exclusive = store.database.dialect === 'sqlite';
-  const attemptLog = createAttemptLog(store.database);
   // The worker thread keeps its own recorder; its batches are written within 100 ms.
+  const attemptLog = createAttemptLog(store.database);
   const inlineAttempts = config.fanoutThread === 'inline' ? createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }) : undefined;
-  const fanout: Fanout =
-    config.fanoutThread === 'worker'
-      ? createFanoutThread({
-          config,
-          exclusive,
-          tracing: tracing.enabled,
-          parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
-          ...(isSqliteFile(config.database) ? { ownDatabase: databaseOptionsOf(config) } : {}),
-          metrics: dispatchMetrics,
-          countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
-          sinkNames,
-          logger,
-        })
-      : createInlineFanout({
-          ...createSinks({
-            config,
-            clock,
-            logger,
-            buses: busOptions,
-            onTransformError: transformErrorReporter({ clock, logger: logger.child({ part: 'transforms' }), count: (sink) => metrics.transformErrors.inc({ sink }) }),
-          }),
-          store: fanoutStore,
-          clock,
-          logger,
-          metrics: dispatchMetrics,
-          source: config.source,
-          exclusive,
-          sinkStates,
-          pauses,
-          operatorEvents,
-          tracing,
-          attempts: inlineAttempts,
-          tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace, ...dispatch },
-        });
-  wakeDispatcher = fanout.wake;
+  fanout = createRelayFanout({ deps, store, fanoutStore, sinkStates, pauses, operatorEvents, attemptLog, inlineAttempts, metrics, dispatchMetrics: tally.metrics(metrics), sinkNames });
   const trail = createAuditTrail({ clock, logger });
   const operations = createOperations({ exceptions: fanoutStore.exceptions, sinks: sinkNames, sinksFor, clock, trail, wake: fanout.wake });
 
@@ -266,7 +190,7 @@ export async function createRelay({
     metrics.reconcile &&
     reconcilerFromConfig({
       config,
-      kysely,
+      kysely: store.database.kysely,
       leaseNow: leaseClock(store.database),
       accept,
       clock,
@@ -274,33 +198,33 @@ export async function createRelay({
       metrics: metrics.reconcile,
       operatorEvents,
       tracing,
-      upstream: reconcileOptions?.upstream,
-      wait: reconcileOptions?.wait,
-      leaseMs: reconcileOptions?.leaseMs,
-      timers: reconcileOptions?.runTimers,
+      upstream: deps.reconcile?.upstream,
+      wait: deps.reconcile?.wait,
+      leaseMs: deps.reconcile?.leaseMs,
+      timers: deps.reconcile?.runTimers,
     });
   const admin = config.adminToken
-    ? createAdminRouter(config.adminToken, [
-        eventRoutes(kysely, config.source),
-        boxRoutes(store.database, trail),
-        deadLetterRoutes(operations),
-        replayRoutes(operations),
-        reconcileRoutes(reconciler, { kysely, trail }),
-        eventDeliveryRoutes({ kysely, exceptions: fanoutStore.exceptions, source: config.source }),
-        hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
-        sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: fanoutStore.exceptions.countBySink, trail }),
-        logRoutes({ heldBackSeconds: logHeldBackSeconds }),
-        auditRoutes(kysely),
-        attemptRoutes({ kysely, operations }),
-        sinkHealthRoutes({ kysely, clock, sinks: sinkNames, flush: async () => inlineAttempts?.flush() }),
-        statsRoutes({ kysely, clock, flush: tally.flush }),
-      ])
+    ? createAdminRouter(
+        config.adminToken,
+        adminRoutes({ config, clock, store, fanoutStore, fanout, sinkStates, pauses, operations, reconciler, trail, tally, inlineAttempts, sinkNames, logHeldBackSeconds }),
+      )
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, console: admin && createConsoleRouter(), logger });
 
-  let listening: Listening[] = [];
-  let pruning: PruneSchedule | undefined;
-  let reconciling: Schedule | undefined;
+  const lifecycle = relayLifecycle({
+    deps,
+    store,
+    fanout,
+    secrets,
+    secretsFile,
+    sinksFor,
+    reconciler,
+    tally,
+    publicApp,
+    internalApp,
+    sinkNames,
+    shuttingDown: (begin) => (shuttingDown ||= begin),
+  });
   return {
     config,
     store,
@@ -313,6 +237,261 @@ export async function createRelay({
     reconciler,
     publicApp,
     internalApp,
+    ...lifecycle,
+  };
+}
+
+/** The store, its commits waking the fan-out; a storage thread that ends stops the relay. */
+function openRelayStore({
+  config,
+  logger,
+  clock,
+  onFatal = () => {},
+  wake,
+}: {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  onFatal?: ((error: Error) => void) | undefined;
+  wake: () => void;
+}): Promise<Store> {
+  return openStore({
+    ...databaseOptionsOf(config),
+    // With the fan-out in its thread, no SQLite work of the hot path is left on this one.
+    storageThread: config.fanoutThread === 'worker',
+    onCommit: wake,
+    onFailure: createStorageFailureLog({ logger: logger.child({ part: 'storage' }), clock }),
+    onStorageLost: (error) => {
+      logger.fatal({ err: error }, 'the storage thread ended; every delivery would be refused, so the relay stops');
+      onFatal(error);
+    },
+  });
+}
+
+/** Every accepted signing secret (environment, file, database); none closes the store and refuses to start. */
+async function openSecretRing({
+  config,
+  store,
+  secretsFile,
+  cipher,
+  clock,
+  logger,
+}: {
+  config: Config;
+  store: Store;
+  secretsFile: SecretsFile | undefined;
+  cipher: ReturnType<typeof createSecretCipher>;
+  clock: Clock;
+  logger: Logger;
+}): Promise<SecretRing> {
+  const secretsLogger = logger.child({ part: 'secrets' });
+  const secrets = new SecretRing({
+    env: config.secrets,
+    file: secretsFile,
+    database: createSecretsStore({ db: store.database.kysely, cipher, clock, logger: secretsLogger }),
+    clock,
+    onDatabaseChange: (list) => secretsLogger.info({ count: list.length }, 'database secrets changed'),
+  });
+  try {
+    // Read first: `upstream register` may have left the only secret in the database.
+    await secrets.refreshDatabase();
+    if (secrets.accepted().length === 0) throw new NoSecretError();
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return secrets;
+}
+
+/** The registry's metrics, with the sources each scrape reads. */
+function createRelayMetrics({
+  config,
+  registry,
+  store,
+  fanoutStore,
+  sinkStates,
+  secrets,
+  readiness,
+  sinkNames,
+  sinksFor,
+  fanoutOf,
+  logHeldBackSeconds,
+}: {
+  config: Config;
+  registry: Registry;
+  store: Store;
+  fanoutStore: FanoutStore;
+  sinkStates: SinkStates;
+  secrets: SecretRing;
+  readiness: ReturnType<typeof createReadiness>;
+  sinkNames: string[];
+  sinksFor: SinkRouter;
+  fanoutOf: () => Fanout;
+  logHeldBackSeconds: () => Promise<number>;
+}): Metrics {
+  const kysely = store.database.kysely;
+  return createMetrics(registry, {
+    sinks: sinkNames,
+    filtered: [...sinksFor.filtered],
+    transformed: config.hooks.filter((hook) => transformSourceOf(hook) !== undefined).map((hook) => hook.name),
+    sources: {
+      secrets: () => secrets.accepted(),
+      ready: async () => (await readiness()).ok,
+      boxesByState: async () => boxStateCounts(await countBoxesByState(kysely)),
+      // Work of a sink no longer configured is set aside, not pending.
+      pendingBySink: async () => {
+        const counts = await fanoutStore.exceptions.countBySink('pending');
+        return Object.fromEntries(sinkNames.map((sink) => [sink, counts[sink] ?? 0]));
+      },
+      deadLettersBySink: () => fanoutStore.exceptions.countBySink('deadLetters'),
+      sinkUp: () => Object.fromEntries(fanoutOf().sinks.map((sink) => [sink.name, sink.up()])),
+      pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
+      ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
+      logUnnumberedSeconds: logHeldBackSeconds,
+    },
+  });
+}
+
+/** The fan-out: in its worker thread (the default), or on this event loop (tests that inject a clock). */
+function createRelayFanout({
+  deps,
+  store,
+  fanoutStore,
+  sinkStates,
+  pauses,
+  operatorEvents,
+  attemptLog,
+  inlineAttempts,
+  metrics,
+  dispatchMetrics,
+  sinkNames,
+}: {
+  deps: RelayDeps;
+  store: Store;
+  fanoutStore: FanoutStore;
+  sinkStates: SinkStates;
+  pauses: Pauses;
+  operatorEvents: OperatorEvents;
+  attemptLog: AttemptLog;
+  inlineAttempts: AttemptRecorder | undefined;
+  metrics: Metrics;
+  dispatchMetrics: DispatchMetrics;
+  sinkNames: string[];
+}): Fanout {
+  const { config, logger, clock = systemClock, tracing = tracingOff } = deps;
+  const exclusive = store.database.dialect === 'sqlite';
+  if (config.fanoutThread === 'worker') {
+    return createFanoutThread({
+      config,
+      exclusive,
+      tracing: tracing.enabled,
+      parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
+      ...(isSqliteFile(config.database) ? { ownDatabase: databaseOptionsOf(config) } : {}),
+      metrics: dispatchMetrics,
+      countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
+      sinkNames,
+      logger,
+    });
+  }
+  return createInlineFanout({
+    ...createSinks({
+      config,
+      clock,
+      logger,
+      buses: deps.buses,
+      onTransformError: transformErrorReporter({ clock, logger: logger.child({ part: 'transforms' }), count: (sink) => metrics.transformErrors.inc({ sink }) }),
+    }),
+    store: fanoutStore,
+    clock,
+    logger,
+    metrics: dispatchMetrics,
+    source: config.source,
+    exclusive,
+    sinkStates,
+    pauses,
+    operatorEvents,
+    tracing,
+    attempts: inlineAttempts,
+    tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace, ...deps.dispatch },
+  });
+}
+
+/** The admin API's routes (contract sections 8, 15 and 16), behind the admin token. */
+function adminRoutes({
+  config,
+  clock,
+  store,
+  fanoutStore,
+  fanout,
+  sinkStates,
+  pauses,
+  operations,
+  reconciler,
+  trail,
+  tally,
+  inlineAttempts,
+  sinkNames,
+  logHeldBackSeconds,
+}: {
+  config: Config;
+  clock: Clock;
+  store: Store;
+  fanoutStore: FanoutStore;
+  fanout: Fanout;
+  sinkStates: SinkStates;
+  pauses: Pauses;
+  operations: Operations;
+  reconciler: Reconciler | undefined;
+  trail: AuditTrail;
+  tally: DeliveryTally;
+  inlineAttempts: AttemptRecorder | undefined;
+  sinkNames: string[];
+  logHeldBackSeconds: () => Promise<number>;
+}): AdminRoutes[] {
+  const kysely = store.database.kysely;
+  return [
+    eventRoutes(kysely, config.source),
+    boxRoutes(store.database, trail),
+    deadLetterRoutes(operations),
+    replayRoutes(operations),
+    reconcileRoutes(reconciler, { kysely, trail }),
+    eventDeliveryRoutes({ kysely, exceptions: fanoutStore.exceptions, source: config.source }),
+    hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
+    sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: fanoutStore.exceptions.countBySink, trail }),
+    logRoutes({ heldBackSeconds: logHeldBackSeconds }),
+    auditRoutes(kysely),
+    attemptRoutes({ kysely, operations }),
+    sinkHealthRoutes({ kysely, clock, sinks: sinkNames, flush: async () => inlineAttempts?.flush() }),
+    statsRoutes({ kysely, clock, flush: tally.flush }),
+  ];
+}
+
+/** What the relay's start and stop act on. */
+interface LifecycleParts {
+  deps: RelayDeps;
+  store: Store;
+  fanout: Fanout;
+  secrets: SecretRing;
+  secretsFile: SecretsFile | undefined;
+  sinksFor: SinkRouter;
+  reconciler: Reconciler | undefined;
+  tally: DeliveryTally;
+  publicApp: Parameters<typeof listen>[0];
+  internalApp: Parameters<typeof listen>[0];
+  sinkNames: string[];
+  /** Marks the shutdown begun (`true`); answers whether it has. */
+  shuttingDown: (begin: boolean) => boolean;
+}
+
+/** Start, drain and stop: what listens, the schedules, and the order they end in. */
+function relayLifecycle(parts: LifecycleParts) {
+  const { deps, store, fanout, secrets, secretsFile, sinksFor, reconciler, tally, publicApp, internalApp, sinkNames, shuttingDown } = parts;
+  const { config, logger, clock = systemClock, tracing = tracingOff, timers, reconcile: reconcileOptions } = deps;
+  const secretsLogger = logger.child({ part: 'secrets' });
+  let listening: Listening[] = [];
+  let pruning: PruneSchedule | undefined;
+  let reconciling: Schedule | undefined;
+  return {
     async start() {
       await store.started();
       // Before the admin API answers: an event an older release stored lists every sink it went to.
@@ -323,7 +502,7 @@ export async function createRelay({
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
       // A SIGTERM during start: the servers serve their delay already draining.
-      if (shuttingDown) for (const l of listening) l.drain();
+      if (shuttingDown(false)) for (const l of listening) l.drain();
       secretsFile?.start(config.secretsReloadMs);
       secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
         secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
@@ -350,7 +529,7 @@ export async function createRelay({
      * every answer closes its connection; everything else is still served until `stop()`.
      */
     drain() {
-      shuttingDown = true;
+      shuttingDown(true);
       for (const l of listening) l.drain();
     },
     /**
@@ -360,7 +539,7 @@ export async function createRelay({
      */
     async stop() {
       const started = Date.now();
-      shuttingDown = true;
+      shuttingDown(true);
       secretsFile?.stop();
       await Promise.all([
         ...listening.map((l) => l.close(config.shutdownTimeoutMs)),

@@ -38,8 +38,9 @@ interface Counted {
  * call takes off the counted entries the cursors have passed and those that got a row up to the
  * settled id since, and adds the entries past the last head, reading only those; entries with a row
  * past the settled id are taken off its answer, not the kept count. No lock is taken: a count never
- * waits for a write, nor a write for it. A cursor moved back, a partition's cursor added or removed, or any deletion of deliveries
- * or rows (retention) counts the sink again from its least cursor, as the first call does.
+ * waits for a write, nor a write for it. A cursor moved back, a partition's cursor added or removed,
+ * or any deletion of deliveries or rows (retention) counts the sink again from its least cursor, as
+ * the first call does.
  */
 export function createBacklogCount(database: Database, slice = BACKLOG_COUNT_SLICE): CountBacklogs {
   const kept = new Map<string, Counted>();
@@ -94,7 +95,8 @@ function followSettledRows(database: Database): () => Promise<number | undefined
         WHERE l.locktype = 'relation' AND l.relation = 'outbox'::regclass
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND l.mode NOT IN ('AccessShareLock', 'RowShareLock') AND l.pid IS DISTINCT FROM pg_backend_pid()) AS writers`.execute(db);
-    const { id, writers } = { id: Number(rows[0]?.id ?? 0), writers: rows[0]?.writers ?? [] };
+    const id = Number(rows[0]?.id ?? 0);
+    const writers = rows[0]?.writers ?? [];
     const settle = (upTo: number) => (settled = Math.max(settled ?? 0, upTo));
     if (noted && !noted.writers.some((writer) => writers.includes(writer))) settle(noted.id);
     // Those still writing are among the writers now: this note stands for the last one too.

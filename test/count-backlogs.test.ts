@@ -198,7 +198,7 @@ describe('the backlog count on PostgreSQL, beside writes under way', () => {
     store = undefined;
   });
 
-  it('waits for an outbox write under way, whose row has a lower id than one committed before it, and counts afresh without keeping when it lasts', async () => {
+  it('counts beside an outbox write under way without waiting for it or holding up another, and takes off its row, of a lower id than rows committed before it, once it commits', async () => {
     const url = await postgresSchema();
     store = await openStore({ url });
     const fanout = createFanoutStore(store.database);
@@ -220,33 +220,52 @@ describe('the backlog count on PostgreSQL, beside writes under way', () => {
       await writer.query(`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, created_at, updated_at) VALUES ($1, 'h', 'dead', 1, 0, 0, 0)`, [deliveryId]);
     };
     const exception = (deliveryId: string) => ({ deliveryId, sink: 'h', status: 'dead' as const, attempts: 1, nextAttemptAt: T0, lastError: 'http_503', boxId: null, traceparent: null, now: T0 });
+    const matches = async (step: string) => expect(bySink(await count()), step).toEqual(await backlogsByDefinition(store!.database));
 
-    // The first entry's row takes its id, then the second's commits with a higher one.
+    // The first entry's row takes its id and stays uncommitted; the second's commits with a higher one.
     await openRow(entries[0]!.id);
     await fanout.exceptions.addExceptions([exception(entries[1]!.id)]);
-    const counting = count();
-    const waiting = async () => (await observer.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE outbox%'`)).rowCount;
-    await Promise.race([counting, waitFor(waiting, 'the count waiting for the write under way')]);
+    // The count, and another outbox write beside it: neither ever waits for a lock on the outbox.
+    let counted: Backlogs | undefined;
+    let added: number | undefined;
+    const counting = count().then((backlogs) => (counted = backlogs));
+    const adding = fanout.exceptions.addExceptions([exception(entries[2]!.id)]).then((written) => (added = written));
+    const waited = async () => (await observer.query(`SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = 'outbox'::regclass AND NOT granted`)).rowCount;
+    const outcome = await waitFor(async () => (counted && added !== undefined ? 'both done' : (await waited()) ? 'a lock on the outbox waited' : undefined), 'the count and the write');
+    expect(outcome).toBe('both done');
+    await Promise.all([counting, adding]);
+    // The uncommitted row's entry is still to send; the third's row may have committed before or after the count read.
+    expect([58, 59]).toContain(bySink(counted!).h);
+    await matches('beside the write under way');
     await writer.query('COMMIT');
-    expect(bySink(await counting)).toEqual({ h: 58 });
-    // Both entries passed: each was taken off once, when its row was counted.
-    await moveCursors(store, fanout, 'h', 1, () => true);
-    expect(bySink(await count())).toEqual(await backlogsByDefinition(store.database));
+    await matches('the row of the lower id committed');
+    await matches('and counted again');
 
-    // A write that outlasts the wait: counted as it stands, and not kept.
-    const [third] = await store.database.kysely
-      .selectFrom('deliveries as d')
-      .innerJoin('log_cursors as c', (join) => join.onRef('c.part', '=', 'd.part'))
-      .select('d.id')
-      .where(sql<boolean>`d.seq > c.seq`)
-      .orderBy('d.seq')
-      .limit(1)
-      .execute();
-    await openRow(third!.id);
-    const outside = await backlogsByDefinition(store.database);
-    expect(bySink(await count())).toEqual(outside);
+    // A write that stays open over counts while rows of higher ids commit, then commits.
+    const pastCursor = async (limit: number) =>
+      store!.database.kysely
+        .selectFrom('deliveries as d')
+        .innerJoin('log_cursors as c', (join) => join.onRef('c.part', '=', 'd.part'))
+        .select('d.id')
+        .where(sql<boolean>`d.seq > c.seq AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id)`)
+        .orderBy('d.seq')
+        .limit(limit)
+        .execute();
+    const [held, ...later] = await pastCursor(4);
+    await openRow(held!.id);
+    for (const entry of later) {
+      await fanout.exceptions.addExceptions([exception(entry.id)]);
+      await matches('a row committed while one of a lower id is open');
+    }
     await writer.query('COMMIT');
-    expect(bySink(await count())).toEqual({ h: outside.h! - 1 });
-    expect(await backlogsByDefinition(store.database)).toEqual({ h: outside.h! - 1 });
+    await matches('the open row committed');
+    expect(bySink(await count())).toEqual({ h: 53 });
+
+    // Every entry with a row passed: each was taken off once.
+    await moveCursors(store, fanout, 'h', 1, () => true);
+    await matches('the cursors moved past the rows');
+    await record(store, 60, 5, [['h']]);
+    await store.sequenceLog();
+    await matches('new deliveries');
   });
 });

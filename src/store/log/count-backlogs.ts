@@ -10,12 +10,6 @@ import { routedSql, routedWithoutRow, unnumbered } from './position.js';
  */
 export const BACKLOG_COUNT_SLICE = 5000;
 
-/**
- * The longest wait for outbox writes under way to end before a count (PostgreSQL); past it the count
- * is not kept. Below the default deadlock_timeout, so a wait never cancels an autovacuum of the table.
- */
-const ROWS_SETTLE_TIMEOUT = '200ms';
-
 export type Backlogs = { sink: string; backlog: number }[];
 
 /** Counts the backlogs; callers at the same moment share one count. */
@@ -27,7 +21,7 @@ interface Counted {
   cursors: Map<number, number>;
   /** The last position counted. */
   head: number;
-  /** The last outbox row id counted against: every row up to it was committed (or gone) by then. */
+  /** The outbox row id counted against: every row up to it that ever commits had committed by then. */
   rows: number;
   /** Numbered deliveries routed to the sink past `cursors` up to `head`, without a row of it up to `rows`. */
   backlog: number;
@@ -40,19 +34,23 @@ interface Counted {
  * written down as an outbox row (counted there, or settled) while the cursor's move is not yet stored.
  *
  * The numbered part is kept between calls and followed: a numbered entry never changes, new ones are
- * numbered past the head, and row ids grow. A call takes off the counted entries the cursors have
- * passed and those that got a row since, and adds the entries past the last head, reading only
- * those. A cursor moved back, a partition's cursor added or removed, or any deletion of deliveries
- * or rows (retention) counts the sink again from its least cursor, as the first call does.
+ * numbered past the head, and rows are followed by id up to the settled one (followSettledRows). A
+ * call takes off the counted entries the cursors have passed and those that got a row up to the
+ * settled id since, and adds the entries past the last head, reading only those; entries with a row
+ * past the settled id are taken off its answer, not the kept count. No lock is taken: a count never
+ * waits for a write, nor a write for it. A cursor moved back, a partition's cursor added or removed,
+ * or any deletion of deliveries or rows (retention) counts the sink again from its least cursor, as
+ * the first call does.
  */
 export function createBacklogCount(database: Database, slice = BACKLOG_COUNT_SLICE): CountBacklogs {
   const kept = new Map<string, Counted>();
+  const settledRows = followSettledRows(database);
   const count = async (): Promise<Backlogs> => {
     const db = database.kysely;
     // Read first: a deletion after it is seen by the next call.
     const marker = await db.selectFrom('relay_meta').select('value').where('name', '=', 'log_deletions').executeTakeFirst();
     const deletions = marker?.value ?? '';
-    const rows = await settledRows(database);
+    const rows = await settledRows();
     const cursors = new Map<string, Map<number, number>>();
     for (const row of await db.selectFrom('log_cursors').select(['sink', 'part', 'seq']).execute()) {
       const parts = cursors.get(row.sink) ?? new Map<number, number>();
@@ -63,9 +61,9 @@ export function createBacklogCount(database: Database, slice = BACKLOG_COUNT_SLI
     for (const [sink, now] of cursors) {
       const last = kept.get(sink);
       const from: From = rows !== undefined && last && followable(last, now, deletions) ? last : { cursors: now, head: Math.min(...now.values()), rows, backlog: 0 };
-      const { next, waiting } = await follow(database, sink, from, { cursors: now, rows }, slice);
+      const { next, waiting, written } = await follow(database, sink, from, { cursors: now, rows }, slice);
       if (rows !== undefined) kept.set(sink, { ...next, rows, deletions });
-      backlogs.push({ sink, backlog: next.backlog + waiting });
+      backlogs.push({ sink, backlog: next.backlog - written + waiting });
     }
     return backlogs;
   };
@@ -74,23 +72,38 @@ export function createBacklogCount(database: Database, slice = BACKLOG_COUNT_SLI
 }
 
 /**
- * The highest outbox row id, once every write to the outbox under way has ended (on PostgreSQL a row
- * committed later may have a lower id); undefined when one did not end in time.
+ * The highest outbox row id up to which every row that ever commits has committed, followed from
+ * call to call without waiting for, or blocking, any write; undefined until one is known.
+ *
+ * On SQLite rows commit one writer at a time in id order, so it is the highest id. On PostgreSQL a
+ * row may commit after one with a higher id: a call notes the highest id its statement sees and the
+ * transactions then writing the outbox (`pg_locks`, read after the statement's snapshot: a writer
+ * takes its lock on the table before it draws an id, and keeps it until it ends). Every row up to
+ * that id is committed (or never will be) once none of those transactions is still writing, which
+ * a later call sees; with none at all, at once.
  */
-async function settledRows(database: Database): Promise<number | undefined> {
-  const highest = async (db: Kysely<Schema>) =>
-    Number((await db.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst())?.id ?? 0);
-  if (database.dialect !== 'postgres') return highest(database.kysely);
-  try {
-    return await database.kysely.transaction().execute(async (trx) => {
-      await sql`SET LOCAL lock_timeout = ${sql.lit(ROWS_SETTLE_TIMEOUT)}`.execute(trx);
-      await sql`LOCK TABLE outbox IN SHARE MODE`.execute(trx);
-      return highest(trx);
-    });
-  } catch (error) {
-    if ((error as { code?: string }).code === '55P03') return undefined;
-    throw error;
+function followSettledRows(database: Database): () => Promise<number | undefined> {
+  const db = database.kysely;
+  if (database.dialect !== 'postgres') {
+    return async () => Number((await db.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst())?.id ?? 0);
   }
+  let settled: number | undefined;
+  let noted: { id: number; writers: string[] } | undefined;
+  return async () => {
+    const { rows } = await sql<{ id: string | null; writers: string[] }>`SELECT (SELECT MAX(id) FROM outbox) AS id,
+      ARRAY(SELECT l.virtualtransaction FROM pg_locks l
+        WHERE l.locktype = 'relation' AND l.relation = 'outbox'::regclass
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND l.mode NOT IN ('AccessShareLock', 'RowShareLock') AND l.pid IS DISTINCT FROM pg_backend_pid()) AS writers`.execute(db);
+    const id = Number(rows[0]?.id ?? 0);
+    const writers = rows[0]?.writers ?? [];
+    const settle = (upTo: number) => (settled = Math.max(settled ?? 0, upTo));
+    if (noted && !noted.writers.some((writer) => writers.includes(writer))) settle(noted.id);
+    // Those still writing are among the writers now: this note stands for the last one too.
+    noted = { id, writers };
+    if (writers.length === 0) settle(id);
+    return settled;
+  };
 }
 
 function followable(last: Counted, now: Map<number, number>, deletions: string): boolean {
@@ -103,7 +116,8 @@ type From = Pick<Counted, 'cursors' | 'head' | 'backlog'> & { rows: number | und
 
 /**
  * One sink's count, from what was counted (`from`) to the cursors and rows of `now`; `waiting`: the
- * unnumbered (PostgreSQL), counted afresh. Without rows (`undefined`), every row counts.
+ * unnumbered (PostgreSQL), counted afresh; `written`: entries of `next` with a row past `now.rows`,
+ * to take off this call's answer only. Without rows (`undefined`), every row counts.
  */
 async function follow(database: Database, sink: string, from: From, now: { cursors: Map<number, number>; rows: number | undefined }, slice: number) {
   const db = database.kysely;
@@ -122,10 +136,7 @@ async function follow(database: Database, sink: string, from: From, now: { curso
   const pastCursor = sql<boolean>`d.seq > ${byPart(now.cursors)}`;
   // Counted entries still past the cursors that got their first row since.
   if (from.rows !== undefined && now.rows !== undefined && now.rows > from.rows) {
-    const { rows } = await sql<{ written: number }>`SELECT count(*) AS written FROM deliveries d
-      WHERE d.id IN (SELECT o.delivery_id FROM outbox o WHERE o.id > ${from.rows} AND o.id <= ${now.rows} AND o.sink = ${sink})
-        AND ${pastCursor} AND d.seq <= ${from.head} AND ${routedWithoutRow(sink, from.rows)}`.execute(db);
-    backlog -= Number(rows[0]!.written);
+    backlog -= await countWritten(db, sink, { pastCursor, head: from.head, after: from.rows, upTo: now.rows });
   }
 
   // New entries past the old head (and the cursors); the last slice runs to the head.
@@ -147,7 +158,24 @@ async function follow(database: Database, sink: string, from: From, now: { curso
     head = Number(rows[0]!.head);
     waiting = Number(rows[0]!.waiting);
   }
-  return { next: { cursors: now.cursors, head, backlog }, waiting };
+  // Rows past the settled id, written (or committed) since: they count for this call only.
+  const written = now.rows === undefined ? 0 : await countWritten(db, sink, { pastCursor, head, after: now.rows });
+  return { next: { cursors: now.cursors, head, backlog }, waiting, written };
+}
+
+/**
+ * The entries past the cursors up to `head` that have a row of the sink with an id in (after, upTo]
+ * (to the last row without `upTo`) and none up to `after`: read through the rows, by id.
+ */
+async function countWritten(
+  db: Kysely<Schema>,
+  sink: string,
+  { pastCursor, head, after, upTo }: { pastCursor: RawBuilder<boolean>; head: number; after: number; upTo?: number },
+): Promise<number> {
+  const { rows } = await sql<{ written: number }>`SELECT count(*) AS written FROM deliveries d
+    WHERE d.id IN (SELECT o.delivery_id FROM outbox o WHERE o.id > ${after}${upTo === undefined ? sql`` : sql` AND o.id <= ${upTo}`} AND o.sink = ${sink})
+      AND ${pastCursor} AND d.seq <= ${head} AND ${routedWithoutRow(sink, after)}`.execute(db);
+  return Number(rows[0]!.written);
 }
 
 /** SQL, for a delivery aliased `d`: its partition's position in `seqs` (null for a partition not in it). */

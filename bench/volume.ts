@@ -34,6 +34,11 @@ export interface VolumeSettings extends VolumeShape {
 }
 
 type Engine = 'SQLite' | 'PostgreSQL';
+/** Each engine and its name in BENCH_VOLUME_ENGINES. */
+const ENGINES: [Engine, string][] = [
+  ['SQLite', 'sqlite'],
+  ['PostgreSQL', 'postgres'],
+];
 
 interface Build {
   label: string;
@@ -70,7 +75,7 @@ interface SeededStore {
 }
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
-const CONNECTIONS = 10;
+const CONNECTIONS = 50;
 /** The intake runs this long before a job starts: its control figures. */
 const LEAD_IN_MS = 5000;
 /** The console refreshes its view this often (console/src/app.ts), one health request a sink. */
@@ -378,7 +383,7 @@ function verdict(r: JobResult, timeoutMs: number): string {
 export async function runVolume(ctx: Context, settings: VolumeSettings, compare: string[], log: (line: string) => void): Promise<{ results: JobResult[]; lines: string[] }> {
   const builds: Build[] = [{ label: 'this build' }, ...compare.map((checkout) => ({ label: checkout, checkout }))];
   const jobs = VOLUME_JOBS.filter((job) => settings.jobs.includes(job));
-  const engines = (['SQLite', 'PostgreSQL'] as const).filter((engine) => settings.engines.includes(engine.toLowerCase()));
+  const engines = ENGINES.filter(([, key]) => settings.engines.includes(key)).map(([engine]) => engine);
   const migrateWith = oldestSchema(ctx, builds);
   const receiver = await startHookReceiver();
   const results: JobResult[] = [];

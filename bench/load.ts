@@ -40,6 +40,34 @@ export interface LoadResult {
 /** The value at fraction `p` of ascending `sorted` (0 when empty). */
 export const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
 
+/** One answer of a load, stamped with when it arrived (epoch ms). */
+export interface Answer {
+  at: number;
+  status: number;
+  latencyMs: number;
+}
+
+export interface AnswersSummary {
+  requests: number;
+  p50: number;
+  p99: number;
+  max: number;
+  non2xx: number;
+}
+
+/** The answers that arrived from `from` to `to` (epoch ms, both included): how many, their latency, how many were not 2xx. */
+export function summarizeAnswers(answers: Answer[], from: number, to: number): AnswersSummary {
+  const within = answers.filter((a) => a.at >= from && a.at <= to);
+  const latencies = within.map((a) => a.latencyMs).sort((a, b) => a - b);
+  return {
+    requests: within.length,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    max: latencies.at(-1) ?? 0,
+    non2xx: within.filter((a) => a.status < 200 || a.status >= 300).length,
+  };
+}
+
 /**
  * Load against POST /webhooks: every request gets a unique delivery id and a fresh signature, ~1 KB
  * bodies, the same settings for every target. At a `rate`, paced evenly; else autocannon at full speed.

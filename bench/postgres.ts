@@ -54,17 +54,31 @@ function merged(loads: LoadResult[]): LoadResult {
   };
 }
 
-/** A fresh database on the server, migrated; dropped by the returned function. */
-export async function scratchDatabase(ctx: Context, serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+/** A fresh database on the server, migrated (by the relay in `checkout`, this one unless given); dropped by the returned function. */
+export async function scratchDatabase(
+  ctx: Context,
+  serverUrl: string,
+  checkout = ctx.root,
+): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+  const database = await createDatabase(serverUrl);
+  await runNode([join(checkout, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: database.url }, ctx.root);
+  return database;
+}
+
+/** An empty database on the server (a copy of `template` when given: `CREATE DATABASE ... TEMPLATE`), dropped by the returned function. */
+export async function createDatabase(serverUrl: string, template?: string): Promise<{ name: string; url: string; drop(): Promise<void> }> {
   const name = `bench_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+  try {
+    await admin.query(`CREATE DATABASE ${name}${template === undefined ? '' : ` TEMPLATE ${template}`}`);
+  } finally {
+    await admin.end();
+  }
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
-  await runNode([join(ctx.root, 'bin/boxrelay.js'), 'migrate'], { BOXRELAY_DATABASE: url.href }, ctx.root);
   return {
+    name,
     url: url.href,
     async drop() {
       const client = new pg.Client({ connectionString: serverUrl });

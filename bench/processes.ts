@@ -88,13 +88,15 @@ export interface SpawnOptions {
   env: Record<string, string>;
   port: number;
   cwd: string;
+  /** Longest wait for it to answer HTTP (30 s unless given): a relay may set work aside before it listens. */
+  startTimeoutMs?: number;
 }
 
 /**
  * Starts `node <args>` and waits until it answers HTTP on `port`. Its stdout (the relay's log) is
  * drained from a pipe, as in a container, not written to a file on the disk the database fsyncs to.
  */
-export async function spawnServer({ args, env, port, cwd }: SpawnOptions): Promise<Spawned> {
+export async function spawnServer({ args, env, port, cwd, startTimeoutMs }: SpawnOptions): Promise<Spawned> {
   const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   let stdoutBytes = 0;
   const waiters: { text: string; resolve(line: string): void }[] = [];
@@ -111,7 +113,7 @@ export async function spawnServer({ args, env, port, cwd }: SpawnOptions): Promi
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
-    await waitForHttp(port, child);
+    await waitForHttp(port, child, startTimeoutMs);
   } catch (error) {
     child.kill('SIGKILL');
     throw error;

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { isPostgresUrl } from '../src/store/engines/database.js';
 import { DAY_MS } from '../src/clock.js';
-import { percentile, runLoad } from './load.js';
+import { runLoad, summarizeAnswers, type Answer } from './load.js';
 import { prefill, type Span } from './prefill.js';
 import { runNode } from './processes.js';
 import { relay, type Context } from './targets.js';
@@ -34,12 +34,6 @@ export interface PruneLoadResult {
 const TARGET_P99_MS = 100;
 /** The relay's daily retention run starts this long after `serve` starts (src/store/retention/prune-schedule.ts). */
 const FIRST_PRUNE_MS = 30_000;
-
-interface Answer {
-  at: number;
-  status: number;
-  latencyMs: number;
-}
 
 /** Server-side generated rows, in receipt order with random ids, as the SQLite pre-fill makes them. */
 async function prefillPostgres(url: string, spans: Span[]): Promise<void> {
@@ -106,18 +100,12 @@ export async function runPruneUnderLoad(ctx: Context, settings: PruneLoadSetting
     await load;
 
     const pruneStart = pruneEnd - record.durationMs;
-    const within = answers.filter((a) => a.at >= pruneStart && a.at <= pruneEnd + 1000);
-    const latencies = within.map((a) => a.latencyMs).sort((a, b) => a - b);
-    const calm = answers.filter((a) => a.at >= startedAt + 5000 && a.at < pruneStart).map((a) => a.latencyMs).sort((a, b) => a - b);
     const during = {
-      requests: within.length,
-      p50: percentile(latencies, 0.5),
-      p99: percentile(latencies, 0.99),
-      max: latencies.at(-1) ?? 0,
-      non2xx: within.filter((a) => a.status < 200 || a.status >= 300).length,
+      ...summarizeAnswers(answers, pruneStart, pruneEnd + 1000),
       unavailable: answers.filter((a) => a.status === 503).length,
     };
-    const before = { requests: calm.length, p50: percentile(calm, 0.5), p99: percentile(calm, 0.99), max: calm.at(-1) ?? 0 };
+    const { requests, p50, p99, max } = summarizeAnswers(answers, startedAt + 5000, pruneStart - 1);
+    const before = { requests, p50, p99, max };
     const met = during.p99 < TARGET_P99_MS && during.unavailable === 0 && record.deliveries >= settings.rows;
     const lines = [
       `- Prune under load (${engine}, ${settings.rate}/s fixed rate over ${settings.connections} connections; the relay's own daily run, ` +

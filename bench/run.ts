@@ -17,6 +17,7 @@ import { runPostgres } from './postgres.js';
 import { runReplay } from './replay.js';
 import { runLogReads } from './log-reads.js';
 import { runIndexes } from './indexes.js';
+import { runVolume } from './volume.js';
 import { natsReachable } from './fanout.js';
 import { startOtlpSink } from './otlp-sink.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -207,6 +208,7 @@ try {
   if (wanted('replay')) sections.push(...(await runReplay(ctx, settings.replay, log)).lines);
   if (wanted('log-reads')) sections.push(...(await runLogReads(ctx, settings.logReads, log)).lines);
   if (wanted('indexes')) sections.push(...(await runIndexes(ctx, settings.indexes, log)).lines);
+  if (wanted('volume')) sections.push(...(await runVolume(ctx, settings.volume, settings.compare, log)).lines);
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();

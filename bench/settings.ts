@@ -4,6 +4,7 @@ import type { BusBenchSettings } from './buses.js';
 import type { LogReadSettings } from './log-reads.js';
 import type { ReplaySettings } from './replay.js';
 import type { IndexSettings } from './indexes.js';
+import type { VolumeSettings } from './volume.js';
 
 /** Bench settings: env vars (BENCH_SECONDS=3) or flags (--seconds=3), flags winning. */
 export interface Settings {
@@ -31,7 +32,7 @@ export interface Settings {
   compare: string[];
   /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
   pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, backlog-count (a scrape's backlog count, first and next), attempts (recording attempts: the hook drain, all against failed), attempts-postgres (CPU per success written down on PostgreSQL), transform-drain, postgres, bus-drain, bus-beside-nats, replay, log-reads, indexes). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, backlog-count (a scrape's backlog count, first and next), attempts (recording attempts: the hook drain, all against failed), attempts-postgres (CPU per success written down on PostgreSQL), transform-drain, postgres, bus-drain, bus-beside-nats, replay, log-reads, indexes, volume). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;
@@ -47,6 +48,12 @@ export interface Settings {
   logReads: LogReadSettings;
   /** What each index costs a stored delivery (bench/indexes.ts); `only` names it `indexes`. */
   indexes: IndexSettings;
+  /**
+   * Operating at volume (bench/volume.ts); `only` names it `volume`: a seeded store of `volume-deliveries` over `volume-days`
+   * (`volume-backlog` of them unread by a paused hook; default a tenth), the jobs `volume-jobs` on `volume-engines`, each
+   * beside intake at `volume-rate`/s and stopped after `volume-job-timeout` s.
+   */
+  volume: VolumeSettings;
 }
 
 const DEFAULTS = {
@@ -84,6 +91,12 @@ const DEFAULTS = {
   'index-stored': '1000000',
   'index-rounds': '5',
   'index-engines': 'sqlite,postgres',
+  'volume-deliveries': '1000000',
+  'volume-days': '60',
+  'volume-rate': '100',
+  'volume-job-timeout': '120',
+  'volume-engines': 'sqlite,postgres',
+  'volume-jobs': 'retention,health,replay,set-aside',
 };
 
 export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
@@ -164,5 +177,21 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
       engines: (get('index-engines') as string).split(',').map((e) => e.trim()),
       postgresUrl: get('postgres-url') as string,
     },
+    volume: volumeSettings(num, get),
+  };
+}
+
+function volumeSettings(num: (name: string) => number, get: (name: string) => string | undefined): VolumeSettings {
+  const deliveries = Math.max(100, Math.floor(num('volume-deliveries')));
+  const list = (name: string) => (get(name) as string).split(',').map((e) => e.trim());
+  return {
+    deliveries,
+    days: Math.max(1, num('volume-days')),
+    backlog: Math.min(deliveries, Math.floor(get('volume-backlog') === undefined ? deliveries / 10 : num('volume-backlog'))),
+    rate: Math.max(1, num('volume-rate')),
+    jobTimeoutMs: num('volume-job-timeout') * 1000,
+    engines: list('volume-engines'),
+    jobs: list('volume-jobs'),
+    postgresUrl: get('postgres-url') as string,
   };
 }

@@ -53,13 +53,22 @@ export function relay(
   key: string,
   label: string,
   ctx: Context,
-  options: { logLevel: string; database: () => string; checkout?: string; fanout?: boolean; env?: Record<string, string> },
+  options: {
+    logLevel: string;
+    database: () => string;
+    checkout?: string;
+    fanout?: boolean;
+    env?: Record<string, string>;
+    /** The receiving port, when the load must be aimed at it before the relay listens. */
+    port?: number;
+    startTimeoutMs?: number;
+  },
 ): Target {
   return {
     key,
     label,
     async start() {
-      const [port, internalPort] = [await freePort(), await freePort()];
+      const [port, internalPort] = [options.port ?? (await freePort()), await freePort()];
       const tag = `${++runs}_${randomBytes(4).toString('hex')}`;
       const env: Record<string, string> = {
         BOXRELAY_SECRETS: BENCH_SECRET,
@@ -79,7 +88,7 @@ export function relay(
         Object.assign(env, { BOXRELAY_NATS_URL: ctx.natsUrl, BOXRELAY_NATS_SUBJECT_PREFIX: prefix, BOXRELAY_NATS_STREAM: stream });
         fanout = { counter: await FanoutCounter.start(ctx.natsUrl, prefix), stream };
       }
-      const server = await spawnServer({ args: [...profileFlags(ctx, key), join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root });
+      const server = await spawnServer({ args: [...profileFlags(ctx, key), join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root, startTimeoutMs: options.startTimeoutMs });
       return {
         server,
         ...(fanout ? { fanout } : {}),

@@ -1,4 +1,4 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { setTimeout as rest } from 'node:timers/promises';
 import { sql, type CompiledQuery } from 'kysely';
 import { atomically } from '../engines/atomically.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
@@ -9,15 +9,16 @@ import { sendAgain, type Replay } from './rows.js';
  * How much one step of a replay takes: at most `rows` stored deliveries, and the payloads it reads
  * to route them (a replay for one sink, operator events, deliveries stored before their routing
  * was) add up to at most `bytes` (past one delivery's own). Each step is its own short transaction
- * with a turn of the event loop after it: on SQLite a transaction holds the receive thread, on
- * PostgreSQL a long one holds the log's read fence, and routing runs filters on the receive thread.
+ * with a rest after it as long as the step took (so a replay takes at most half of the receive
+ * thread): on SQLite a transaction holds the receive thread, on PostgreSQL a long one holds the
+ * log's read fence, and routing runs filters on the receive thread.
  */
 export interface ReplayStep {
   rows: number;
   bytes: number;
 }
 
-export const REPLAY_STEP: ReplayStep = { rows: 1000, bytes: 4 * 1024 * 1024 };
+export const REPLAY_STEP: ReplayStep = { rows: 250, bytes: 1024 * 1024 };
 
 /**
  * A pending row, written as an expression so that SQLite's planner seeks the event's own rows
@@ -58,6 +59,7 @@ export async function queueReplay(database: Database, replay: Replay, audit?: Au
   let unrecorded = audit;
   let after: { receivedAt: number; id: string } | undefined;
   for (;;) {
+    const started = performance.now();
     const page: PageRow[] = await db
       .selectFrom('deliveries')
       .select(['id', 'type', 'origin', 'sinks', 'received_at', sql<number>`CASE WHEN ${routedByPayload} THEN octet_length(payload) ELSE 0 END`.as('size')])
@@ -84,7 +86,7 @@ export async function queueReplay(database: Database, replay: Replay, audit?: Au
     const last = taken[taken.length - 1];
     if ((taken.length === page.length && page.length < step.rows) || last === undefined) return queued;
     after = { receivedAt: last.received_at, id: last.id };
-    await nextTurn();
+    await rest(performance.now() - started);
   }
 }
 

@@ -130,6 +130,36 @@ export function awsMessage(event: CloudEvent, body: string, traceparent: string 
   return fifo ? { body, attributes, groupId: event.subject || NO_BOX_GROUP, deduplicationId: event.id, bytes } : { body, attributes, bytes };
 }
 
+/**
+ * Probes until the service answers anything (a refusal too: the endpoint is there), telling `down`
+ * each failure to answer, then `up`. Calls while a probe runs join it.
+ */
+export function prober({ probe, stopping, backoff, down, up }: { probe(): Promise<unknown>; stopping: AbortSignal; backoff: { minMs: number; maxMs: number }; down(error: unknown): void; up(): void }) {
+  let probing = false;
+  return async (): Promise<void> => {
+    if (probing) return;
+    probing = true;
+    try {
+      for (let failures = 0; !stopping.aborted; failures++) {
+        try {
+          await probe();
+        } catch (error) {
+          const status = awsStatusOf(error);
+          if (status === undefined || status >= 500) {
+            down(error);
+            await sleep(Math.min(backoff.maxMs, backoff.minMs * 2 ** failures), undefined, { signal: stopping }).catch(() => {});
+            continue;
+          }
+        }
+        if (!stopping.aborted) up();
+        return;
+      }
+    } finally {
+      probing = false;
+    }
+  };
+}
+
 /** A batch request holds at most 10 entries, and at most this many bytes (SNS's limit; SQS takes more). */
 const BATCH_ENTRIES = 10;
 const BATCH_BYTES = 256 * 1024;
@@ -158,34 +188,21 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
   const fifo = options.target.endsWith('.fifo');
   const stopping = new AbortController();
   let link: BusLink | undefined;
-  let probing = false;
   const report = oncePerReason((error: unknown) => log.warn({ err: error, target: options.target }, `${name} unreachable; deliveries wait in the outbox`), describeError);
 
-  /** Probes until the service answers anything, then marks the sink up. */
-  const probeUntilUp = async (): Promise<void> => {
-    if (probing) return;
-    probing = true;
-    try {
-      for (let failures = 0; !stopping.signal.aborted; failures++) {
-        try {
-          await options.probe();
-        } catch (error) {
-          const status = awsStatusOf(error);
-          if (status === undefined || status >= 500) {
-            report(error);
-            link?.down(untrusted(describeError(error), 200));
-            await sleep(Math.min(backoff.maxMs, backoff.minMs * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => {});
-            continue;
-          }
-        }
-        if (stopping.signal.aborted) return;
-        log.info({ target: options.target }, `${name} reachable`);
-        return link?.up();
-      }
-    } finally {
-      probing = false;
-    }
-  };
+  const probeUntilUp = prober({
+    probe: options.probe,
+    stopping: stopping.signal,
+    backoff,
+    down(error) {
+      report(error);
+      link?.down(untrusted(describeError(error), 200));
+    },
+    up() {
+      log.info({ target: options.target }, `${name} reachable`);
+      link?.up();
+    },
+  });
 
   const send = async (batch: Waiting<AwsMessage>[]): Promise<void> => {
     try {

@@ -90,7 +90,7 @@ export async function runLogReads(ctx: Context, settings: LogReadSettings, log: 
       const fanoutStore = createFanoutStore(store.database);
       const sinkStates = createSinkStates(store.database);
       const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger });
-      const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: async () => {} });
+      const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: async () => {}, replicated: replicas > 1 });
       return createDispatcher({
         store: counted(fanoutStore),
         sinks: createSinks({ config, clock: systemClock, logger }).sinks,

@@ -15,6 +15,9 @@ import * as logPositions from './013_log_positions.js';
 import * as attempts from './014_attempts.js';
 import * as boxSeenUnindexed from './015_box_seen_unindexed.js';
 import * as logDeletions from './016_log_deletions.js';
+import * as attemptMinutes from './018_attempt_minutes.js';
+import * as oneLiveRow from './019_one_live_row.js';
+import * as unrecordedRouting from './020_unrecorded_routing.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -37,4 +40,7 @@ export const migrations: Record<string, Migration> = {
   '014_attempts': attempts,
   '015_box_seen_unindexed': boxSeenUnindexed,
   '016_log_deletions': logDeletions,
+  '018_attempt_minutes': attemptMinutes,
+  '019_one_live_row': oneLiveRow,
+  '020_unrecorded_routing': unrecordedRouting,
 };

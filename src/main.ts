@@ -44,6 +44,7 @@ import { acceptEvent } from './store/write/accept-event.js';
 import { countBoxesByState } from './store/state/boxes.js';
 import { createSinkStates } from './store/state/sink-state.js';
 import { createFanoutStore } from './store/fanout-store.js';
+import { recordPastRouting } from './store/exceptions/past-routing.js';
 import { unnumberedFor } from './store/log/sequencer.js';
 import { createAttemptLog } from './store/attempts/record-attempts.js';
 import { pruneExpired } from './store/retention/prune.js';
@@ -162,7 +163,16 @@ export async function createRelay({
   const fanoutStore = createFanoutStore(store.database);
   const sinkStates = createSinkStates(store.database);
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
-  const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock, logger, changed: (sink) => fanout.sinkStateChanged(sink) });
+  const pauses = createPauses({
+    sinkStates,
+    makeDue: fanoutStore.exceptions.makeDue,
+    operatorEvents,
+    clock,
+    logger,
+    changed: (sink) => fanout.sinkStateChanged(sink),
+    // Replicas share PostgreSQL; a SQLite file is this process's alone.
+    replicated: store.database.dialect !== 'sqlite',
+  });
 
   // From SIGTERM on, /readyz answers 503 on both ports while the relay still serves (contract section 6).
   let shuttingDown = false;
@@ -199,6 +209,8 @@ export async function createRelay({
   const dispatchMetrics = tally.metrics(metrics);
   const exclusive = store.database.dialect === 'sqlite';
   const attemptLog = createAttemptLog(store.database);
+  // The worker thread keeps its own recorder; its batches are written within 100 ms.
+  const inlineAttempts = config.fanoutThread === 'inline' ? createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }) : undefined;
   const fanout: Fanout =
     config.fanoutThread === 'worker'
       ? createFanoutThread({
@@ -230,7 +242,7 @@ export async function createRelay({
           pauses,
           operatorEvents,
           tracing,
-          attempts: createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }),
+          attempts: inlineAttempts,
           tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace, ...dispatch },
         });
   wakeDispatcher = fanout.wake;
@@ -280,7 +292,7 @@ export async function createRelay({
         logRoutes({ heldBackSeconds: logHeldBackSeconds }),
         auditRoutes(kysely),
         attemptRoutes({ kysely, operations }),
-        sinkHealthRoutes({ kysely, clock, sinks: sinkNames, mode: config.attempts, flush: tally.flush }),
+        sinkHealthRoutes({ kysely, clock, sinks: sinkNames, flush: async () => inlineAttempts?.flush() }),
         statsRoutes({ kysely, clock, flush: tally.flush }),
       ])
     : undefined;
@@ -303,6 +315,9 @@ export async function createRelay({
     internalApp,
     async start() {
       await store.started();
+      // Before the admin API answers: an event an older release stored lists every sink it went to.
+      const recorded = await recordPastRouting(store.database, (type) => sinksFor(type));
+      if (recorded > 0) logger.info({ rows: recorded }, 'delivered rows written for events stored before statuses were kept (routed by this configuration)');
       await fanout.start();
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);

@@ -195,23 +195,31 @@ describe.each(engines)('delivery attempts on $name', ({ url }) => {
     expect((await get(t, '/admin/sinks/nats/health')).body.health).toMatchObject({ attempts: 2, delivered: 1, failed: 1, statuses: { nats_payload_too_large: 1 } });
   });
 
-  it('BOXRELAY_ATTEMPTS=failed keeps failures only, and health counts successes from the delivery counts', async () => {
+  it('BOXRELAY_ATTEMPTS=failed keeps failures only, and health still counts every attempt', async () => {
     const receiver = await server((_request, index) => (index === 0 ? 503 : 200));
     const t = await relay({ database: await url(), hooks: [hook('alerts', receiver.url)], attempts: 'failed' });
     const { deliveryId } = await t.post();
     await receiver.received(2);
     await allDelivered(t, 'alerts');
     expect((await attemptsOf(t, deliveryId)).map((a) => [a.n, a.outcome])).toEqual([[1, 'retried']]);
-    expect((await get(t, '/admin/sinks/alerts/health')).body.health).toMatchObject({ attempts: 2, delivered: 1, failed: 1, successRate: 0.5 });
+    const { health } = (await get(t, '/admin/sinks/alerts/health')).body;
+    expect(health).toMatchObject({ attempts: 2, delivered: 1, failed: 1, successRate: 0.5, statuses: { '200': 1, '503': 1 }, lastSuccessAt: expect.any(String) });
+    expect(health.latencyMs.p99).toBeGreaterThanOrEqual(health.latencyMs.p50);
   });
 
-  it('BOXRELAY_ATTEMPTS=off records none', async () => {
+  it('BOXRELAY_ATTEMPTS=off records none, and health still counts every attempt', async () => {
     const receiver = await server((_request, index) => (index === 0 ? 503 : 200));
     const t = await relay({ database: await url(), hooks: [hook('alerts', receiver.url)], attempts: 'off' });
     const { deliveryId } = await t.post();
     await receiver.received(2);
     await allDelivered(t, 'alerts');
     expect(await attemptsOf(t, deliveryId)).toEqual([]);
+    const { health } = (await get(t, '/admin/sinks/alerts/health')).body;
+    const at = new Date(t.clock.now()).toISOString();
+    expect(health).toMatchObject({ attempts: 2, delivered: 1, failed: 1, statuses: { '200': 1, '503': 1 }, lastSuccessAt: at, lastFailureAt: at, lastError: null });
+    expect(health.latencyMs.p99).toBeGreaterThanOrEqual(health.latencyMs.p50);
+    const { minutes } = (await get(t, '/admin/sinks/alerts/attempts-per-minute')).body as { minutes: { delivered: number; retried: number }[] };
+    expect(minutes.filter((m) => m.delivered + m.retried > 0)).toMatchObject([{ delivered: 1, retried: 1 }]);
   });
 
   it('keeps the last 50 per event and sink, and prunes them with retention', async () => {
@@ -225,6 +233,8 @@ describe.each(engines)('delivery attempts on $name', ({ url }) => {
     expect(kept[0]?.outcome).toBe('dead_lettered');
     const stored = await t.relay.store.database.kysely.selectFrom('attempts').select('n').execute();
     expect(stored).toHaveLength(50);
+    // Health counts every attempt made, not only those kept.
+    expect((await get(t, '/admin/sinks/alerts/health')).body.health).toMatchObject({ attempts: 53, failed: 53, statuses: { '503': 53 } });
 
     await pruneExpired(t.relay.store.database, { now: t.clock.now() + 31 * DAY_MS, retentionDays: 30 });
     expect(await t.relay.store.database.kysely.selectFrom('attempts').select('n').execute()).toEqual([]);

@@ -119,7 +119,7 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
     await matches('rows written');
     const settle = async (sink: string) => {
       const claimed = await fanout.exceptions.claim({ sink, owner: 'a', now: T0 + 1000, leaseMs: 60_000, limit: 10_000 });
-      await fanout.exceptions.markDelivered(claimed.map((row) => ({ id: row.id, attempts: row.attempts + 1, lastError: null, now: T0 + 1000 })));
+      await fanout.exceptions.markDelivered(claimed.map((row) => ({ id: row.id, version: row.version, attempts: row.attempts + 1, lastError: null, now: T0 + 1000 })));
     };
     await settle('h');
     await matches('rows settled');

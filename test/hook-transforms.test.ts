@@ -82,6 +82,20 @@ describe('transform expressions (CEL)', () => {
     expect(compileTransform('{"all": event}').bodyOf(cloudEvent({ items }), size)?.body).toBe(JSON.stringify({ all: cloudEvent({ items }) }));
   });
 
+  it('counts what the string and list functions make: split, + on lists', () => {
+    const event = cloudEvent({ items: Array.from({ length: 10 }, (_, i) => i), s: 'ab'.repeat(1000) });
+    // Each split makes 2,000 items from one string: cheap in nodes, dear in what it makes (the body stays small).
+    const splits = '{"n": event.data.items.map(a, event.data.s.split("")).size()}';
+    expect(() => compileTransform(splits).bodyOf(event)).toThrow(TransformFailedError);
+    expect(() => compileTransform(splits).bodyOf(event)).toThrow(/cost limit exceeded/);
+    const list = `(${Array.from({ length: 80 }, () => 'event.data.items').join(' + ')})`;
+    expect(() => compileTransform(`{"all": ${list}.all(a, ${list}.all(b, true))}`).bodyOf(event)).toThrow(/cost limit exceeded/);
+    // A few are within the budget.
+    expect(compileTransform('{"parts": event.data.s.substring(0, 5).split("b").join("-"), "n": size(event.data.items + event.data.items)}').bodyOf(event)?.body).toBe(
+      '{"parts":"a-a-a","n":20}',
+    );
+  });
+
   it('escapeMarkdown leaves no markup, mention or link to a chat client, and plain names and ids as they are', () => {
     const escaped = escapeMarkdown(HOSTILE_NAME);
     expect(escaped).not.toMatch(/[\r\n]/);

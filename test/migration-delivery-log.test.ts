@@ -29,9 +29,11 @@ describe.each(engines)('migration 012 on $name', (engine) => {
       const schema = engine.name === 'postgres' ? (await sql<{ s: string }>`SELECT current_schema() AS s`.execute(before.kysely)).rows[0]!.s : undefined;
       const migrator = new Migrator({ db: before.kysely, provider: { getMigrations: async () => migrations }, migrationTableSchema: schema });
       expect((await migrator.migrateTo('011_audit_and_sink_minutes')).error).toBeUndefined();
+      // Stored by that release, after migration 009 ran: every sink routed to has a row.
+      const storedAt = Date.now();
       for (const [id, box] of [['evt_fresh', 'bx_1'], ['evt_retry', 'bx_2'], ['evt_dead', 'bx_3'], ['evt_done', 'bx_4'], ['evt_held', 'bx_5']]) {
         await sql`INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload)
-          VALUES (${id}, 'box.error', ${box}, '2026-11-20T10:00:00.000Z', ${now - 60_000}, 1, ${body(id as string, box as string)})`.execute(before.kysely);
+          VALUES (${id}, 'box.error', ${box}, '2026-11-20T10:00:00.000Z', ${storedAt}, 1, ${body(id as string, box as string)})`.execute(before.kysely);
       }
       await sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id) VALUES
         ('evt_fresh', 'h', 'pending', 0, ${now - 60_000}, NULL, ${now - 60_000}, ${now - 60_000}, 'bx_1'),

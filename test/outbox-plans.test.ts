@@ -38,9 +38,9 @@ describe.each(engines)('outbox statements with settled rows kept, on $name', (en
     const [row] = await outbox.exceptions.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10 });
     await outbox.exceptions.claim({ sink: 'h', owner: 'me', now, leaseMs: 1000, limit: 10, ordered: true });
     await outbox.exceptions.nextDueAt('h', 'me');
-    await outbox.exceptions.markDelivered([{ id: row!.id, attempts: 1, lastError: null, now }]);
-    await outbox.exceptions.scheduleRetry({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now }, now);
-    await outbox.exceptions.markDead({ id: row!.id, owner: 'me', attempts: 1, lastError: 'x', now });
+    await outbox.exceptions.markDelivered([{ id: row!.id, version: 0, attempts: 1, lastError: null, now }]);
+    await outbox.exceptions.scheduleRetry({ id: row!.id, owner: 'me', version: 0, attempts: 1, lastError: 'x', now }, now);
+    await outbox.exceptions.markDead({ id: row!.id, owner: 'me', version: 0, attempts: 1, lastError: 'x', now });
     await outbox.exceptions.release([row!.id], 'me');
     await outbox.exceptions.makeDue('h', now);
     await outbox.exceptions.releaseAll('me');

@@ -85,11 +85,11 @@ describe.each(engines)('outbox on $name', (engine) => {
     for (let i = 0; i < 5; i++) await recordWork(store, { receivedAt: T0, sinks: ['alerts'] });
     const [a, b, c, d, e] = await outbox.exceptions.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
 
-    await outbox.exceptions.scheduleRetry({ id: e!.id, owner: 'me', attempts: 3, lastError: 'http_503', now: T0 + 1 }, T0 + 2);
+    await outbox.exceptions.scheduleRetry({ id: e!.id, owner: 'me', version: 0, attempts: 3, lastError: 'http_503', now: T0 + 1 }, T0 + 2);
     await outbox.exceptions.markDelivered([
-      { id: a!.id, attempts: 1, lastError: null, now: T0 + 5 },
-      { id: b!.id, attempts: 2, lastError: 'timeout', now: T0 + 5 },
-      { id: e!.id, attempts: 4, lastError: null, now: T0 + 5 },
+      { id: a!.id, version: 0, attempts: 1, lastError: null, now: T0 + 5 },
+      { id: b!.id, version: 0, attempts: 2, lastError: 'timeout', now: T0 + 5 },
+      { id: e!.id, version: 0, attempts: 4, lastError: null, now: T0 + 5 },
     ]);
     const delivered = { status: 'delivered', updated_at: T0 + 5, lease_owner: null, lease_until: null };
     expect(await status(a!.id)).toMatchObject({ ...delivered, attempts: 1, last_error: null });
@@ -102,9 +102,9 @@ describe.each(engines)('outbox on $name', (engine) => {
     await outbox.exceptions.releaseAll();
     await outbox.exceptions.claim({ sink: 'alerts', owner: 'me', now: T0, leaseMs: 1000, limit: 10 });
 
-    await outbox.exceptions.scheduleRetry({ id: c!.id, owner: 'someone-else', attempts: 2, lastError: 'x', now: T0 }, T0 + 999);
+    await outbox.exceptions.scheduleRetry({ id: c!.id, owner: 'someone-else', version: 0, attempts: 2, lastError: 'x', now: T0 }, T0 + 999);
     expect(await status(c!.id)).toMatchObject({ attempts: 0, lease_owner: 'me' });
-    await outbox.exceptions.scheduleRetry({ id: c!.id, owner: 'me', attempts: 2, lastError: 'http_503', now: T0 + 6 }, T0 + 60_000);
+    await outbox.exceptions.scheduleRetry({ id: c!.id, owner: 'me', version: 0, attempts: 2, lastError: 'http_503', now: T0 + 6 }, T0 + 60_000);
     expect(await status(c!.id)).toMatchObject({
       status: 'pending',
       attempts: 2,
@@ -114,7 +114,7 @@ describe.each(engines)('outbox on $name', (engine) => {
       lease_until: null,
     });
 
-    await outbox.exceptions.markDead({ id: d!.id, owner: 'me', attempts: 1, lastError: 'http_400', now: T0 + 7 });
+    await outbox.exceptions.markDead({ id: d!.id, owner: 'me', version: 0, attempts: 1, lastError: 'http_400', now: T0 + 7 });
     expect(await status(d!.id)).toMatchObject({ status: 'dead', attempts: 1, last_error: 'http_400', updated_at: T0 + 7 });
     expect(await outbox.exceptions.countBySink('pending')).toEqual({ alerts: 1 });
     expect(await outbox.exceptions.countBySink('deadLetters')).toEqual({ alerts: 1 });
@@ -187,7 +187,7 @@ describe.each(engines)('outbox on $name', (engine) => {
     for (let i = 0; i < 5; i++) await recordWork(store, { receivedAt: T0 + i, sinks: ['alerts', 'all'] });
     for (const sink of ['alerts', 'all']) {
       for (const row of await outbox.exceptions.claim({ sink, owner: 'me', now: T0 + 10, leaseMs: 1000, limit: 10 })) {
-        await outbox.exceptions.markDead({ id: row.id, owner: 'me', attempts: 3, lastError: 'http_500', now: T0 + 20 });
+        await outbox.exceptions.markDead({ id: row.id, owner: 'me', version: row.version, attempts: 3, lastError: 'http_500', now: T0 + 20 });
       }
     }
     const page1 = await outbox.exceptions.listDeadLetters({ sink: 'alerts', limit: 3 });

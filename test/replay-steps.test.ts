@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createOperatorEvents } from '../src/dispatch/operator-events.js';
 import { createSinkRouter } from '../src/sinks/route.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
-import { queueReplay } from '../src/store/exceptions/replay.js';
+import { queueReplay, REPLAY_STEP } from '../src/store/exceptions/replay.js';
 import type { Replay } from '../src/store/exceptions/rows.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { ManualClock } from './support/clock.js';
@@ -85,7 +85,7 @@ describe.each(engines)('replay in steps on $name', (engine) => {
     expect(await outbox.exceptions.replay(replay)).toBe(0);
     // Once NATS took its rows, a replay for it queues them again, in accepted order.
     const claimed = await outbox.exceptions.claim({ sink: 'nats', owner: 'me', now: T0 + 1000, leaseMs: 1000, limit: 10 });
-    await outbox.exceptions.markDelivered(claimed.map((row) => ({ id: row.id, attempts: 1, lastError: null, now: T0 + 1001 })));
+    await outbox.exceptions.markDelivered(claimed.map((row) => ({ id: row.id, version: row.version, attempts: 1, lastError: null, now: T0 + 1001 })));
     // Named, NATS also gets the box.error its routing takes now (it was routed elsewhere when accepted).
     expect(await outbox.exceptions.replay({ ...replay, sink: 'nats' })).toBe(5);
     expect((await rowsBySink()).nats).toEqual([ready, error, legacy, aboutOps, legacyAboutOps]);
@@ -98,13 +98,44 @@ describe.each(engines)('replay in steps on $name', (engine) => {
     for (let i = 0; i < 25; i++) ids.push(await recordEvent(store, { receivedAt: T0 + Math.floor(i / 3), boxId: `bx_${i % 4}`, sinks: ['all'] }));
     const audit = { at: T0 + 100, action: 'replay' as const, target: null, by: 'cli', detail: {} };
     const replay: Replay = { since: T0, now: T0 + 100, sinksFor, configured };
-    expect(await queueReplay(store.database, replay, audit, 4)).toBe(25);
+    expect(await queueReplay(store.database, replay, audit, { rows: 4, bytes: REPLAY_STEP.bytes })).toBe(25);
     expect(await auditCount()).toBe(1);
     const accepted = ids.map((id, i) => ({ id, at: Math.floor(i / 3) })).sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : 1));
     expect((await rowsBySink()).all).toEqual(accepted.map((event) => event.id));
     // Nothing to queue: the audit row all the same (the operator asked).
-    expect(await queueReplay(store.database, replay, audit, 4)).toBe(0);
+    expect(await queueReplay(store.database, replay, audit, { rows: 4, bytes: REPLAY_STEP.bytes })).toBe(0);
     expect(await auditCount()).toBe(2);
+  });
+
+  it('reads and routes the payloads of a replay for one sink in steps of a bounded size, a turn of the event loop between them', async () => {
+    await open();
+    for (let i = 0; i < 10; i++) await recordEvent(store, { receivedAt: T0 + i, type: 'box.error', boxId: `bx_${i}`, sinks: ['all'] });
+    const payloads = await db().selectFrom('deliveries').select('payload').execute();
+    const total = payloads.reduce((sum, { payload }) => sum + Buffer.byteLength(payload), 0);
+    const bytes = 3 * Math.max(...payloads.map(({ payload }) => Buffer.byteLength(payload)));
+    // Routing in one step is one stretch of the receive thread: count its bytes per turn of the event loop.
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn++;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const routedPerTurn = new Map<number, number>();
+    const counted: Replay['sinksFor'] = (type, event) => {
+      routedPerTurn.set(turn, (routedPerTurn.get(turn) ?? 0) + Buffer.byteLength(event?.payload ?? ''));
+      return sinksFor(type, event);
+    };
+    const replay: Replay = { since: T0, now: T0 + 100, sinksFor: counted, configured, sink: 'alerts' };
+    try {
+      expect(await queueReplay(store.database, replay, undefined, { rows: REPLAY_STEP.rows, bytes })).toBe(10);
+    } finally {
+      ticking = false;
+    }
+    expect([...routedPerTurn.values()].reduce((sum, n) => sum + n, 0)).toBe(total);
+    expect(Math.max(...routedPerTurn.values())).toBeLessThanOrEqual(bytes);
+    expect(routedPerTurn.size).toBeGreaterThanOrEqual(Math.ceil(total / bytes));
+    expect((await rowsBySink()).alerts).toHaveLength(10);
   });
 });
 

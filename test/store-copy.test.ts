@@ -201,12 +201,20 @@ describe('boxrelay store copy', () => {
       'delivery counts per minute': expect.anything(),
       // Every attempt, recorded by the fan-out's worker thread: alerts' 3 of each event, audit's refusals.
       'delivery attempts': [12, 12],
+      // Their sums per sink and minute, and per status (in one minute, or across two).
+      'attempts per sink and minute (health)': expect.anything(),
+      'attempts per sink, minute and status (health)': expect.anything(),
       // alerts, audit and held: 16 partitions each.
       'log cursors (per sink and partition)': [48, 48],
     });
     const [minutesInSource, minutesInTarget] = parseCounts(copy.stdout)['delivery counts per minute']!;
     expect(minutesInSource).toBeGreaterThan(0);
     expect(minutesInTarget).toBe(minutesInSource);
+    for (const label of ['attempts per sink and minute (health)', 'attempts per sink, minute and status (health)']) {
+      const [inSource, inTarget] = parseCounts(copy.stdout)[label]!;
+      expect(inSource).toBeGreaterThan(0);
+      expect(inTarget).toBe(inSource);
+    }
     const [source, copied] = await Promise.all([tablesOf(file), tablesOf(target)]);
     const leaseCleared = (rows: Record<string, unknown>[] | undefined) => rows!.map((row) => ({ ...row, lease_owner: null, lease_until: null }));
     expect(copied).toEqual({ ...source, outbox: leaseCleared(source.outbox), log_cursors: leaseCleared(source.log_cursors) });

@@ -21,9 +21,9 @@ export interface EndedAttempt {
 
 /** Writes attempts down as `BOXRELAY_ATTEMPTS` says (contract section 16). */
 export interface AttemptRecorder {
-  /** A failure resolves once it is stored (its outcome counts only then); a success is queued for the next batch. */
+  /** A failure kept resolves once it is stored (its outcome counts only then); any other attempt is queued for the next batch. */
   record(attempt: EndedAttempt): Promise<void> | undefined;
-  /** Writes the queued successes. */
+  /** Writes the queued attempts. */
   flush(): Promise<void>;
 }
 
@@ -43,16 +43,20 @@ function toNewAttempt({ sink, eventId, at, durationMs, exchange, failure, final 
   };
 }
 
-/** How long a success waits for others to be written with it: one transaction for many, off the attempts' path. */
+/** How long an attempt waits for others to be written with it: one transaction for many, off the attempts' path. */
 const BATCH_MS = 100;
 const BATCH_ROWS = 500;
 
-/** None when attempts are off. */
-export function createAttemptRecorder({ log, mode, logger }: { log: AttemptLog; mode: AttemptsMode; logger: Logger }): AttemptRecorder | undefined {
-  if (mode === 'off') return undefined;
+/**
+ * Every attempt is counted in the per-minute sums behind health, whatever the mode; the mode says
+ * which are also kept one by one. A failure kept is written at once, durably; the rest are written
+ * in batches: successes kept, or attempts only counted.
+ */
+export function createAttemptRecorder({ log, mode, logger }: { log: AttemptLog; mode: AttemptsMode; logger: Logger }): AttemptRecorder {
   let queued: NewAttempt[] = [];
   let writing: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
+  const writeBatch = (batch: NewAttempt[]) => (mode === 'all' ? log.recordDelivered(batch) : log.countAttempts(batch));
   const flush = (): Promise<void> => {
     clearTimeout(timer);
     timer = undefined;
@@ -60,14 +64,13 @@ export function createAttemptRecorder({ log, mode, logger }: { log: AttemptLog; 
     queued = [];
     if (batch.length === 0) return writing;
     writing = writing
-      .then(() => log.recordDelivered(batch))
-      .catch((error: unknown) => logger.error({ err: error, attempts: batch.length }, 'could not record delivered attempts; their deliveries stand'));
+      .then(() => writeBatch(batch))
+      .catch((error: unknown) => logger.error({ err: error, attempts: batch.length }, 'could not record a batch of attempts; their deliveries stand'));
     return writing;
   };
   return {
     record(attempt) {
-      if (attempt.failure) return log.recordFailed([toNewAttempt(attempt)]);
-      if (mode === 'failed') return undefined;
+      if (attempt.failure && mode !== 'off') return log.recordFailed([toNewAttempt(attempt)]);
       queued.push(toNewAttempt(attempt));
       if (queued.length >= BATCH_ROWS) void flush();
       else timer ??= setTimeout(() => void flush(), BATCH_MS).unref();

@@ -5,10 +5,29 @@ import { asSinkFailure, type SinkFailure } from '../sinks/failures.js';
 import type { Exchange, Sink } from '../sinks/sink.js';
 import { jittered, type DispatchTuning } from './tuning.js';
 
+/**
+ * `held`: the sink was paused before this run's first attempt started (none was made, the event
+ * waits); `lost`: the lease went to another holder before an attempt started (nothing to write down).
+ */
 export type Outcome =
   | { kind: 'delivered'; attempts: number; failures: number; error: SinkFailure | undefined; skipped: boolean }
   | { kind: 'retry'; attempts: number; failures: number; error: SinkFailure | undefined; nextAttemptAt: number }
-  | { kind: 'dead'; attempts: number; failures: number; error: SinkFailure };
+  | { kind: 'dead'; attempts: number; failures: number; error: SinkFailure }
+  | { kind: 'held'; attempts: number; failures: 0; error: undefined }
+  | { kind: 'lost'; attempts: number; failures: number; error: SinkFailure | undefined };
+
+/** The outcome of a run that made its attempts: what the judge weighs. */
+export type TriedOutcome = Exclude<Outcome, { kind: 'held' | 'lost' }>;
+
+/** Whether an attempt may start now; else why not: the sink is paused, the lease is another's, the relay stops. */
+export type Admission = 'go' | 'paused' | 'lost' | 'stopping';
+
+/** An attempt refused as it was about to start (see `AttemptRun.admit`): neither an attempt nor a failure. */
+export class AttemptRefused extends Error {
+  constructor(readonly admission: Exclude<Admission, 'go'>) {
+    super(`the attempt did not start (${admission})`);
+  }
+}
 
 export interface AttemptRun {
   sink: Sink;
@@ -23,8 +42,16 @@ export interface AttemptRun {
   stopping: AbortSignal;
   /** Passed to the sink: cuts an attempt in flight (after the stop grace). */
   cut: AbortSignal;
-  /** One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span). */
-  send(signal: AbortSignal): Promise<Exchange | void | 'skipped'>;
+  /**
+   * Asked immediately before each attempt starts (in-process retries too); absent: always `go`. A
+   * rejection ends the run with it, the outcome not written down.
+   */
+  admit?(): Promise<Admission>;
+  /**
+   * One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span); `admitted` asks
+   * `admit` again, rejecting with AttemptRefused, for a sink that makes the attempt wait before its request.
+   */
+  send(signal: AbortSignal, admitted: () => Promise<void>): Promise<Exchange | void | 'skipped'>;
   /** Each attempt's duration in seconds. */
   observe(seconds: number): void;
   /**
@@ -60,8 +87,14 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     (failure.retryAfterMs ?? 0) <= Math.min(tuning.quickMaxDelayMs, startBy - (performance.now() - started)) &&
     !sinkDown();
 
-  /** A failed attempt that could not be recorded: the run ends with it, and the outcome is not written down. */
+  /** A failed attempt that could not be recorded, or an admission that failed: the run ends with it, and the outcome is not written down. */
   let unrecorded: { error: unknown } | undefined;
+  /** Why the next attempt did not start: the run makes no more. */
+  let refused: Exclude<Admission, 'go'> | undefined;
+  const admitted = async () => {
+    const admission = (await run.admit?.()) ?? 'go';
+    if (admission !== 'go') throw new AttemptRefused(admission);
+  };
   const recordFailure = async (failure: SinkFailure, at: number, durationMs: number) => {
     try {
       await run.record?.({ at, durationMs, exchange: failure.exchange, failure, final: !failure.retryable || attempts >= sink.maxAttempts });
@@ -71,11 +104,18 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   };
 
   const attemptOnce = async () => {
+    try {
+      await admitted();
+    } catch (error) {
+      if (error instanceof AttemptRefused) refused = error.admission;
+      else unrecorded = { error };
+      throw error;
+    }
     attempts++;
     const at = run.now();
     const started = performance.now();
     try {
-      const sent = await run.send(run.cut);
+      const sent = await run.send(run.cut, admitted);
       skipped = sent === 'skipped';
       delivered = true;
       const durationMs = performance.now() - started;
@@ -83,6 +123,12 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       // A transform that sent nothing made no request: not an attempt to show.
       if (sent !== 'skipped') void run.record?.({ at, durationMs, exchange: sent || undefined, failure: undefined, final: false });
     } catch (error) {
+      if (error instanceof AttemptRefused) {
+        // Refused after a wait inside the sink: no request was made.
+        attempts--;
+        refused = error.admission;
+        throw error;
+      }
       const durationMs = performance.now() - started;
       run.observe(durationMs / 1000);
       // Cut by shutdown: the sink was not given its chance, so this is neither an attempt nor a
@@ -109,7 +155,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       firstFailure = { error };
     }
   }
-  if (firstFailure && !unrecorded) {
+  if (firstFailure && !unrecorded && !refused) {
     const failed = firstFailure;
     try {
       await pRetry(
@@ -124,10 +170,10 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
           randomize: true,
           maxRetryTime: Math.max(0, startBy - (performance.now() - started)),
           signal: run.stopping,
-          shouldRetry: ({ error }) => !unrecorded && mayRetryNow(error as SinkFailure),
+          shouldRetry: ({ error }) => !unrecorded && !refused && mayRetryNow(error as SinkFailure),
           onFailedAttempt: async ({ error, retriesLeft, retriesConsumed }) => {
             const failure = error as SinkFailure;
-            if (retriesLeft === 0 || unrecorded || !mayRetryNow(failure)) return;
+            if (retriesLeft === 0 || unrecorded || refused || !mayRetryNow(failure)) return;
             await waitRestOfRetryAfter(failure.retryAfterMs, backoff, retriesConsumed, run.stopping);
           },
         },
@@ -137,8 +183,10 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     }
   }
   if (unrecorded) throw unrecorded.error;
+  if (refused === 'lost') return { kind: 'lost', attempts, failures, error: last };
   // p-retry also throws when a stop arrives after the last attempt succeeded.
   if (delivered) return { kind: 'delivered', attempts, failures, error: last, skipped };
+  if (refused === 'paused' && !last) return { kind: 'held', attempts, failures: 0, error: undefined };
   const now = run.now();
   if (!last) return { kind: 'retry', attempts, failures, error: undefined, nextAttemptAt: now };
   if (!last.retryable || attempts >= sink.maxAttempts) return { kind: 'dead', attempts, failures, error: last };

@@ -11,13 +11,16 @@ export interface DeliveredRows {
 }
 
 export interface DeliveredRowsDeps {
-  markDelivered(rows: Delivered[]): Promise<void>;
+  /** Returns the ids of rows reopened since their claim (a resend): not delivered by this attempt. */
+  markDelivered(rows: Delivered[]): Promise<number[]>;
+  /** Gives rows back, so a claim sends them again. */
+  release(ids: number[]): Promise<void>;
   /** After a batch is recorded: the next event of a box (per-box order) may be claimed now. */
   recorded(): void;
   log: Logger;
 }
 
-export function createDeliveredRows({ markDelivered, recorded, log }: DeliveredRowsDeps): DeliveredRows {
+export function createDeliveredRows({ markDelivered, release, recorded, log }: DeliveredRowsDeps): DeliveredRows {
   const recording = new Set<number>();
   let delivered: Delivered[] = [];
   let flushing: Promise<void> = Promise.resolve();
@@ -26,7 +29,12 @@ export function createDeliveredRows({ markDelivered, recorded, log }: DeliveredR
     delivered = [];
     if (batch.length === 0) return flushing;
     flushing = flushing
-      .then(() => markDelivered(batch))
+      .then(async () => {
+        const reopened = await markDelivered(batch);
+        // No longer held back as recording before they are given back: a claim that finds them sends them.
+        batch.forEach((row) => recording.delete(row.id));
+        if (reopened.length > 0) await release(reopened);
+      })
       // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is no longer pending.
       .then(recorded)
       .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not record delivered rows; they will be sent again'))

@@ -97,6 +97,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
 
   const health = createSinkHealth({ sinkStates, pauses, makeDue: store.exceptions.makeDue, clock, recoverAfterMs: tuning.recoverAfterMs, log });
   const judge = createJudge({ health, metrics, operatorEvents: deps.operatorEvents, clock, log });
+  const untilStored = untilStoredBy({ stopping: stopping.signal, maxDelayMs: tuning.pollMs, log });
   const tryEvent = createTryEvent({
     // An event's CloudEvent is built once for all its sinks, whose lanes read it within moments of each other.
     eventOf: recentEvents(deps.source),
@@ -108,9 +109,14 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     stopping: stopping.signal,
     cut: cut.signal,
     attempts: deps.attempts,
+    untilStored,
   });
-  const untilStored = untilStoredBy({ stopping: stopping.signal, maxDelayMs: tuning.pollMs, log });
-  const delivered = createDeliveredRows({ markDelivered: store.exceptions.markDelivered, recorded: () => wake('all'), log });
+  const delivered = createDeliveredRows({
+    markDelivered: store.exceptions.markDelivered,
+    release: (ids) => store.exceptions.release(ids, owner),
+    recorded: () => wake('all'),
+    log,
+  });
 
   const lanes = deps.sinks.map((sink) =>
     createLane(sink, { owner, store, sinkStates, clock, tuning, log, tryEvent, judge, untilStored, delivered, stopping: stopping.signal, inFlight, running: () => running }),

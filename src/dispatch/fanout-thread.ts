@@ -37,8 +37,6 @@ const HEALTHY_RUN_MS = 60_000;
  * its 5 s ack timeout) before it is terminated: a hung worker must not hold the process past its budget.
  */
 const STOP_MARGIN_MS = 5000;
-/** The longest a pause or a resume waits for the worker to confirm it has taken the change. */
-const STATE_TAKEN_WAIT_MS = 2000;
 
 const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worker is not running' };
 
@@ -176,8 +174,6 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
         if (!worker) return resolve();
         telling.push(resolve);
         post({ kind: 'sinkStateChanged', sink });
-        // A worker whose event loop is stuck must not hold up the admin answer: the change is stored.
-        setTimeout(resolve, STATE_TAKEN_WAIT_MS).unref();
       }),
     settled: () =>
       new Promise<void>((resolve) => {

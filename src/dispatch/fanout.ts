@@ -21,8 +21,9 @@ export interface Fanout {
   /** After a commit of new deliveries (`log`), or a dead letter retry, a replay or a resume (`all`, the default). */
   wake(scope?: WakeScope): void;
   /**
-   * A sink was paused or resumed: resolves once this process's dispatcher has taken it, so that no read
-   * of the log starts after that with the state before (a worker thread confirms it; at most 2 s).
+   * A sink was paused or resumed: resolves once this process's dispatcher has taken it (a worker
+   * thread confirms it), so that no attempt starts after that with the state before. A worker whose
+   * event loop is stuck confirms late; the pause fence bounds the wait (see pauses.ts).
    */
   sinkStateChanged(sink: string): Promise<void>;
   /** Resolves once the wakes asked so far have been served and no attempt is under way (see Dispatcher.settled). */

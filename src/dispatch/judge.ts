@@ -4,7 +4,7 @@ import { EventFailure } from '../sinks/failures.js';
 import type { Sink } from '../sinks/sink.js';
 import type { SinkState } from '../store/state/sink-state.js';
 import { logFieldsOf } from '../tracing/tracing.js';
-import type { Outcome } from './attempt.js';
+import type { TriedOutcome } from './attempt.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import type { OperatorEvents } from './operator-events.js';
 import type { SinkHealth } from './sink-health.js';
@@ -16,7 +16,7 @@ export interface Judge {
    * The verdict the caller writes down (to a claimed row, or as an outbox row of a log entry), after
    * the sink's pause bookkeeping, metrics and logs.
    */
-  judge(sink: Sink, work: Work, outcome: Outcome, trial: Trial, state: SinkState): Promise<Verdict>;
+  judge(sink: Sink, work: Work, outcome: TriedOutcome, trial: Trial, state: SinkState): Promise<Verdict>;
   /** A dead letter is counted, logged and announced once it is written down. */
   deadLettered(sink: Sink, work: Work, verdict: Extract<Verdict, { kind: 'dead' }>): Promise<void>;
 }

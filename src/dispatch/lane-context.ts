@@ -2,10 +2,15 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { Sink } from '../sinks/sink.js';
 import type { FanoutStore } from '../store/fanout-store.js';
+import type { Admission } from './attempt.js';
 import type { Judge } from './judge.js';
 import type { TryEvent } from './try-event.js';
 import type { DispatchTuning } from './tuning.js';
 import type { UntilStored } from './until-stored.js';
+import type { Trial } from './work.js';
+
+/** Until when (by this process's clock) the lease of a piece of work runs; null once it is another's. */
+export type LeaseUntil = () => number | null;
 
 /** What a sink's log lane and exceptions lane share with the scheduler that runs them. */
 export interface LaneContext {
@@ -30,4 +35,9 @@ export interface LaneContext {
   forgetState(): void;
   /** Counts pauses and resumes told to the lane: a read or a claim under way across one is stale. */
   stateVersion(): number;
+  /**
+   * Asked immediately before each attempt starts: `go` once the sink's pause state, read within the
+   * pause fence, lets it and its lease runs (renewed first when it ran out by this process's clock).
+   */
+  admit(trial: Trial, leaseUntil: LeaseUntil): Promise<Admission>;
 }

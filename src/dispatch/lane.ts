@@ -6,12 +6,15 @@ import type { SinkState, SinkStates } from '../store/state/sink-state.js';
 import type { DeliveredRows } from './delivered-rows.js';
 import type { WakeScope } from './dispatcher.js';
 import { createExceptionsLane } from './exceptions-lane.js';
+import type { Admission } from './attempt.js';
 import type { Judge } from './judge.js';
-import type { LaneContext } from './lane-context.js';
+import type { LaneContext, LeaseUntil } from './lane-context.js';
 import { createLogLane } from './log-lane.js';
+import { PAUSE_FENCE_MS } from './pauses.js';
 import type { TryEvent } from './try-event.js';
 import { leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 import type { UntilStored } from './until-stored.js';
+import type { Trial } from './work.js';
 
 /** One sink's lane: its own claims, concurrency and timers, so a slow or dead sink never delays another. */
 export interface Lane {
@@ -67,26 +70,75 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   let dueTimer: NodeJS.Timeout | undefined;
   /** The poll asked for the leases to be renewed. */
   let renewDue = false;
-  /** The sink's pause state, shared by replicas: read again once per poll interval. */
+  /**
+   * The sink's pause state, shared by replicas, and when the read that gave it began: an attempt
+   * starts only with a state whose read began within the pause fence (a pause is answered once
+   * the fence has passed since it was stored, so every attempt after the answer is read with it).
+   */
   let state: SinkState | undefined;
-  let stateReadAt = 0;
+  let stateReadAt = -Infinity;
+  const stateFreshMs = Math.min(tuning.pollMs, PAUSE_FENCE_MS);
   /** Counts pauses and resumes told to this lane: a read or a claim under way across one is stale. */
   let stateChanges = 0;
+  /** The read under way, shared by the attempts about to start. */
+  let reading: Promise<SinkState> | undefined;
 
-  const readState = async (): Promise<SinkState> => {
-    while (!state || performance.now() - stateReadAt >= tuning.pollMs) {
-      const before = stateChanges;
-      const read = await sinkStates.read(sink.name);
-      // Read before a pause or a resume told meanwhile: read again rather than keep it.
-      if (before !== stateChanges) continue;
-      state = read;
-      stateReadAt = performance.now();
+  const stateFresh = (): boolean => state !== undefined && performance.now() - stateReadAt < stateFreshMs;
+  const readFresh = async (): Promise<SinkState> => {
+    try {
+      while (!stateFresh()) {
+        const before = stateChanges;
+        const startedAt = performance.now();
+        const read = await sinkStates.read(sink.name);
+        // Read before a pause or a resume told meanwhile: read again rather than keep it.
+        if (before !== stateChanges) continue;
+        state = read;
+        stateReadAt = startedAt;
+      }
+      return state as SinkState;
+    } finally {
+      reading = undefined;
     }
-    return state;
   };
+  const readState = (): Promise<SinkState> => (stateFresh() ? Promise.resolve(state as SinkState) : (reading ??= readFresh()));
   const forgetState = () => {
     state = undefined;
     stateChanges++;
+  };
+
+  /**
+   * Attempts waiting for the next renewal of the leases, asked for at once unless the last one
+   * failed (then the poll's, not a renewal per attempt against a database that is down).
+   */
+  const renewWaiters: (() => void)[] = [];
+  let renewFailed = false;
+  const renewalsEnded = () => renewWaiters.splice(0).forEach((resolve) => resolve());
+  stopping.addEventListener('abort', renewalsEnded, { once: true });
+  const leasesRenewed = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      if (stopping.aborted) return resolve();
+      renewWaiters.push(resolve);
+      if (renewFailed) return;
+      renewDue = true;
+      wake();
+    });
+
+  /** The last word before an attempt starts (see LaneContext.admit). */
+  const admit = async (trial: Trial, leaseUntil: LeaseUntil): Promise<Admission> => {
+    for (;;) {
+      if (stopping.aborted) return 'stopping';
+      const until = leaseUntil();
+      if (until === null) return 'lost';
+      if (clock.now() >= until) {
+        await leasesRenewed();
+        continue;
+      }
+      const current = await readState();
+      // A probe is the one attempt a sink paused by its failures makes.
+      if (trial === 'probe' ? current.paused_by !== 'failures' : current.paused_at !== null) return 'paused';
+      // The read may have outlasted the lease or the fence (a stall): looked at again.
+      if (leaseUntil() === until && clock.now() < until && stateFresh()) return 'go';
+    }
   };
 
   const hasRoom = () => deps.running() && !stopping.aborted && busy < sink.concurrency && (sink.onUp === undefined || sink.up());
@@ -129,6 +181,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     },
     forgetState,
     stateVersion: () => stateChanges,
+    admit,
   };
   const rows = createExceptionsLane(context, deps.delivered);
   const logLane = createLogLane(context);
@@ -152,9 +205,12 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     try {
       await logLane.hold();
       await rows.renew();
+      renewFailed = false;
     } catch (error) {
+      renewFailed = true;
       log.error({ err: error, sink: sink.name }, 'could not take or renew the leases; trying again at the next poll');
     }
+    renewalsEnded();
   };
 
   /** Claims due rows, then reads the log, while there is room; then sets a timer for the next due row. */

@@ -40,6 +40,8 @@ export function createLogLane(ctx: LaneContext): LogLane {
   let storingCursors: Promise<void> = Promise.resolve();
   let cursorsStoredAt = -Infinity;
   let markedAt = -Infinity;
+  /** When the held partitions' leases run out by this process's clock: from the time before they were asked for. */
+  let partsHeldUntil = -Infinity;
 
   /** Cursor moves are stored together, a few times a second, not per event. */
   const storeCursors = (): Promise<void> => {
@@ -73,7 +75,9 @@ export function createLogLane(ctx: LaneContext): LogLane {
    * nothing, and the cursor stays before it.
    */
   const settle = async (entry: LogEntry, verdict: Verdict): Promise<EntryFate> => {
-    if (verdict.kind === 'undone') return 'undone';
+    // Its partition is another's now: that holder settles it.
+    if (verdict.kind === 'undone' || verdict.kind === 'lost') return 'undone';
+    if (verdict.kind === 'held') return waitAsRow(entry, verdict.now, 'write down an event held by a pause');
     if (verdict.kind === 'delivered' && verdict.attempts <= 1 && verdict.lastError === null) return 'delivered';
     const waits = verdict.kind === 'wait';
     const row = exceptionOf(sink, entry, {
@@ -83,16 +87,23 @@ export function createLogLane(ctx: LaneContext): LogLane {
       nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
       now: verdict.now,
     });
-    if ((await ctx.untilStored('write down the outcome of an event', () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id })) === STOPPED) {
-      return 'undone';
-    }
-    if (verdict.kind === 'dead') {
+    const written = await ctx.untilStored('write down the outcome of an event', () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id });
+    if (written === STOPPED) return 'undone';
+    // Not written: a resend or a replay queued meanwhile sends the event again, and its row is its status.
+    if (verdict.kind === 'dead' && written > 0) {
       // The dead letter is written down: a failed announcement must not send the event again.
       await ctx.judge.deadLettered(sink, workOfEntry(entry), verdict).catch((error: unknown) =>
         log.error({ err: error, sink: sink.name, eventId: entry.id }, 'could not announce a dead letter'),
       );
     }
     return waits ? 'waiting' : verdict.kind;
+  };
+
+  /** An entry not tried (paused, or behind its box) waits as a pending outbox row, due at once. */
+  const waitAsRow = async (entry: LogEntry, now: number, what: string): Promise<EntryFate> => {
+    const row = exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now });
+    const written = await ctx.untilStored(what, () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id });
+    return written === STOPPED ? 'undone' : 'waiting';
   };
 
   /**
@@ -117,15 +128,11 @@ export function createLogLane(ctx: LaneContext): LogLane {
         if (boxes === STOPPED) return 'undone';
         behind = boxes.has(entry.boxId);
       }
-      if (behind) {
-        // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
-        const now = clock.now();
-        const row = exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now });
-        const written = await ctx.untilStored('write down an event that waits behind its box', () => store.exceptions.addExceptions([row]), context);
-        return written === STOPPED ? 'undone' : 'waiting';
-      }
-      // Failing to write its outcome down (pause bookkeeping), an attempt is made again: at least once.
-      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state), context);
+      // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
+      if (behind) return waitAsRow(entry, clock.now(), 'write down an event that waits behind its box');
+      const leaseUntil = () => (partitions.holds(entry) ? partsHeldUntil : null);
+      // A failed attempt that could not be recorded is made again (its outcome counts only once recorded).
+      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state, () => ctx.admit(trial, leaseUntil)), context);
       if (tried === STOPPED) return 'undone';
       if (tried.changed) ctx.forgetState();
       return settle(entry, tried.verdict);
@@ -182,16 +189,17 @@ export function createLogLane(ctx: LaneContext): LogLane {
     },
 
     async hold() {
+      // Counted from before the request: a stall while it is under way eats into the lease.
+      const askedAt = clock.now();
       const { held, share } = await store.log.acquireParts({
         sink: sink.name,
         owner,
-        now: clock.now(),
+        now: askedAt,
         leaseMs: ctx.holdMs,
         readerTtlMs: 2 * tuning.pollMs + tuning.leaseMarginMs / 10,
       });
-      const before = new Set(partitions.held());
-      partitions.hold(held);
-      if (held.some(({ part }) => !before.has(part))) {
+      partsHeldUntil = askedAt + ctx.holdMs;
+      if (partitions.hold(held).length > 0) {
         // A partition taken over is read from its own cursor: what was read ahead may skip past it.
         readAhead = [];
         readEnd = undefined;

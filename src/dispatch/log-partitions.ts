@@ -25,8 +25,14 @@ interface Partition {
  * whoever holds the partition next.
  */
 export interface LogPartitions {
-  /** The partitions held now, with their stored cursors: new ones are read from their cursor; lost ones are forgotten. */
-  hold(held: HeldPart[]): void;
+  /**
+   * The partitions held now, with their stored cursors: new ones are read from their cursor; lost
+   * ones are forgotten, and so is one whose stored cursor another holder moved past this one's (its
+   * lease ran out here meanwhile): it is read again from there. Returns the partitions read afresh.
+   */
+  hold(held: HeldPart[]): number[];
+  /** The entry was taken here, is not settled, and its partition has been held since. */
+  holds(entry: LogEntry): boolean;
   held(): number[];
   /** Where the next read starts after: the least `seen` of the held partitions; null when none is held. */
   readAfter(): Position | null;
@@ -58,14 +64,21 @@ export function createLogPartitions(): LogPartitions {
   return {
     hold(held) {
       const keep = new Set(held.map((h) => h.part));
+      const fresh: number[] = [];
       for (const part of [...parts.keys()]) if (!keep.has(part)) parts.delete(part);
       for (const { part, seq } of held) {
-        if (parts.has(part)) continue;
+        const known = parts.get(part);
+        if (known && !later({ seq }, known.cursor)) continue;
         const position = { seq };
         parts.set(part, { cursor: position, stored: position, seen: position, slots: [] });
+        fresh.push(part);
       }
+      return fresh;
     },
     held: () => [...parts.keys()],
+    holds(entry) {
+      return parts.get(entry.part)?.slots.some((slot) => !slot.done && slot.position.seq === entry.seq) ?? false;
+    },
     readAfter() {
       let least: Position | null = null;
       for (const { seen } of parts.values()) if (least === null || later(least, seen)) least = seen;

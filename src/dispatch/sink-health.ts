@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { Sink } from '../sinks/sink.js';
 import type { SinkState, SinkStates } from '../store/state/sink-state.js';
-import type { Outcome } from './attempt.js';
+import type { TriedOutcome } from './attempt.js';
 import type { Pauses } from './pauses.js';
 import type { Trial } from './work.js';
 
@@ -12,7 +12,7 @@ export interface SinkHealth {
    * Pause bookkeeping of one attempt's outcome: a delivery ends a run of failures (and a probe's
    * success resumes the sink); a failure may pause it. Returns whether the sink is paused now.
    */
-  track(sink: Sink, outcome: Outcome, trial: Trial, state: SinkState): Promise<boolean>;
+  track(sink: Sink, outcome: TriedOutcome, trial: Trial, state: SinkState): Promise<boolean>;
 }
 
 export interface SinkHealthDeps {

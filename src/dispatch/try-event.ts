@@ -2,16 +2,27 @@ import type { Clock } from '../clock.js';
 import type { Exchange, Sink } from '../sinks/sink.js';
 import type { SinkState } from '../store/state/sink-state.js';
 import type { Tracing } from '../tracing/tracing.js';
-import { attemptDelivery } from './attempt.js';
+import { attemptDelivery, type Admission } from './attempt.js';
 import type { AttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import type { Judge } from './judge.js';
 import type { recentEvents } from './recent-events.js';
 import type { DispatchTuning } from './tuning.js';
+import { STOPPED, type UntilStored } from './until-stored.js';
 import type { Trial, Verdict, Work } from './work.js';
 
-/** Attempts one event on a sink; `changed` when that may have changed the sink's pause state. */
-export type TryEvent = (sink: Sink, work: Work, workMs: number, trial: Trial, state: SinkState) => Promise<{ verdict: Verdict; changed: boolean }>;
+/**
+ * Attempts one event on a sink, each attempt started only once `admit` says so; `changed` when that
+ * may have changed the sink's pause state.
+ */
+export type TryEvent = (
+  sink: Sink,
+  work: Work,
+  workMs: number,
+  trial: Trial,
+  state: SinkState,
+  admit: () => Promise<Admission>,
+) => Promise<{ verdict: Verdict; changed: boolean }>;
 
 export interface TryEventDeps {
   /** An event's CloudEvent, built once for all its sinks. */
@@ -27,23 +38,25 @@ export interface TryEventDeps {
   cut: AbortSignal;
   /** Writes each attempt down (contract section 16); none when attempts are not recorded. */
   attempts?: AttemptRecorder | undefined;
+  /** The pause bookkeeping of an outcome is tried until it holds: the attempts are not made again for it. */
+  untilStored: UntilStored;
 }
 
-export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics, stopping, cut, attempts }: TryEventDeps): TryEvent {
-  return async (sink, work, workMs, trial, state) => {
+export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics, stopping, cut, attempts, untilStored }: TryEventDeps): TryEvent {
+  return async (sink, work, workMs, trial, state, admit) => {
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
-    const send = async (signal: AbortSignal): Promise<Exchange | void | 'skipped'> => {
+    const send = async (signal: AbortSignal, admitted: () => Promise<void>): Promise<Exchange | void | 'skipped'> => {
       const fromOutbox = work.rowId !== undefined;
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
-      if (!tracing.enabled) return sink.deliver(event, signal, fromOutbox ? { fromOutbox } : undefined);
+      if (!tracing.enabled) return sink.deliver(event, signal, { fromOutbox, admit: admitted });
       const span = tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
         'boxrelay.sink': sink.name,
         'boxrelay.delivery_id': event.id,
         'boxrelay.event_type': event.type,
       });
       try {
-        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, fromOutbox });
+        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, fromOutbox, admit: admitted });
         span.end();
         return sent;
       } catch (error) {
@@ -57,6 +70,7 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
       event,
       attempts: work.attempts,
       workMs,
+      admit,
       // A probe is one attempt: it tells whether the sink is back, not more.
       tuning: trial === 'probe' ? { ...tuning, quickRetries: 0 } : tuning,
       now: () => clock.now(),
@@ -66,7 +80,15 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
       // A paused sink's failures wait rather than dead-letter.
       record: (ended) => attempts?.record({ ...ended, sink: sink.name, eventId: work.eventId, final: ended.final && trial !== 'probe' && state.paused_at === null }),
     });
-    const verdict = await judge.judge(sink, work, outcome, trial, state);
+    if (outcome.kind === 'lost') return { verdict: { kind: 'lost' }, changed: false };
+    // Nothing was tried: nothing to judge; the state that held it back is read again.
+    if (outcome.kind === 'held') return { verdict: { kind: 'held', now: clock.now() }, changed: true };
+    const judged = await untilStored('write down the pause bookkeeping of an attempt', () => judge.judge(sink, work, outcome, trial, state), {
+      sink: sink.name,
+      eventId: work.eventId,
+    });
+    // Stopped before it held: the event is sent again by the next holder (at least once).
+    const verdict: Verdict = judged === STOPPED ? { kind: 'undone' } : judged;
     return { verdict, changed: trial === 'probe' || outcome.kind !== 'delivered' || state.failing_since !== null };
   };
 }

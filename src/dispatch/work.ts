@@ -51,11 +51,17 @@ export const exceptionOf = (
   ...outcome,
 });
 
-/** What an event's attempts come to, to be written down. `wait`: another attempt later (or when a paused sink resumes). */
+/**
+ * What an event's attempts come to, to be written down. `wait`: another attempt later (or when a
+ * paused sink resumes); `held`: paused before any attempt started, it waits as it was; `lost`: its
+ * lease went to another holder before an attempt started, so it is theirs to settle.
+ */
 export type Verdict =
   | { kind: 'delivered'; attempts: number; lastError: string | null; now: number }
   | { kind: 'dead'; attempts: number; lastError: string; now: number }
   | { kind: 'wait'; attempts: number; lastError: string; nextAttemptAt: number; now: number }
+  | { kind: 'held'; now: number }
+  | { kind: 'lost' }
   | { kind: 'undone' };
 
 /** How a log entry ended here: `waiting` for a retry as an outbox row (its box's later events wait behind it), or `undone` (a stop). */

@@ -1,25 +1,23 @@
-import { celEnv, isCelError, parse, plan, type CelEnv } from '@bufbuild/cel';
-type Expr = ReturnType<typeof parse>['expr'];
+import { isCelError, parse, plan, type CelFunc } from '@bufbuild/cel';
+type Expr = NonNullable<ReturnType<typeof parse>['expr']>;
 import { RelayError } from '../errors.js';
 import { untrusted } from '../log.js';
 import type { CloudEvent } from '../events/cloudevent.js';
+import { CostMeter, celEventOf, meterComprehensions, meteredEnv, type CelEvent } from './cel-budget.js';
 
 /**
  * A hook's `filter` (contract section 14): a CEL expression over `event`. @bufbuild/cel follows the
  * specification (its conformance suite) and matches regular expressions with RE2, in linear time;
- * it has no cost limit of its own, so one is kept here. At compile time the expression's shape is
- * measured (how many nodes, how deep its comprehensions nest); before each evaluation the event's
- * (its longest list or map, its longest string). The product bounds the work an evaluation can do:
- * past the budget the event is not evaluated and the filter counts as an error (false).
+ * its cost is counted as it runs (./cel-budget.ts): past the budget the evaluation stops and the
+ * filter counts as an error (false).
  */
 export interface EventFilter {
   readonly expression: string;
   /**
    * Whether the expression gives `true` for the event; throws a FilterError when it gives no bool or
-   * fails (counted as false). `size` (the event's JSON length, when known) bounds its lists and
-   * strings, which spares measuring a small event.
+   * fails (counted as false). `cel`: the event already made into CEL values, shared by its filters.
    */
-  matches(event: CloudEvent, size?: number): boolean;
+  matches(event: CloudEvent, cel?: CelEvent): boolean;
 }
 
 /** An expression that does not compile (a configuration error naming the hook). */
@@ -35,43 +33,20 @@ export class FilterError extends RelayError {
 /** Bounds on the expression itself, checked when it compiles. */
 const MAX_EXPRESSION_CHARS = 4096;
 const MAX_NESTED_COMPREHENSIONS = 3;
-/**
- * Estimated cost units per evaluation (one unit: about one node evaluated, 0.05 to 0.1 µs), so an
- * accepted evaluation stays within about a millisecond.
- */
-export const FILTER_COST_LIMIT = 10_000;
-/** A call may read a whole string, list or map: a unit per this many characters or items. */
-const ITEMS_PER_UNIT = 64;
-/** `matches` (RE2, linear time but slow in JavaScript): a fixed price and a price per character. */
-const MATCHES_UNITS = { call: 1000, perChar: 4 };
 
 /** Names an expression may use besides `event`: type names, usable as values (`type(x) == string`). */
 const TYPE_NAMES = new Set(['bool', 'bytes', 'double', 'duration', 'dyn', 'int', 'list', 'map', 'null_type', 'string', 'timestamp', 'type', 'uint']);
 
-interface Shape {
-  /** Nodes by how many comprehensions enclose them: nodes[0] at the top, nodes[1] inside one, ... */
-  nodes: number[];
-  /** Calls (which may read a whole string, list or map) by the same depth. */
-  calls: number[];
-  /** `matches` calls by the same depth. */
-  regexes: number[];
-  /** The longest list or map written in the expression. */
-  literalSize: number;
-}
-
-const filterEnv = celEnv();
-
 export function compileFilter(expression: string): EventFilter {
   const evaluate = compileBounded(expression, {
-    env: filterEnv,
     variables: ['event'],
     invalid: (message) => new FilterCompileError(message),
     failed: (message) => new FilterError(message),
   });
   return {
     expression,
-    matches(event, size) {
-      const result = evaluate(event, size);
+    matches(event, cel) {
+      const result = evaluate(cel ?? celEventOf(event));
       if (typeof result !== 'boolean') throw new FilterError('the expression did not give a bool');
       return result;
     },
@@ -80,7 +55,8 @@ export function compileFilter(expression: string): EventFilter {
 
 /** How a bounded expression is compiled and what its errors are (a filter's, a transform's). */
 export interface BoundedOptions {
-  env: CelEnv;
+  /** Functions besides CEL's standard ones, given the meter their work is charged to. */
+  funcs?: (meter: CostMeter) => CelFunc[];
   /** The names the expression may use, `event` first. */
   variables: readonly string[];
   /** An expression that does not compile, or is too big. */
@@ -93,10 +69,7 @@ export interface BoundedOptions {
  * Compiles an expression over `event` (and the other `variables`) under the cost limit: the
  * evaluation gives the CEL value, or throws `failed` (an error, or past the budget).
  */
-export function compileBounded(
-  expression: string,
-  options: BoundedOptions,
-): (event: CloudEvent, size?: number, variables?: Record<string, unknown>, celEvent?: unknown) => unknown {
+export function compileBounded(expression: string, options: BoundedOptions): (event: CelEvent, variables?: Record<string, unknown>) => unknown {
   if (expression.length > MAX_EXPRESSION_CHARS) throw options.invalid(`longer than ${MAX_EXPRESSION_CHARS} characters`);
   let parsed: ReturnType<typeof parse>;
   try {
@@ -104,116 +77,44 @@ export function compileBounded(
   } catch (error) {
     throw options.invalid(firstLine(error));
   }
-  const shape: Shape = { nodes: [], calls: [], regexes: [], literalSize: 0 };
-  measure(parsed.expr, shape, 0, new Set(options.variables), options);
-  if (shape.nodes.length - 1 > MAX_NESTED_COMPREHENSIONS) {
+  if (parsed.expr === undefined) throw options.invalid('an empty expression');
+  const shape = meterComprehensions(parsed.expr, (expr, bound) => checkName(expr, bound, options), options.variables);
+  if (shape.nesting > MAX_NESTED_COMPREHENSIONS) {
     throw options.invalid(`comprehensions (all, exists, map, filter) nest more than ${MAX_NESTED_COMPREHENSIONS} deep`);
   }
+  const meter = new CostMeter();
   let evaluate: ReturnType<typeof plan>;
   try {
-    evaluate = plan(options.env, parsed);
+    evaluate = plan(meteredEnv(options.funcs?.(meter) ?? [], meter), parsed);
   } catch (error) {
     throw options.invalid(firstLine(error));
   }
-  const within = (collection: number, chars: number) => costOf(shape, Math.max(collection, shape.literalSize), chars) <= FILTER_COST_LIMIT;
-  // `celEvent`: the event already made into CEL values, evaluated in its place (it is measured as JSON).
-  return (event, size, variables, celEvent) => {
-    // The JSON's length bounds every list and string in it: a small event needs no measuring.
-    if (size === undefined || !within(size, size)) {
-      const measured = sizeOf(event, within);
-      if (!within(measured.collection, measured.chars)) {
-        throw options.failed(`cost limit exceeded: the expression's loops and calls over this event's lists and strings`);
-      }
-    }
+  return (event, variables) => {
     let result: unknown;
+    // CEL makes an Error for each step that fails (a missing key, no overload), uncharged: without
+    // a stack trace one costs about as much as a node.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     try {
-      result = evaluate({ ...variables, event: (celEvent ?? event) as never });
+      meter.start(shape.onceNodes);
+      result = evaluate({ ...variables, event: event.value as never });
     } catch (error) {
       throw options.failed(firstLine(error));
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit;
     }
+    // A charge past the budget ends the evaluation with an error; a string function's may be caught as a CEL error first.
+    if (meter.exceeded) throw options.failed(`cost limit exceeded: the expression's loops, calls and what they build, over this event`);
     if (isCelError(result)) throw options.failed(firstLine(result));
     return result;
   };
 }
 
-/**
- * Each node once per iteration of every comprehension around it (each ranging, at worst, over the
- * longest list or map); a call also per item or character it may read.
- */
-function costOf(shape: Shape, collection: number, chars: number): number {
-  const perCall = (collection + chars) / ITEMS_PER_UNIT;
-  const perRegex = MATCHES_UNITS.call + MATCHES_UNITS.perChar * chars;
-  let cost = 0;
-  shape.nodes.forEach((count, depth) => {
-    const work = count + (shape.calls[depth] ?? 0) * perCall + (shape.regexes[depth] ?? 0) * perRegex;
-    cost += work * Math.max(1, collection) ** depth;
-  });
-  return cost;
-}
-
-/** Walks the parsed expression: nodes and calls by comprehension depth; names must be bound. */
-function measure(expr: Expr | undefined, shape: Shape, depth: number, bound: Set<string>, options: Pick<BoundedOptions, 'invalid'>): void {
-  if (expr === undefined) return;
-  shape.nodes[depth] = (shape.nodes[depth] ?? 0) + 1;
-  const kind = expr.exprKind;
-  switch (kind.case) {
-    case 'identExpr':
-      if (!bound.has(kind.value.name) && !TYPE_NAMES.has(kind.value.name)) {
-        throw options.invalid(`unknown name ${JSON.stringify(kind.value.name)} (the variable is \`event\`)`);
-      }
-      return;
-    case 'selectExpr':
-      return measure(kind.value.operand, shape, depth, bound, options);
-    case 'callExpr': {
-      const counts = kind.value.function === 'matches' ? shape.regexes : shape.calls;
-      counts[depth] = (counts[depth] ?? 0) + 1;
-      measure(kind.value.target, shape, depth, bound, options);
-      return kind.value.args.forEach((arg) => measure(arg, shape, depth, bound, options));
-    }
-    case 'listExpr':
-      shape.literalSize = Math.max(shape.literalSize, kind.value.elements.length);
-      return kind.value.elements.forEach((element) => measure(element, shape, depth, bound, options));
-    case 'structExpr':
-      shape.literalSize = Math.max(shape.literalSize, kind.value.entries.length);
-      return kind.value.entries.forEach((entry) => {
-        if (entry.keyKind.case === 'mapKey') measure(entry.keyKind.value, shape, depth, bound, options);
-        measure(entry.value, shape, depth, bound, options);
-      });
-    case 'comprehensionExpr': {
-      const loop = kind.value;
-      measure(loop.iterRange, shape, depth, bound, options);
-      measure(loop.accuInit, shape, depth, bound, options);
-      const inner = new Set([...bound, loop.iterVar, loop.accuVar, ...(loop.iterVar2 ? [loop.iterVar2] : [])]);
-      measure(loop.loopCondition, shape, depth + 1, inner, options);
-      measure(loop.loopStep, shape, depth + 1, inner, options);
-      return measure(loop.result, shape, depth, new Set([...bound, loop.accuVar]), options);
-    }
-    default:
-      return;
-  }
-}
-
-/**
- * The longest list or map and the longest string in the event, without recursion; it stops as soon
- * as they are too big for `within`, so a large event costs no more than a small one to refuse.
- */
-function sizeOf(event: CloudEvent, within: (collection: number, chars: number) => boolean): { collection: number; chars: number } {
-  let collection = 0;
-  let chars = 0;
-  const stack: unknown[] = [event];
-  while (stack.length > 0 && within(collection, chars)) {
-    const value = stack.pop();
-    if (typeof value === 'string') chars = Math.max(chars, value.length);
-    else if (Array.isArray(value)) {
-      collection = Math.max(collection, value.length);
-      if (within(collection, chars)) for (const item of value) stack.push(item);
-    } else if (typeof value === 'object' && value !== null) {
-      const keys = Object.keys(value);
-      collection = Math.max(collection, keys.length);
-      if (within(collection, chars)) for (const key of keys) stack.push(key, (value as Record<string, unknown>)[key]);
-    }
-  }
-  return { collection, chars };
+/** Names must be bound: `event`, the variables, the comprehensions' own, or type names. */
+function checkName(expr: Expr, bound: ReadonlySet<string>, options: Pick<BoundedOptions, 'invalid'>): void {
+  if (expr.exprKind.case !== 'identExpr') return;
+  const name = expr.exprKind.value.name;
+  if (!bound.has(name) && !TYPE_NAMES.has(name)) throw options.invalid(`unknown name ${JSON.stringify(name)} (the variable is \`event\`)`);
 }
 
 const firstLine = (error: unknown): string => untrusted(String((error as Error).message ?? error).split('\n')[0]!, 200);

@@ -35,6 +35,8 @@ export function withRateGate(sink: Sink, maxPerSecond: number | undefined): Sink
       } finally {
         waiting--;
       }
+      // The turn may have come after a pause or after the lease ran out: the attempt starts only now.
+      await trace?.admit?.();
       return sink.deliver(event, signal, trace);
     },
     throttled: () => waiting,

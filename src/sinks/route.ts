@@ -3,6 +3,7 @@ import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
 import type { StoredEvent } from '../events/types.js';
 import { busNames } from './buses.js';
+import { celEventOf, type CelEvent } from './cel-budget.js';
 import { compileFilter, type EventFilter } from './filter.js';
 
 /**
@@ -70,9 +71,10 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
     }
     return sinks;
   };
-  const passes = (sink: string, filter: EventFilter, event: () => CloudEvent, size: number): boolean => {
+  const passes = (sink: string, filter: EventFilter, event: () => { json: CloudEvent; cel: CelEvent }): boolean => {
     try {
-      return filter.matches(event(), size);
+      const { json, cel } = event();
+      return filter.matches(json, cel);
     } catch (error) {
       options.onFilterError?.(sink, error as Error);
       return false;
@@ -81,12 +83,18 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
   const route = (type: string, stored?: StoredEvent): string[] => {
     const sinks = byType(type);
     if (stored === undefined || !sinks.some((sink) => filters.has(sink))) return sinks;
-    let event: CloudEvent | undefined;
-    const built = () => (event ??= toCloudEvent(stored.payload, options.source, stored.origin ?? null));
+    let event: { json: CloudEvent; cel: CelEvent } | undefined;
+    // Made once for all the event's filters.
+    const built = () => {
+      if (event === undefined) {
+        const json = toCloudEvent(stored.payload, options.source, stored.origin ?? null);
+        event = { json, cel: celEventOf(json) };
+      }
+      return event;
+    };
     return sinks.filter((sink) => {
       const filter = filters.get(sink);
-      // The stored JSON and the source are all the CloudEvent's strings: their length bounds its sizes.
-      return filter === undefined || passes(sink, filter, built, stored.payload.length + options.source.length);
+      return filter === undefined || passes(sink, filter, built);
     });
   };
   return Object.assign(route, { filtered: new Set(filters.keys()) as ReadonlySet<string> });

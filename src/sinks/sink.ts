@@ -30,6 +30,12 @@ export interface AttemptContext {
    * log: the S3 archive writes such events to objects of their own (contract section 20).
    */
   fromOutbox?: boolean;
+  /**
+   * The last word on whether the attempt may start: asked again by a sink that made the attempt wait
+   * before its request (the rate gate), as the attempt now starts; its rejection (the sink was paused
+   * meanwhile, or its lease lost) passes through unchanged and nothing is sent.
+   */
+  admit?: (() => Promise<void>) | undefined;
 }
 
 /** Where fan-out goes: a bus (NATS, RabbitMQ, ...; see bus.ts) or one outgoing HTTP hook. */

@@ -1,22 +1,23 @@
-import { celEnv, celFunc, celList, celMap, celMethod, CelScalar, isCelError, isCelList, isCelMap, isCelUint, listType, type CelFunc } from '@bufbuild/cel';
+import { celFunc, celMethod, CelScalar, isCelList, isCelMap, isCelUint, listType, type CelFunc } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
 import { RelayError } from '../errors.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import { BUILTIN_TRANSFORMS } from './builtin-formats.js';
-import { FILTER_COST_LIMIT, compileBounded } from './filter.js';
+import { celEventOf, type CostMeter, type EventParts } from './cel-budget.js';
+import { compileBounded } from './filter.js';
 import { EventFailure } from './failures.js';
 
 /**
  * A hook's `transform` (contract section 17): a CEL expression over `event` whose value is the
- * request body. It runs under the filters' cost limit; besides, what it builds is bounded: the
- * characters its string functions make and the size of the body it gives, so no expression can
- * grow a body without end (`replace` in a chain, a list of the event's lists).
+ * request body. It runs under the filters' cost limit, which counts what its functions build;
+ * besides, the body it gives is bounded, so no expression can grow a body without end (a list of
+ * the event's lists).
  */
 export interface HookTransform {
   readonly expression: string;
   /**
    * The body for the event, or null to send nothing; throws a TransformFailedError. `size` (the
-   * event's JSON length, when known) spares measuring a small event.
+   * event's JSON length, when known) bounds the body's.
    */
   bodyOf(event: CloudEvent, size?: number): TransformedBody | null;
 }
@@ -38,8 +39,6 @@ export class TransformFailedError extends EventFailure {
   }
 }
 
-/** Characters the growing string functions (`replace`, `join`, the escapes) may make in one evaluation. */
-const MADE_CHARS_LIMIT = FILTER_COST_LIMIT * 64;
 /** A body may be this much larger than the event it is made from (it may hold the event and more). */
 const BODY_CHARS = { perEventChar: 4, base: 64 * 1024 };
 
@@ -66,38 +65,38 @@ export function truncate(text: string, max: number): string {
 
 /**
  * CEL's `replace` (all, or the first n; an empty `old` matches between characters), in linear time
- * (the extension's rebuilds the string at each match), its result's length charged before it is made.
+ * (the extension's rebuilds the string at each match), its result's length charged before it is made:
+ * a short text and replacement can make a long one.
  */
-function replace(text: string, old: string, replacement: string, n: number, charge: (chars: number) => void): string {
+function replace(text: string, old: string, replacement: string, n: number, meter: CostMeter): string {
   const parts = old === '' ? ['', ...text, ''] : text.split(old);
   const count = n < 0 ? parts.length - 1 : Math.min(n, parts.length - 1);
-  charge(text.length + count * (replacement.length - old.length));
+  meter.chargeChars(text.length + count * (replacement.length - old.length));
   if (count === parts.length - 1) return parts.join(replacement);
   return `${parts.slice(0, count + 1).join(replacement)}${old}${parts.slice(count + 1).join(old)}`;
 }
 
 /**
  * The functions a transform may call: CEL's standard ones, the strings extension (its `format`
- * aside: this version gives wrong text for some clauses) and the relay's escapes. Each that can
- * make a longer string than it was given charges its result's length to the evaluation.
+ * aside: this version gives wrong text for some clauses) and the relay's escapes. The meter
+ * charges what each gives; `replace` charges its result before making it.
  */
-function transformFuncs(charge: (chars: number) => void): CelFunc[] {
-  const made = (text: string) => (charge(text.length), text);
+function transformFuncs(meter: CostMeter): CelFunc[] {
   return [
     ...strings.filter((func) => func.name !== 'format' && func.name !== 'replace' && func.name !== 'join'),
     celMethod('replace', STRING, [STRING, STRING], STRING, function (old, replacement) {
-      return replace(this, old, replacement, -1, charge);
+      return replace(this, old, replacement, -1, meter);
     }),
     celMethod('replace', STRING, [STRING, STRING, INT], STRING, function (old, replacement, n) {
-      return replace(this, old, replacement, Number(n), charge);
+      return replace(this, old, replacement, Number(n), meter);
     }),
     celMethod('join', listType(DYN), [], STRING, function () {
-      return made(joined(this.values(), ''));
+      return joined(this.values(), '');
     }),
     celMethod('join', listType(DYN), [STRING], STRING, function (separator) {
-      return made(joined(this.values(), separator));
+      return joined(this.values(), separator);
     }),
-    celFunc('escapeMarkdown', [STRING], STRING, (text) => made(escapeMarkdown(text))),
+    celFunc('escapeMarkdown', [STRING], STRING, escapeMarkdown),
     celFunc('truncate', [STRING, INT], STRING, (text, max) => truncate(text, Math.max(1, Number(max)))),
   ];
 }
@@ -118,14 +117,9 @@ export interface TransformOptions {
 
 /** Compiles a transform once; its evaluations are bounded as filters' are. */
 export function compileTransform(expression: string, options: TransformOptions = {}): HookTransform {
-  let madeChars = 0;
-  const charge = (chars: number): void => {
-    madeChars += chars;
-    if (madeChars > MADE_CHARS_LIMIT) throw new Error('cost limit exceeded: the string functions made too long a text');
-  };
   const variables = options.variables ?? {};
   const evaluate = compileBounded(expression, {
-    env: celEnv({ funcs: transformFuncs(charge) }),
+    funcs: transformFuncs,
     variables: ['event', ...Object.keys(variables)],
     invalid: (message) => new TransformCompileError(message),
     failed: (message) => new TransformFailedError(message),
@@ -133,9 +127,8 @@ export function compileTransform(expression: string, options: TransformOptions =
   return {
     expression,
     bodyOf(event, size) {
-      madeChars = 0;
-      const tree = celTree(event);
-      const value = evaluate(event, size, variables, tree.value);
+      const tree = celEventOf(event);
+      const value = evaluate(tree, variables);
       if (value === null) return null;
       if (typeof value === 'string') return { body: value, contentType: options.contentType ?? 'text/plain; charset=utf-8' };
       if (!isCelMap(value) && !isCelList(value)) {
@@ -145,44 +138,6 @@ export function compileTransform(expression: string, options: TransformOptions =
       return { body: JSON.stringify(toJson(value, budget, tree.parts)), contentType: options.contentType ?? 'application/json' };
     },
   };
-}
-
-/** A part of the event as CEL sees it, and the JSON value it was made from with its weight (as toJson counts). */
-type EventParts = WeakMap<object, { json: unknown; chars: number }>;
-
-/**
- * The event as CEL values, made once per evaluation: CEL would otherwise wrap an object again at
- * each access. Each map and list keeps the event's JSON it came from, so a body that holds part of
- * the event takes that JSON as it is (its weight counted) instead of walking it again.
- */
-function celTree(event: CloudEvent): { value: unknown; parts: EventParts } {
-  const parts: EventParts = new WeakMap();
-  const convert = (json: unknown): { value: unknown; chars: number } => {
-    if (typeof json === 'string') return { value: json, chars: json.length + 1 };
-    if (json === null || typeof json !== 'object') return { value: json, chars: 1 };
-    let chars = 1;
-    let value: object;
-    if (Array.isArray(json)) {
-      value = celList(
-        // Values made here are CEL values already (celList and celMap take them as they are).
-        json.map((item) => {
-          const part = convert(item);
-          chars += part.chars;
-          return part.value;
-        }) as never,
-      );
-    } else {
-      const entries = Object.entries(json).map(([key, item]): [string, unknown] => {
-        const part = convert(item);
-        chars += key.length + part.chars;
-        return [key, part.value];
-      });
-      value = celMap(new Map(entries) as never);
-    }
-    parts.set(value, { json, chars });
-    return { value, chars };
-  };
-  return { value: convert(event).value, parts };
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { LatencyColumn } from './attempts/latency-buckets.js';
 
 /** One row per delivery id: the dedup key and the event's durable copy. */
 export interface DeliveriesTable {
@@ -66,6 +67,8 @@ export interface OutboxTable {
   box_id: string | null;
   /** W3C traceparent of the span that stored the row (tracing on): its attempts join that trace. */
   trace_parent: string | null;
+  /** How often a resend, a replay or a retry reopened the row: an attempt settles it only under the version it claimed. */
+  version: Generated<number>;
 }
 
 /** The last known state of each box (contract section 7). */
@@ -159,6 +162,29 @@ export interface SinkMinutesTable {
   failed: number;
 }
 
+/** Per sink and UTC minute, its attempts summed as they are written (contract section 16's health). */
+export type AttemptMinutesTable = {
+  sink: string;
+  /** Epoch ms of the minute's start. */
+  minute: number;
+  delivered: number;
+  retried: number;
+  dead_lettered: number;
+  /** Epoch ms: when the minute's latest success (failure) started. */
+  last_success_at: number | null;
+  last_failure_at: number | null;
+  /** The slowest answered attempt's duration. */
+  slowest_ms: number;
+} & { [column in LatencyColumn]: number };
+
+/** Per sink, UTC minute and status key (HTTP status, else the failure's class or code), its attempts. */
+export interface AttemptStatusesTable {
+  sink: string;
+  minute: number;
+  status: string;
+  attempts: number;
+}
+
 /** Each attempt to deliver an event to a sink (contract section 16). */
 export interface AttemptsTable {
   id: Generated<number>;
@@ -230,4 +256,6 @@ export interface Schema {
   log_marks: LogMarksTable;
   log_readers: LogReadersTable;
   attempts: AttemptsTable;
+  attempt_minutes: AttemptMinutesTable;
+  attempt_statuses: AttemptStatusesTable;
 }

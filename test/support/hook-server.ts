@@ -10,8 +10,11 @@ export interface HookRequest {
   body: string;
 }
 
-/** What the hook answers to the n-th request (0-based): a status (and headers), or `hang` (never answers). */
-export type HookAnswer = number | { status: number; headers?: Record<string, string>; delayMs?: number } | 'hang';
+/**
+ * What the hook answers to the n-th request (0-based): a status (and headers), or `hang` (never
+ * answers); `until`: held open until it settles (a test lets it go when it has done what it races).
+ */
+export type HookAnswer = number | { status: number; headers?: Record<string, string>; delayMs?: number; until?: Promise<unknown> } | 'hang';
 
 export interface HookServer {
   url: string;
@@ -51,12 +54,14 @@ export async function hookServer(answer: (request: HookRequest, index: number) =
       requests.push(request);
       for (const waiter of waiters.filter((w) => requests.length >= w.count)) waiter.resolve(requests);
       if (result === 'hang') return void hanging.push(res);
-      const { status, headers = {}, delayMs = 0 } = typeof result === 'number' ? { status: result } : result;
-      setTimeout(() => {
-        // Before the answer leaves: a request sent after it can only arrive once this one is counted out.
-        inFlight--;
-        res.writeHead(status, headers).end();
-      }, delayMs);
+      const { status, headers = {}, delayMs = 0, until } = typeof result === 'number' ? { status: result } : result;
+      void Promise.resolve(until).then(() =>
+        setTimeout(() => {
+          // Before the answer leaves: a request sent after it can only arrive once this one is counted out.
+          inFlight--;
+          res.writeHead(status, headers).end();
+        }, delayMs),
+      );
     });
   };
   const server = tls ? createHttpsServer(tls, handle) : createServer(handle);

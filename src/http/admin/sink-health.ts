@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { DAY_MS, type Clock } from '../../clock.js';
 import { InvalidRequestError, NotFoundError } from '../../errors.js';
 import { untrusted } from '../../log.js';
-import { sinkHealth, type AttemptsMode } from '../../store/attempts/sink-health.js';
+import { sinkHealth } from '../../store/attempts/sink-health.js';
 import { attemptsPerMinute, failedAttemptsOfSink } from '../../store/attempts/sink-attempts.js';
 import { decodePosition, encodePosition } from './attempts.js';
 import type { Schema } from '../../store/schema.js';
@@ -17,8 +17,7 @@ export interface SinkHealthDeps {
   clock: Clock;
   /** The configured sinks' names. */
   sinks: string[];
-  mode: AttemptsMode;
-  /** Stores the delivery counts this process holds (health reads them when successes are not recorded). */
+  /** Writes the attempts queued in this thread for their next batch, so health counts them. */
   flush(): Promise<void>;
 }
 
@@ -27,7 +26,7 @@ export interface SinkHealthDeps {
  * `GET /admin/sinks/:name/failed-attempts?limit=&cursor=` (newest first) and
  * `GET /admin/sinks/:name/attempts-per-minute?window=1h|24h`.
  */
-export function sinkHealthRoutes({ kysely, clock, sinks, mode, flush }: SinkHealthDeps): AdminRoutes {
+export function sinkHealthRoutes({ kysely, clock, sinks, flush }: SinkHealthDeps): AdminRoutes {
   const configured = (name: unknown): string => {
     const sink = String(name);
     if (!sinks.includes(sink)) throw new NotFoundError(`no sink ${JSON.stringify(untrusted(sink))} is configured`);
@@ -57,8 +56,8 @@ export function sinkHealthRoutes({ kysely, clock, sinks, mode, flush }: SinkHeal
       router.get('/sinks/:name/health', async (req, res) => {
         const { window, windowMs } = windowOf(queryText(req, 'window'));
         const sink = configured(req.params.name);
-        if (mode !== 'all') await flush();
-        res.json({ ok: true, health: await sinkHealth(kysely, { sink, window, since: clock.now() - windowMs, mode }) });
+        await flush();
+        res.json({ ok: true, health: await sinkHealth(kysely, { sink, window, since: clock.now() - windowMs }) });
       });
       router.all('/sinks/:name/health', methodNotAllowed('GET'));
       router.all('/sinks/:name/failed-attempts', methodNotAllowed('GET'));

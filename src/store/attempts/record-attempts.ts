@@ -1,10 +1,15 @@
 import { sql, type Kysely } from 'kysely';
+import { atomically } from '../engines/atomically.js';
 import type { Database } from '../engines/database.js';
-import { runEachUnsynced } from '../engines/unsynced.js';
+import { once, runEachUnsynced } from '../engines/unsynced.js';
 import type { Schema } from '../schema.js';
+import { minuteSumWriter } from './attempt-minutes.js';
 import { KEPT_PER_EVENT_AND_SINK, type NewAttempt } from './attempt-rows.js';
 
-/** Where the fan-out writes its attempts (in the worker thread, a call served by the main thread). */
+/**
+ * Where the fan-out writes its attempts (in the worker thread, a call served by the main thread).
+ * Each call also adds its attempts to the per-minute sums health reads, in the same transaction.
+ */
 export interface AttemptLog {
   /**
    * Failed attempts, each durable before the call returns (their outcome counts only then); the
@@ -13,6 +18,8 @@ export interface AttemptLog {
   recordFailed(attempts: NewAttempt[]): Promise<void>;
   /** Successful attempts, in a batch, committed without a sync of their own (a crash may lose them). */
   recordDelivered(attempts: NewAttempt[]): Promise<void>;
+  /** Attempts not kept one by one (`BOXRELAY_ATTEMPTS`): only counted in the sums, as recordDelivered commits. */
+  countAttempts(attempts: NewAttempt[]): Promise<void>;
 }
 
 /** `n` goes on from the event and sink's last attempt, across resends. */
@@ -98,17 +105,34 @@ const postgresInsertMany = (attempts: NewAttempt[]) => {
 
 export function createAttemptLog(database: Database): AttemptLog {
   const db = database.kysely;
+  const addToMinutes = minuteSumWriter(db);
   return {
     async recordFailed(attempts) {
-      for (const attempt of attempts) {
-        await insert(db, [attempt]).execute();
-        await trimAttempts(db, attempt.eventId, attempt.sink).execute();
-      }
+      await atomically(database, function* () {
+        for (const attempt of attempts) {
+          yield insert(db, [attempt]).compile();
+          yield trimAttempts(db, attempt.eventId, attempt.sink).compile();
+        }
+        yield* addToMinutes(attempts);
+      });
     },
     async recordDelivered(attempts) {
+      if (attempts.length === 0) return;
       // SQLite: one row per statement, all in one transaction; PostgreSQL: one statement for the batch.
-      if (database.dialect === 'sqlite') return runEachUnsynced(database, SQLITE_INSERT_ONE, attempts.map(sqliteRow));
-      if (attempts.length > 0) await postgresInsertMany(attempts).execute(db);
+      if (database.dialect === 'sqlite') {
+        return runEachUnsynced(database, [{ sql: SQLITE_INSERT_ONE, rows: attempts.map(sqliteRow) }, ...addToMinutes(attempts).map(once)]);
+      }
+      await atomically(database, function* () {
+        yield postgresInsertMany(attempts).compile(db);
+        yield* addToMinutes(attempts);
+      });
+    },
+    async countAttempts(attempts) {
+      const sums = addToMinutes(attempts);
+      if (database.dialect === 'sqlite') return runEachUnsynced(database, sums.map(once));
+      await atomically(database, function* () {
+        yield* sums;
+      });
     },
   };
 }

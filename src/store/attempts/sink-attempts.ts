@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
+import { MINUTE_MS } from '../state/stats.js';
 import type { Schema } from '../schema.js';
 import { FAILED_ATTEMPT, attemptColumns, toAttempt, type Attempt } from './attempt-rows.js';
 import type { AttemptPosition } from './list-attempts.js';
@@ -30,23 +31,22 @@ export interface AttemptMinute {
   dead_lettered: number;
 }
 
-/** A sink's recorded attempts per UTC minute since `since` (every minute listed, empty ones too), by outcome. */
+/** A sink's attempts per UTC minute since `since` (every minute listed, empty ones too), by outcome: its per-minute sums. */
 export async function attemptsPerMinute(db: Kysely<Schema>, { sink, since, now }: { sink: string; since: number; now: number }): Promise<AttemptMinute[]> {
-  const first = Math.floor(since / 60_000) * 60_000;
+  const first = Math.floor(since / MINUTE_MS) * MINUTE_MS;
   const rows = await db
-    .selectFrom('attempts')
-    .select([sql<number>`(at / 60000) * 60000`.as('minute'), 'outcome', sql<number>`count(*)`.as('count')])
+    .selectFrom('attempt_minutes')
+    .select(['minute', 'delivered', 'retried', 'dead_lettered'])
     .where('sink', '=', sink)
-    .where('at', '>=', first)
-    .groupBy([sql`(at / 60000) * 60000`, 'outcome'])
+    .where('minute', '>=', first)
     .execute();
   const minutes = new Map<number, AttemptMinute>();
-  for (let minute = first; minute <= now; minute += 60_000) {
+  for (let minute = first; minute <= now; minute += MINUTE_MS) {
     minutes.set(minute, { start: new Date(minute).toISOString(), delivered: 0, retried: 0, dead_lettered: 0 });
   }
   for (const row of rows) {
     const bucket = minutes.get(Number(row.minute));
-    if (bucket) bucket[row.outcome] += Number(row.count);
+    if (bucket) Object.assign(bucket, { delivered: Number(row.delivered), retried: Number(row.retried), dead_lettered: Number(row.dead_lettered) });
   }
   return [...minutes.values()];
 }

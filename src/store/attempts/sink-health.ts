@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Schema } from '../schema.js';
 import { FAILED_ATTEMPT } from './attempt-rows.js';
+import { histogramPercentile, LATENCY_COLUMNS } from './latency-buckets.js';
 
 /** Which attempts are recorded (`BOXRELAY_ATTEMPTS`). */
 export type AttemptsMode = 'all' | 'failed' | 'off';
@@ -20,51 +21,43 @@ export interface SinkHealth {
   lastError: string | null;
 }
 
-/** How a statuses key names an attempt: its HTTP status, else its failure's class or code. */
-function statusKey(status: number | null, code: string | null): string | undefined {
-  if (status !== null) return String(status);
-  if (code === null) return undefined;
-  if (code === 'timeout') return 'timeout';
-  if (code === 'connection_error') return 'connection';
-  return code;
-}
-
-/** The nearest-rank percentile of sorted values. */
-const percentile = (sorted: Float64Array, p: number): number => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] as number;
-
 /** A failure as `lastError` reads elsewhere (SinkFailure.summary): the code, then the detail when it adds something. */
 const summary = (code: string, message: string | null): string => (message && message !== code ? `${code}: ${message}` : code);
 
 const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString());
 
+/** A sink's latest minute with a success (or a failure): a walk back over its minutes, stopped at the first. */
+const lastAt = (db: Kysely<Schema>, sink: string, column: 'last_success_at' | 'last_failure_at') =>
+  db.selectFrom('attempt_minutes').select(column).where('sink', '=', sink).where(column, 'is not', null).orderBy('minute', 'desc').limit(1).executeTakeFirst();
+
 /**
- * A sink's attempts since `since` (contract section 16), counted exactly from the recorded attempts.
- * With only failed attempts recorded (or none), successes (and with none, failures) are counted from
- * the per-minute delivery counts, whose minutes start at or after `since`.
+ * A sink's attempts in the minutes that start at or after `since` (contract section 16), read from
+ * the per-minute sums (every attempt counted, whatever `BOXRELAY_ATTEMPTS` keeps): one row per
+ * minute of the window and per status, never the attempts themselves. The percentiles come from
+ * the sums' latency histogram (histogramPercentile). `lastError` is the newest failed attempt kept
+ * (one step of its index).
  */
-export async function sinkHealth(
-  db: Kysely<Schema>,
-  { sink, window, since, mode }: { sink: string; window: string; since: number; mode: AttemptsMode },
-): Promise<SinkHealth> {
-  const inWindow = db.selectFrom('attempts').where('sink', '=', sink).where('at', '>=', since);
-  const [groups, durations, minutes, lastSuccess, lastFailure] = await Promise.all([
-    inWindow
-      .select(['outcome', 'status', 'error_code', sql<number>`count(*)`.as('count')])
-      .groupBy(['outcome', 'status', 'error_code'])
+export async function sinkHealth(db: Kysely<Schema>, { sink, window, since }: { sink: string; window: string; since: number }): Promise<SinkHealth> {
+  const sum = (column: string) => sql<number>`coalesce(sum(${sql.ref(column)}), 0)`.as(column);
+  const [totals, statusRows, lastSuccess, lastFailure, lastError] = await Promise.all([
+    db
+      .selectFrom('attempt_minutes')
+      .select([sum('delivered'), sum('retried'), sum('dead_lettered'), sql<number>`coalesce(max(slowest_ms), 0)`.as('slowest_ms'), ...LATENCY_COLUMNS.map(sum)])
+      .where('sink', '=', sink)
+      .where('minute', '>=', since)
+      .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('attempt_statuses')
+      .select(['status', sql<number>`sum(attempts)`.as('attempts')])
+      .where('sink', '=', sink)
+      .where('minute', '>=', since)
+      .groupBy('status')
       .execute(),
-    inWindow.select('duration_ms').where('answered', '=', 1).execute(),
-    mode === 'all'
-      ? Promise.resolve(undefined)
-      : db
-          .selectFrom('sink_minutes')
-          .select([sql<number>`coalesce(sum(delivered), 0)`.as('delivered'), sql<number>`coalesce(sum(failed), 0)`.as('failed')])
-          .where('sink', '=', sink)
-          .where('minute', '>=', since)
-          .executeTakeFirst(),
-    db.selectFrom('attempts').select(sql<number>`max(at)`.as('at')).where('sink', '=', sink).where('outcome', '=', 'delivered').executeTakeFirst(),
+    lastAt(db, sink, 'last_success_at'),
+    lastAt(db, sink, 'last_failure_at'),
     db
       .selectFrom('attempts')
-      .select(['at', 'error_code', 'error_message'])
+      .select(['error_code', 'error_message'])
       .where('sink', '=', sink)
       .where(FAILED_ATTEMPT)
       .orderBy('at', 'desc')
@@ -72,21 +65,12 @@ export async function sinkHealth(
       .limit(1)
       .executeTakeFirst(),
   ]);
-  let delivered = 0;
-  let failed = 0;
-  const statuses: Record<string, number> = {};
-  for (const group of groups) {
-    const count = Number(group.count);
-    if (group.outcome === 'delivered') delivered += count;
-    else failed += count;
-    const key = statusKey(group.status === null ? null : Number(group.status), group.error_code);
-    if (key !== undefined) statuses[key] = (statuses[key] ?? 0) + count;
-  }
-  if (minutes) {
-    delivered = Number(minutes.delivered);
-    if (mode === 'off') failed = Number(minutes.failed);
-  }
-  const sorted = Float64Array.from(durations, (row) => Number(row.duration_ms)).sort();
+  const row = totals as unknown as Record<string, number | string>;
+  const delivered = Number(row.delivered);
+  const failed = Number(row.retried) + Number(row.dead_lettered);
+  const histogram = LATENCY_COLUMNS.map((column) => Number(row[column]));
+  const answered = histogram.reduce((total, count) => total + count, 0);
+  const slowestMs = Number(row.slowest_ms);
   const attempts = delivered + failed;
   return {
     sink,
@@ -95,10 +79,13 @@ export async function sinkHealth(
     delivered,
     failed,
     successRate: attempts === 0 ? null : delivered / attempts,
-    latencyMs: sorted.length === 0 ? null : { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99) },
-    statuses,
-    lastSuccessAt: iso(lastSuccess?.at),
-    lastFailureAt: iso(lastFailure?.at),
-    lastError: lastFailure?.error_code ? summary(lastFailure.error_code, lastFailure.error_message) : null,
+    latencyMs:
+      answered === 0
+        ? null
+        : { p50: histogramPercentile(histogram, 50, slowestMs), p95: histogramPercentile(histogram, 95, slowestMs), p99: histogramPercentile(histogram, 99, slowestMs) },
+    statuses: Object.fromEntries(statusRows.map((status) => [status.status, Number(status.attempts)])),
+    lastSuccessAt: iso(lastSuccess?.last_success_at),
+    lastFailureAt: iso(lastFailure?.last_failure_at),
+    lastError: lastError?.error_code ? summary(lastError.error_code, lastError.error_message) : null,
   };
 }

@@ -45,6 +45,8 @@ export const COPIED: readonly CopiedTable[] = [
   { table: 'audit', label: 'audit entries', key: ['id'] },
   { table: 'sink_minutes', label: 'delivery counts per minute', key: ['minute', 'sink'] },
   { table: 'attempts', label: 'delivery attempts', key: ['id'] },
+  { table: 'attempt_minutes', label: 'attempts per sink and minute (health)', key: ['sink', 'minute'] },
+  { table: 'attempt_statuses', label: 'attempts per sink, minute and status (health)', key: ['sink', 'minute', 'status'] },
   {
     table: 'log_cursors',
     label: 'log cursors (per sink and partition)',

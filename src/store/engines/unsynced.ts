@@ -27,11 +27,20 @@ export async function executeUnsynced<O>(database: Database, query: Query<O>): P
 
 type SqliteDatabase = Extract<Database, { dialect: 'sqlite' }>;
 
-/** One statement run once per row of parameters, in one transaction committed as executeUnsynced commits. */
-export async function runEachUnsynced(database: SqliteDatabase, statement: string, rows: unknown[][]): Promise<void> {
+/** A statement to run once per row of parameters. */
+export interface EachRow {
+  sql: string;
+  rows: readonly (readonly unknown[])[];
+}
+
+/** A compiled statement to run once. */
+export const once = (query: CompiledQuery): EachRow => ({ sql: query.sql, rows: [query.parameters] });
+
+/** Statements, each run once per row of its parameters, in one transaction committed as executeUnsynced commits. */
+export async function runEachUnsynced(database: SqliteDatabase, statements: readonly EachRow[]): Promise<void> {
   unsynced(database, (prepare) => {
-    const prepared = prepare(statement);
-    database.sqlite.transaction(() => rows.forEach((row) => prepared.run(...row))).immediate();
+    const prepared = statements.map((statement) => ({ statement: prepare(statement.sql), rows: statement.rows }));
+    database.sqlite.transaction(() => prepared.forEach(({ statement, rows }) => rows.forEach((row) => statement.run(...row)))).immediate();
   });
 }
 

@@ -11,14 +11,19 @@ import { executeUnsynced } from '../engines/unsynced.js';
 export interface OutboxClaims {
   claim(claim: Claim): Promise<ClaimedRow[]>;
   nextDueAt(sink: string, owner: string): Promise<number | null>;
-  /** Rows the sink acknowledged, kept with their attempts and last error (whoever holds them now). */
-  markDelivered(rows: Delivered[]): Promise<void>;
-  scheduleRetry(settled: Settled, nextAttemptAt: number): Promise<void>;
-  /** True when the row was still this process's to settle. */
+  /**
+   * Rows the sink acknowledged, kept with their attempts and last error (whoever holds them now).
+   * Returns the ids of those reopened since their claim (a resend): still pending, to be sent again.
+   */
+  markDelivered(rows: Delivered[]): Promise<number[]>;
+  /** True when the row was still this process's to settle (held, and not reopened since its claim). */
+  scheduleRetry(settled: Settled, nextAttemptAt: number): Promise<boolean>;
+  /** True when the row was still this process's to settle (held, and not reopened since its claim). */
   markDead(settled: Settled): Promise<boolean>;
   release(ids: number[], owner: string): Promise<void>;
   /** The rows of the sink this process holds keep their leases for `leaseMs` more (a heartbeat while it works on them). */
-  renewClaims(renewal: { sink: string; owner: string; now: number; leaseMs: number }): Promise<void>;
+  /** Renews the leases of `owner`'s rows of the sink; returns their ids (a row missing is another's). */
+  renewClaims(renewal: { sink: string; owner: string; now: number; leaseMs: number }): Promise<number[]>;
   makeDue(sink: string, now: number): Promise<void>;
   /** Clears every lease, or only `owner`'s; returns how many. */
   releaseAll(owner?: string): Promise<number>;
@@ -26,8 +31,13 @@ export interface OutboxClaims {
   announceServed(sinks: string[], now: number): Promise<void>;
   setAsideUnserved(options: UnservedWork): Promise<Record<string, number>>;
   countBySink(kind: 'pending' | 'deadLetters'): Promise<Record<string, number>>;
-  /** Rows for log entries whose first attempts did not simply deliver them (or that wait behind their box's). */
-  addExceptions(rows: NewException[]): Promise<void>;
+  /**
+   * Rows for log entries whose first attempts did not simply deliver them (or that wait behind their
+   * box's). The log is read without the events that have a row of the sink, so a row found now was
+   * written since the read (a resend, a replay): it stands, and the entry's outcome is not written.
+   * Returns how many rows were written.
+   */
+  addExceptions(rows: NewException[]): Promise<number>;
   /** Of these boxes, those with pending work for the sink (per-box order holds their later events back). */
   pendingBoxes(sink: string, boxIds: string[]): Promise<string[]>;
 }
@@ -106,7 +116,7 @@ export function createOutboxClaims(database: Database): OutboxClaims {
           .updateTable('outbox')
           .set({ lease_owner: owner, lease_until: sql<number>`${leaseNow(now)} + ${leaseMs}` })
           .where('id', 'in', due)
-          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at', 'box_id', 'trace_parent']),
+          .returning(['id', 'delivery_id', 'sink', 'attempts', 'next_attempt_at', 'box_id', 'trace_parent', 'version']),
       );
       if (rows.length === 0) return [];
       // RETURNING has no defined order.
@@ -126,6 +136,7 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         traceparent: r.trace_parent,
         payload: events.get(r.delivery_id)?.payload ?? null,
         origin: events.get(r.delivery_id)?.origin ?? null,
+        version: r.version,
       }));
     },
 
@@ -154,15 +165,16 @@ export function createOutboxClaims(database: Database): OutboxClaims {
      * together (most are a first attempt without error). An update lost to a power failure only
      * sends the event again, so it needs no fsync of its own.
      */
-    async markDelivered(rows: Delivered[]): Promise<void> {
+    async markDelivered(rows: Delivered[]): Promise<number[]> {
       const groups = new Map<string, Delivered[]>();
       for (const row of rows) {
-        const key = JSON.stringify([row.attempts, row.lastError, row.now]);
+        const key = JSON.stringify([row.attempts, row.lastError, row.now, row.version]);
         groups.set(key, [...(groups.get(key) ?? []), row]);
       }
+      const marked = new Set<number>();
       for (const group of groups.values()) {
-        const { attempts, lastError, now } = group[0] as Delivered;
-        await executeUnsynced(
+        const { attempts, lastError, now, version } = group[0] as Delivered;
+        const updated = await executeUnsynced(
           database,
           db
             .updateTable('outbox')
@@ -175,30 +187,37 @@ export function createOutboxClaims(database: Database): OutboxClaims {
               ...LEASE_CLEARED,
             }))
             .where('id', 'in', group.map((row) => row.id))
-            .where('status', '=', 'pending'),
+            .where('status', '=', 'pending')
+            .where('version', '=', version)
+            .returning('id'),
         );
+        for (const { id } of updated) marked.add(id);
       }
+      return rows.filter((row) => !marked.has(row.id)).map((row) => row.id);
     },
 
     /** Another attempt later; only while the lease is still ours (otherwise another process has it). */
-    async scheduleRetry({ id, owner, attempts, lastError, now }: Settled, nextAttemptAt: number): Promise<void> {
-      await db
+    async scheduleRetry({ id, owner, version, attempts, lastError, now }: Settled, nextAttemptAt: number): Promise<boolean> {
+      const result = await db
         .updateTable('outbox')
         .set({ attempts, next_attempt_at: nextAttemptAt, last_error: lastError, updated_at: now, ...LEASE_CLEARED })
         .where('id', '=', id)
         .where('status', '=', 'pending')
         .where('lease_owner', '=', owner)
-        .execute();
+        .where('version', '=', version)
+        .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
     },
 
     /** A dead letter: kept with its attempts and last error; `updated_at` is when it failed. */
-    async markDead({ id, owner, attempts, lastError, now }: Settled): Promise<boolean> {
+    async markDead({ id, owner, version, attempts, lastError, now }: Settled): Promise<boolean> {
       const result = await db
         .updateTable('outbox')
         .set({ status: 'dead', attempts, last_error: lastError, updated_at: now, ...LEASE_CLEARED })
         .where('id', '=', id)
         .where('status', '=', 'pending')
         .where('lease_owner', '=', owner)
+        .where('version', '=', version)
         .executeTakeFirst();
       return result.numUpdatedRows > 0n;
     },
@@ -215,16 +234,18 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .execute();
     },
 
-    async renewClaims({ sink, owner, now, leaseMs }: { sink: string; owner: string; now: number; leaseMs: number }): Promise<void> {
-      await executeUnsynced(
+    async renewClaims({ sink, owner, now, leaseMs }: { sink: string; owner: string; now: number; leaseMs: number }): Promise<number[]> {
+      const renewed = await executeUnsynced(
         database,
         db
           .updateTable('outbox')
           .set({ lease_until: sql<number>`${leaseNow(now)} + ${leaseMs}` })
           .where('status', '=', 'pending')
           .where('sink', '=', sink)
-          .where('lease_owner', '=', owner),
+          .where('lease_owner', '=', owner)
+          .returning('id'),
       );
+      return renewed.map((row) => Number(row.id));
     },
 
     /**
@@ -344,27 +365,38 @@ export function createOutboxClaims(database: Database): OutboxClaims {
       return counts;
     },
 
-    async addExceptions(rows: NewException[]): Promise<void> {
-      if (rows.length === 0) return;
-      await db
-        .insertInto('outbox')
-        .values(
-          rows.map((row) => ({
-            delivery_id: row.deliveryId,
-            sink: row.sink,
-            status: row.status,
-            attempts: row.attempts,
-            next_attempt_at: row.nextAttemptAt,
-            last_error: row.lastError,
-            created_at: row.now,
-            updated_at: row.now,
-            box_id: row.boxId,
-            trace_parent: row.traceparent,
-          })),
-        )
-        // Written before a crash kept the cursor from moving past it: the one open row stands.
-        .onConflict((oc) => oc.doNothing())
-        .execute();
+    async addExceptions(rows: NewException[]): Promise<number> {
+      let written = 0;
+      for (const row of rows) {
+        const result = await db
+          .insertInto('outbox')
+          .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'last_error', 'created_at', 'updated_at', 'box_id', 'trace_parent'])
+          .expression(
+            db
+              .selectFrom('deliveries as d')
+              .select([
+                'd.id',
+                sql.val(row.sink).as('sink'),
+                sql.val(row.status).as('status'),
+                sql.val(row.attempts).as('attempts'),
+                sql.val(row.nextAttemptAt).as('next_attempt_at'),
+                sql.val(row.lastError).as('last_error'),
+                sql.val(row.now).as('created_at'),
+                sql.val(row.now).as('updated_at'),
+                sql.val(row.boxId).as('box_id'),
+                sql.val(row.traceparent).as('trace_parent'),
+              ])
+              .where('d.id', '=', row.deliveryId)
+              .where(({ not, exists, selectFrom }) =>
+                not(exists(selectFrom('outbox as o').select('o.id').whereRef('o.delivery_id', '=', 'd.id').where('o.sink', '=', row.sink))),
+              ),
+          )
+          // A live row written meanwhile (a resend, another replica's lane) stands.
+          .onConflict((oc) => oc.doNothing())
+          .executeTakeFirst();
+        written += Number(result.numInsertedOrUpdatedRows ?? 0n);
+      }
+      return written;
     },
 
     async pendingBoxes(sink: string, boxIds: string[]): Promise<string[]> {

@@ -1,7 +1,7 @@
-import { sql, type Kysely, type Selectable } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
-import { DEAD_LETTER, LEASE_CLEARED, type DeadLetter } from './rows.js';
+import { DEAD_LETTER, reopened, type DeadLetter } from './rows.js';
 import type { OutboxTable, Schema } from '../schema.js';
 
 /** Fan-out rows a sink gave up on: listed, sent again with a fresh attempt budget, or discarded. */
@@ -45,19 +45,19 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
       return row && toDeadLetter(row);
     },
 
-    /** Dead letters back to pending with a fresh attempt budget, for configured sinks only. */
+    /**
+     * Dead letters back to pending with a fresh attempt budget, for configured sinks only. An event
+     * has one live row per sink (`outbox_live`): each retried event is pending once per sink.
+     */
     async retryDeadLetters(
       { id, sink, configured, now }: { id?: number; sink?: string | undefined; configured: string[]; now: number },
       audit?: AuditNote,
     ): Promise<number> {
       const retry = db
         .updateTable('outbox')
-        .set({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...LEASE_CLEARED })
+        .set(reopened(now))
         .where(DEAD_LETTER)
         .where('sink', 'in', configured)
-        // Already sent again by a pending row (a replay or a resend): one open row per event and sink.
-        .where(sql<boolean>`NOT EXISTS (SELECT 1 FROM outbox twin
-          WHERE twin.delivery_id = outbox.delivery_id AND twin.sink = outbox.sink AND twin.status = 'pending')`)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
         .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
       return writeAudited(database, configured.length === 0 ? undefined : retry, audit);

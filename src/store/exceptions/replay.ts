@@ -3,13 +3,21 @@ import { sql, type CompiledQuery } from 'kysely';
 import { atomically } from '../engines/atomically.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
-import { insertPending, type Replay } from './rows.js';
+import { sendAgain, type Replay } from './rows.js';
 
 /**
- * Stored deliveries queued per page, each page its own short transaction: on SQLite a transaction
- * holds the receive thread, on PostgreSQL a long one holds the log's read fence.
+ * How much one step of a replay takes: at most `rows` stored deliveries, and the payloads it reads
+ * to route them (a replay for one sink, operator events, deliveries stored before their routing
+ * was) add up to at most `bytes` (past one delivery's own). Each step is its own short transaction
+ * with a turn of the event loop after it: on SQLite a transaction holds the receive thread, on
+ * PostgreSQL a long one holds the log's read fence, and routing runs filters on the receive thread.
  */
-export const REPLAY_PAGE = 1000;
+export interface ReplayStep {
+  rows: number;
+  bytes: number;
+}
+
+export const REPLAY_STEP: ReplayStep = { rows: 1000, bytes: 4 * 1024 * 1024 };
 
 /**
  * A pending row, written as an expression so that SQLite's planner seeks the event's own rows
@@ -23,7 +31,12 @@ interface PageRow {
   origin: string | null;
   sinks: string | null;
   received_at: number;
-  /** Read only where routing needs it: no stored routing (before migration 012), an operator event, or a replay for one sink. */
+  /** Bytes of the payload when routing it needs it (no stored routing, an operator event, or a replay for one sink), else 0. */
+  size: number;
+}
+
+interface RoutedRow extends Omit<PageRow, 'size'> {
+  /** Read only where routing needs it. */
   payload: string | null;
 }
 
@@ -31,37 +44,33 @@ interface PageRow {
  * New pending rows for the deliveries received from `since` up to `now` (the request), each for the
  * sinks it was routed to when accepted (the `sinks` column; before migration 012, the router's),
  * still configured, less the sink an operator event is about. A (delivery, sink) that already has a
- * pending row gets none. They keep the event id, so receivers (and JetStream's duplicate window)
- * can tell a replay from a new event. Queued in pages of `pageSize` deliveries in accepted order,
- * each page its own transaction with a turn of the event loop after it; the audit row commits with
- * the first page, so a replay cut short by a crash is recorded, and what it queued stays queued: run
- * again, it queues only what is not pending.
+ * pending row gets none; one with a dead letter (or set-aside work) has it sent again. They keep the
+ * event id, so receivers (and JetStream's duplicate window) can tell a replay from a new event.
+ * Queued in steps (`ReplayStep`) in accepted order; the audit row commits with the first step, so a
+ * replay cut short by a crash is recorded, and what it queued stays queued: run again, it queues
+ * only what is not pending.
  */
-export async function queueReplay(database: Database, replay: Replay, audit?: AuditNote, pageSize = REPLAY_PAGE): Promise<number> {
+export async function queueReplay(database: Database, replay: Replay, audit?: AuditNote, step: ReplayStep = REPLAY_STEP): Promise<number> {
   const db = database.kysely;
   const { since, now } = replay;
+  const routedByPayload = replay.sink === undefined ? sql<boolean>`(sinks IS NULL OR origin = 'operator')` : sql<boolean>`TRUE`;
   let queued = 0;
   let unrecorded = audit;
   let after: { receivedAt: number; id: string } | undefined;
   for (;;) {
     const page: PageRow[] = await db
       .selectFrom('deliveries')
-      .select([
-        'id',
-        'type',
-        'origin',
-        'sinks',
-        'received_at',
-        replay.sink === undefined ? sql<string | null>`CASE WHEN sinks IS NULL OR origin = 'operator' THEN payload END`.as('payload') : sql<string>`payload`.as('payload'),
-      ])
+      .select(['id', 'type', 'origin', 'sinks', 'received_at', sql<number>`CASE WHEN ${routedByPayload} THEN octet_length(payload) ELSE 0 END`.as('size')])
       .where('received_at', '>=', after?.receivedAt ?? since)
       .where('received_at', '<=', now)
       .$if(after !== undefined, (q) => q.where((eb) => eb.or([eb('received_at', '>', after!.receivedAt), eb('id', '>', after!.id)])))
       .orderBy('received_at')
       .orderBy('id')
-      .limit(pageSize)
+      .limit(step.rows)
       .execute();
-    const inserts = pageInserts(database, replay, page);
+    const taken = withinBytes(page, step.bytes);
+    const routed = await withPayloads(database, taken);
+    const inserts = pageInserts(database, replay, routed);
     const note = unrecorded;
     if (inserts.length > 0 || note) {
       queued += await atomically(database, function* () {
@@ -72,18 +81,39 @@ export async function queueReplay(database: Database, replay: Replay, audit?: Au
       });
     }
     unrecorded = undefined;
-    const last = page[page.length - 1];
-    if (page.length < pageSize || last === undefined) return queued;
+    const last = taken[taken.length - 1];
+    if ((taken.length === page.length && page.length < step.rows) || last === undefined) return queued;
     after = { receivedAt: last.received_at, id: last.id };
     await nextTurn();
   }
+}
+
+/** The first rows of a page whose payloads to read add up to at most `bytes`; at least one row. */
+function withinBytes(page: PageRow[], bytes: number): PageRow[] {
+  let total = 0;
+  const end = page.findIndex((row, i) => {
+    total += Number(row.size);
+    return i > 0 && total > bytes;
+  });
+  return end < 0 ? page : page.slice(0, end);
+}
+
+/** The rows with the payloads their routing needs, read in one statement. */
+async function withPayloads(database: Database, rows: PageRow[]): Promise<RoutedRow[]> {
+  const wanted = rows.filter((row) => Number(row.size) > 0).map((row) => row.id);
+  const payloads = new Map<string, string>();
+  if (wanted.length > 0) {
+    const read = await database.kysely.selectFrom('deliveries').select(['id', 'payload']).where('id', 'in', wanted).execute();
+    for (const { id, payload } of read) payloads.set(id, payload);
+  }
+  return rows.map(({ size: _size, ...row }) => ({ ...row, payload: payloads.get(row.id) ?? null }));
 }
 
 /**
  * The sinks a replay sends a stored delivery to: those it was routed to. A replay for one named
  * sink also takes what that sink's routing takes now (an operator backfilling a hook added later).
  */
-function replayTargets({ sinksFor, configured, sink }: Replay, row: PageRow): string[] {
+function replayTargets({ sinksFor, configured, sink }: Replay, row: RoutedRow): string[] {
   const stored = row.sinks === null ? [] : row.sinks.split(',').filter((name) => name !== '');
   const routed = row.sinks === null || sink !== undefined ? [...stored, ...sinksFor(row.type, { payload: row.payload ?? '', origin: row.origin })] : stored;
   const about = row.origin === 'operator' && row.payload !== null ? aboutSink(row.payload) : undefined;
@@ -91,13 +121,13 @@ function replayTargets({ sinksFor, configured, sink }: Replay, row: PageRow): st
 }
 
 /** The sink an operator event names in `data.sink` (a pause, a resume, a dead letter): a sink is never told about itself. */
-function aboutSink(payload: string): string | undefined {
+export function aboutSink(payload: string): string | undefined {
   const { data } = JSON.parse(payload) as { data?: { sink?: unknown } };
   return typeof data?.sink === 'string' ? data.sink : undefined;
 }
 
 /** One INSERT per target sink of the page, its rows in accepted order (per-box order follows row ids). */
-function pageInserts(database: Database, replay: Replay, page: PageRow[]): CompiledQuery[] {
+function pageInserts(database: Database, replay: Replay, page: RoutedRow[]): CompiledQuery[] {
   const idsBySink = new Map<string, string[]>();
   for (const row of page) {
     for (const target of replayTargets(replay, row)) {
@@ -109,28 +139,31 @@ function pageInserts(database: Database, replay: Replay, page: PageRow[]): Compi
   const db = database.kysely;
   const { now } = replay;
   return [...idsBySink].map(([target, ids]) =>
-    insertPending(db, target, now, (deliveries) =>
-      deliveries
-        .where('d.id', 'in', ids)
-        .where(({ not, exists, selectFrom }) =>
-          not(
-            exists(
-              selectFrom('outbox as o')
-                .select('o.id')
-                .whereRef('o.delivery_id', '=', 'd.id')
-                .where('o.sink', '=', target)
-                .where(PENDING)
-                // PostgreSQL: kept a probe per event; as an anti-join, its planner (with the outbox's statistics
-                // behind a replay's growth) chose a scan of the sink's whole outbox per page.
-                .$if(database.dialect === 'postgres', (q) => q.offset(0)),
+    sendAgain(
+      db,
+      target,
+      now,
+      (deliveries) =>
+        deliveries
+          .where('d.id', 'in', ids)
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('outbox as o')
+                  .select('o.id')
+                  .whereRef('o.delivery_id', '=', 'd.id')
+                  .where('o.sink', '=', target)
+                  .where(PENDING)
+                  // PostgreSQL: kept a probe per event; as an anti-join, its planner (with the outbox's statistics
+                  // behind a replay's growth) chose a scan of the sink's whole outbox per page.
+                  .$if(database.dialect === 'postgres', (q) => q.offset(0)),
+              ),
             ),
-          ),
-        )
-        .orderBy('d.received_at')
-        .orderBy('d.id'),
-    )
-      // A replay that runs beside another (or a log lane writing an exception) keeps one open row per event and sink.
-      .onConflict((oc) => oc.doNothing())
-      .compile(),
+          )
+          .orderBy('d.received_at')
+          .orderBy('d.id'),
+      // A replay that runs beside another (or a log lane writing an exception) keeps one live row per event and sink.
+      { pendingStands: true },
+    ).compile(),
   );
 }

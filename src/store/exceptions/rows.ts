@@ -18,6 +18,8 @@ export interface ClaimedRow {
   traceparent: string | null;
   payload: string | null;
   origin: string | null;
+  /** The row's version when claimed: its outcome is written only while the row still has it. */
+  version: number;
 }
 
 export interface DeadLetter {
@@ -53,6 +55,8 @@ export interface Claim {
 /** A row its sink acknowledged: its attempts (all of them), the last failure before (if any), and when. */
 export interface Delivered {
   id: number;
+  /** As claimed: a row reopened since (a resend) is not marked, and is sent again. */
+  version: number;
   attempts: number;
   /** Null keeps the row's last error, from an earlier scheduled attempt. */
   lastError: string | null;
@@ -63,6 +67,8 @@ export interface Delivered {
 export interface Settled {
   id: number;
   owner: string;
+  /** As claimed: a row reopened since (a resend) is left pending, and is sent again. */
+  version: number;
   attempts: number;
   lastError: string;
   now: number;
@@ -95,6 +101,19 @@ export const DEAD_LETTER = sql<boolean>`status IN ('dead', 'set_aside')`;
 /** A fan-out row no process holds: set with every write that settles, releases or sets a row aside. */
 export const LEASE_CLEARED = { lease_owner: null, lease_until: null } as const;
 
+/**
+ * A live row: at most one per event and sink (the unique index `outbox_live`, whose predicate this
+ * is, written the same so both engines take it as the conflict target).
+ */
+export const LIVE = sql<boolean>`status IN ('pending', 'dead', 'set_aside')`;
+
+/**
+ * A live row sent again (a resend, a replay, a dead-letter retry): pending, due at `now`, with a
+ * fresh attempt budget and a new version, so an attempt of it already under way does not settle it.
+ */
+export const reopened = (now: number) =>
+  ({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now, ...LEASE_CLEARED, version: sql<number>`outbox.version + 1` }) as const;
+
 /** The columns of new pending rows for deliveries (aliased `d`) to `sink`, due at `now`. */
 const pendingRowsOf = (db: Kysely<Schema>, sink: string, now: number) =>
   db
@@ -111,12 +130,23 @@ const pendingRowsOf = (db: Kysely<Schema>, sink: string, now: number) =>
     ]);
 
 /**
- * New pending rows sending the stored deliveries `choose` picks to `sink` with a fresh attempt
- * budget, due at `now`: a replay's or a resend's.
+ * The stored deliveries `choose` picks sent to `sink` again with a fresh attempt budget, due at
+ * `now` (a replay's, a resend's): a new pending row each, or, where the event already has a live row
+ * for the sink, that row reopened. With `pendingStands`, a pending row is left as it is.
  */
-export function insertPending(db: Kysely<Schema>, sink: string, now: number, choose: (deliveries: ReturnType<typeof pendingRowsOf>) => ReturnType<typeof pendingRowsOf>) {
+export function sendAgain(
+  db: Kysely<Schema>,
+  sink: string,
+  now: number,
+  choose: (deliveries: ReturnType<typeof pendingRowsOf>) => ReturnType<typeof pendingRowsOf>,
+  { pendingStands }: { pendingStands: boolean },
+) {
   return db
     .insertInto('outbox')
     .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
-    .expression(choose(pendingRowsOf(db, sink, now)));
+    .expression(choose(pendingRowsOf(db, sink, now)))
+    .onConflict((oc) => {
+      const reopen = oc.columns(['delivery_id', 'sink']).where(LIVE).doUpdateSet(reopened(now));
+      return pendingStands ? reopen.where('outbox.status', '!=', 'pending') : reopen;
+    });
 }

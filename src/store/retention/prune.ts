@@ -4,6 +4,7 @@ import type { Database } from '../engines/database.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
 import { pruneAttempts } from '../attempts/prune-attempts.js';
+import { pruneAttemptMinutes } from './prune-attempt-minutes.js';
 
 
 export interface PruneOptions {
@@ -153,6 +154,7 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
     : (await executeUnsynced(database, kysely.deleteFrom('audit').where('at', '<', cutoff).returning('id'))).length;
   if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('sink_minutes').where('minute', '<', cutoff));
   await pruneAttempts(database, { cutoff, batchSize, signal: options.signal });
+  await pruneAttemptMinutes(database, { cutoff, batchSize, signal: options.signal });
   // When cursors passed positions that retention has removed, and readers long gone.
   if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_marks').where('at', '<', cutoff));
   if (!options.signal?.aborted) await executeUnsynced(database, kysely.deleteFrom('log_readers').where('seen_at', '<', cutoff));

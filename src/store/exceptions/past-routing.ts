@@ -1,0 +1,118 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { sql, type CompiledQuery } from 'kysely';
+import { UNRECORDED_ROUTING } from '../../../migrations/020_unrecorded_routing.js';
+import { atomically } from '../engines/atomically.js';
+import type { Database } from '../engines/database.js';
+import { aboutSink } from './replay.js';
+
+/** Deliveries per page, each page one short transaction (on SQLite it holds the receive thread). */
+export const PAST_ROUTING_PAGE = 1000;
+
+/** How far the rows are written: deliveries received before `before`, after `after` in (received_at, id) order. */
+interface Progress {
+  before: number;
+  after?: { receivedAt: number; id: string };
+}
+
+interface PageRow {
+  id: string;
+  type: string;
+  received_at: number;
+  /** Read only for an operator event, which is never routed to the sink it is about. */
+  payload: string | null;
+}
+
+/**
+ * Gives each delivery stored by a release that deleted delivered rows (migration 020 names them) a
+ * delivered row for every sink its type is routed to and that it has no row of, as those releases
+ * reported it: so its status lists every sink it went to, and the rows it kept (pending, dead) still
+ * say where it stands with the others. `sinksFor` routes by type alone: those releases had no hook
+ * filters. Its attempts (1) and time (when received) stand for what was not kept. Nothing is sent.
+ *
+ * Page by page, each page with the progress it makes in one transaction that first locks the
+ * progress row, so replicas starting together take turns and never write a row twice, and a start cut
+ * short goes on where it stopped. Returns how many rows it wrote.
+ */
+export async function recordPastRouting(database: Database, sinksFor: (type: string) => string[], pageSize = PAST_ROUTING_PAGE): Promise<number> {
+  const db = database.kysely;
+  let written = 0;
+  for (;;) {
+    const step = await atomically(database, function* () {
+      const { rows: marked } = yield db
+        .updateTable('relay_meta')
+        .set({ value: sql`value` })
+        .where('name', '=', UNRECORDED_ROUTING)
+        .returning('value')
+        .compile();
+      const marker = marked[0] as { value: string } | undefined;
+      if (marker === undefined) return { changed: 0, done: true };
+      const progress = JSON.parse(marker.value) as Progress;
+      const { after } = progress;
+      const { rows } = yield db
+        .selectFrom('deliveries')
+        .select(['id', 'type', 'received_at', sql<string | null>`CASE WHEN origin = 'operator' THEN payload END`.as('payload')])
+        .where('sinks', 'is', null)
+        .where('received_at', '<', progress.before)
+        .$if(after !== undefined, (q) =>
+          q.where('received_at', '>=', after!.receivedAt).where((eb) => eb.or([eb('received_at', '>', after!.receivedAt), eb('id', '>', after!.id)])),
+        )
+        .orderBy('received_at')
+        .orderBy('id')
+        .limit(pageSize)
+        .compile();
+      const page = rows as PageRow[];
+      let changed = 0;
+      for (const statement of deliveredInserts(database, page, sinksFor)) changed += (yield statement).changed;
+      const last = page[page.length - 1];
+      if (page.length < pageSize || last === undefined) {
+        yield db.deleteFrom('relay_meta').where('name', '=', UNRECORDED_ROUTING).compile();
+        return { changed, done: true };
+      }
+      const next: Progress = { before: progress.before, after: { receivedAt: Number(last.received_at), id: last.id } };
+      yield db.updateTable('relay_meta').set({ value: JSON.stringify(next) }).where('name', '=', UNRECORDED_ROUTING).compile();
+      return { changed, done: false };
+    });
+    written += step.changed;
+    if (step.done) return written;
+    await nextTurn();
+  }
+}
+
+/** One INSERT per sink the page was routed to: a delivered row for each of its deliveries without a row of that sink. */
+function deliveredInserts(database: Database, page: PageRow[], sinksFor: (type: string) => string[]): CompiledQuery[] {
+  const idsBySink = new Map<string, string[]>();
+  for (const row of page) {
+    const about = row.payload === null ? undefined : aboutSink(row.payload);
+    for (const sink of sinksFor(row.type)) {
+      if (sink === about) continue;
+      const ids = idsBySink.get(sink);
+      if (ids) ids.push(row.id);
+      else idsBySink.set(sink, [row.id]);
+    }
+  }
+  const db = database.kysely;
+  return [...idsBySink].map(([sink, ids]) =>
+    db
+      .insertInto('outbox')
+      .columns(['delivery_id', 'sink', 'status', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'box_id'])
+      .expression(
+        db
+          .selectFrom('deliveries as d')
+          .select(['d.id', sql.val(sink).as('sink'), sql.val('delivered').as('status'), sql.val(1).as('attempts'), 'd.received_at', 'd.received_at', 'd.received_at', 'd.box_id'])
+          .where('d.id', 'in', ids)
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('outbox as o')
+                  .select('o.id')
+                  .whereRef('o.delivery_id', '=', 'd.id')
+                  .where('o.sink', '=', sink)
+                  // PostgreSQL: a probe per delivery (its own rows by `outbox_delivery`), not a scan of the sink's rows.
+                  .$if(database.dialect === 'postgres', (q) => q.offset(0)),
+              ),
+            ),
+          ),
+      )
+      .compile(),
+  );
+}

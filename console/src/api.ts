@@ -98,7 +98,7 @@ export type DeadLetter = { id: number; eventId: string; sink: string; attempts: 
 
 export interface SinkRow {
   name: string;
-  /** A bus's name (`nats`, `amqp`, `redis`, `mqtt`, `kafka`) or `hook`. */
+  /** A bus's name (`nats`, `amqp`, `redis`, `mqtt`, `kafka`, `sqs`, `sns`, `s3`) or `hook`. */
   kind: string;
   up: boolean;
   paused: boolean;

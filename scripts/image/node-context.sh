@@ -4,7 +4,6 @@
 # node-linux-<arch> (the official binary, headers, docs), the npm and corepack versions that Node
 # release bundles (read from its changelog), and yarn.
 #   node-context.sh <node version> <yarn version> <context dir>
-#   node-context.sh --newest <node major>      prints that line's newest release
 set -euo pipefail
 
 case "$(uname -m)" in
@@ -12,15 +11,6 @@ case "$(uname -m)" in
   aarch64) arch=arm64 openssl_arch=linux-aarch64 ;;
   *) echo "node-context: unsupported architecture $(uname -m)" >&2; exit 1 ;;
 esac
-
-if [ "$1" = --newest ]; then
-  npm view "node-linux-$arch@$2" version --json 2>/dev/null | node -e '
-    const versions = [JSON.parse(require("node:fs").readFileSync(0, "utf8"))].flat();
-    const key = (v) => v.split(".").map(Number);
-    versions.sort((a, b) => key(a).reduce((d, n, i) => d || n - key(b)[i], 0));
-    console.log(versions.at(-1));'
-  exit
-fi
 
 node_version=$1 yarn_version=$2 ctx=$3
 here=$(cd "$(dirname "$0")" && pwd)

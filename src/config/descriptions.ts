@@ -58,6 +58,15 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   kafkaTls: 'TLS to the brokers',
   kafkaTlsCaFile: 'a CA (PEM, read at start-up; needs `BOXRELAY_KAFKA_TLS=true`) instead of the system\'s',
   kafkaOrdering: '`per-box`: Kafka gets one event of a box at a time, in accepted order',
+  awsRegion: 'the AWS region of the SQS, SNS and S3 sinks; unset: `AWS_REGION`, else `us-east-1`. Credentials come from the AWS SDK\'s default chain only (environment, shared files, web identity as on EKS, container and instance metadata)',
+  awsEndpoint: 'an endpoint for SQS, SNS and S3 instead of AWS\'s (a VPC endpoint, LocalStack, an S3-compatible store; S3 is then addressed path-style)',
+  sqsQueueUrl: 'the queue every event goes to (a FIFO queue, `.fifo`: group id the box id, deduplication id the event id); unset: the SQS sink is off (docs/buses.md)',
+  sqsOrdering: '`per-box`: SQS gets one event of a box at a time, in accepted order',
+  snsTopicArn: 'the topic every event goes to (a FIFO topic, `.fifo`: group id the box id, deduplication id the event id); unset: the SNS sink is off (docs/buses.md)',
+  snsOrdering: '`per-box`: SNS gets one event of a box at a time, in accepted order',
+  s3Archive: '`s3://bucket/prefix`: every event is archived there as gzip NDJSON objects under `<prefix>/<yyyy>/<mm>/<dd>/<HH>/<first event id>.ndjson.gz`; unset: the archive is off (docs/buses.md)',
+  s3ArchiveMaxEvents: 'the most events in one archive object',
+  s3ArchiveMaxAge: 'the longest an event waits before the archive object holding it is written',
   outboxPollMs:
     'how often the dispatcher looks for work written elsewhere (CLI, other replicas) and for expired leases; each commit wakes it at once',
   outboxLeaseMs:

@@ -76,7 +76,8 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   const proxyEnv = proxyEnvOf(env);
   const egressProblems = [...tlsProblems, ...proxyEnvProblems(proxyEnv)];
   if (egressProblems.length > 0) throw new ConfigError(egressProblems);
-  return { ...config, proxyEnv };
+  // The AWS SDK's own variable is the region's fallback (contract section 20), read here with the rest of the env.
+  return { ...config, awsRegion: config.awsRegion ?? (env.AWS_REGION || undefined), proxyEnv };
 }
 
 /** Settings of contract section 18 that only make sense together; the CA file is read now, as the hooks' are. */

@@ -33,7 +33,7 @@ const stringList = z
   .transform((value) => (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean));
 
 /** The buses' sink names (src/sinks/buses.ts has one entry each): no hook may take one. */
-export const BUS_NAMES = ['nats', 'amqp', 'redis', 'mqtt', 'kafka'] as const;
+export const BUS_NAMES = ['nats', 'amqp', 'redis', 'mqtt', 'kafka', 'sqs', 'sns', 's3'] as const;
 
 const ordering = z.enum(['none', 'per-box']).default('none');
 
@@ -222,6 +222,23 @@ export const configSchema = z.strictObject({
   kafkaTls: flag.default(false),
   kafkaTlsCaFile: optionalText,
   kafkaOrdering: ordering,
+  // Contract section 20: SQS, SNS and the S3 archive, each off unless its own setting is set.
+  /** Unset: AWS_REGION (read where the settings are loaded), else us-east-1. */
+  awsRegion: z.string().regex(/^[a-z0-9-]+$/, 'expected an AWS region such as eu-west-1').optional(),
+  awsEndpoint: z.url({ protocol: /^https?$/ }).optional(),
+  sqsQueueUrl: z.url({ protocol: /^https?$/ }).optional(),
+  sqsOrdering: ordering,
+  snsTopicArn: z
+    .string()
+    .regex(/^arn:[a-z-]+:sns:[a-z0-9-]*:\d*:[A-Za-z0-9_-]{1,256}(\.fifo)?$/, 'expected an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)')
+    .optional(),
+  snsOrdering: ordering,
+  s3Archive: z
+    .string()
+    .regex(/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/[^\s]*)?$/, 'expected s3://bucket/prefix')
+    .optional(),
+  s3ArchiveMaxEvents: positiveInt.max(100_000).default(1000),
+  s3ArchiveMaxAge: duration.refine((ms) => ms > 0, 'expected a duration above 0').default(300_000),
   /** How often the dispatcher looks for work committed elsewhere (CLI, other replicas) and expired leases. */
   outboxPollMs: positiveInt.default(2000),
   /**

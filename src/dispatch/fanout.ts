@@ -43,7 +43,7 @@ export interface SinksDeps {
 
 /** The configured sinks: the buses whose URL is set, then the hooks. */
 export function createSinks({ config, clock, logger, buses: tuning, onTransformError }: SinksDeps): { sinks: Sink[]; buses: Bus[] } {
-  const buses = configuredBuses(config).map(({ bus, url }) => bus.create({ config, url, logger, tuning }));
+  const buses = configuredBuses(config).map(({ bus, url }) => bus.create({ config, url, logger, clock, tuning }));
   const hooks = config.hooks.map((hook) => createHttpHookSink({ hook, clock, proxyEnv: config.proxyEnv, onTransformError }));
   return { buses, sinks: [...buses, ...hooks] };
 }

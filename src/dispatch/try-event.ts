@@ -47,15 +47,16 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
     const send = async (signal: AbortSignal, admitted: () => Promise<void>): Promise<Exchange | void | 'skipped'> => {
+      const fromOutbox = work.rowId !== undefined;
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
-      if (!tracing.enabled) return sink.deliver(event, signal, { admit: admitted });
+      if (!tracing.enabled) return sink.deliver(event, signal, { fromOutbox, admit: admitted });
       const span = tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
         'boxrelay.sink': sink.name,
         'boxrelay.delivery_id': event.id,
         'boxrelay.event_type': event.type,
       });
       try {
-        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, admit: admitted });
+        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, fromOutbox, admit: admitted });
         span.end();
         return sent;
       } catch (error) {

@@ -1,8 +1,10 @@
+import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { BusName } from '../errors.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import type { Logger } from '../log.js';
+import type { Timers } from '../schedule.js';
 import { BusDownError, BusNoAnswerError, asSinkFailure, eventJson, type SinkFailure } from './failures.js';
 import type { Sink } from './sink.js';
 
@@ -18,10 +20,11 @@ export interface Bus extends Sink {
   onUp(listener: () => void): void;
 }
 
-/** Timing tests shorten: how long one publish waits for the broker, and the reconnect delays. */
+/** Timing tests shorten: how long one publish waits for the broker, and the reconnect delays; `timers` for a bus's own waits (tests fire them by hand). */
 export interface BusTuning {
   ackTimeoutMs?: number;
   backoff?: { minMs: number; maxMs: number };
+  timers?: Timers;
 }
 
 /** What a bus's create function takes: its settings, its URL, the logger and the timing. */
@@ -36,7 +39,7 @@ export interface BusDefinition {
   /** The sink name, its `/admin/sinks` kind and its `/readyz` check. */
   readonly name: BusName;
   url(config: Config): string | undefined;
-  create(deps: { config: Config; url: string; logger: Logger; tuning?: BusTuning | undefined }): Bus;
+  create(deps: { config: Config; url: string; logger: Logger; clock: Clock; tuning?: BusTuning | undefined }): Bus;
 }
 
 /** Buses other than NATS follow the hooks' retry schedule and pause rule (contract section 12). */

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, type Message, type Producer, type SASLOptions } from 'kafkajs';
-import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import { describeError } from '../errors.js';
 import { oncePerReason, untrusted, type Logger } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
+import { turnBatches, type Waiting } from './turn-batches.js';
 
 export const KAFKA_SINK = 'kafka';
 
@@ -14,13 +14,6 @@ type KafkaSettings = Pick<
   Config,
   'kafkaBrokers' | 'kafkaTopic' | 'kafkaClientId' | 'kafkaSaslMechanism' | 'kafkaSaslUsername' | 'kafkaSaslPassword' | 'kafkaTls' | 'kafkaTlsCaFile' | 'kafkaOrdering'
 >;
-
-/** A record waiting for the request of its turn, and its publish's outcome. */
-interface Waiting {
-  message: Message;
-  resolve(): void;
-  reject(error: unknown): void;
-}
 
 /** A request's records stay under the brokers' default batch limit (`message.max.bytes`, about 1 MB). */
 const BATCH_BYTES = 512 * 1024;
@@ -64,16 +57,11 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
     logCreator: kafkaLog(log),
   });
   const producer: Producer = kafka.producer({ idempotent: false, allowAutoTopicCreation: true });
-  const inFlight = new Set<Promise<unknown>>();
-  let waiting: Waiting[] = [];
-  let waitingBytes = 0;
-
   /**
-   * The records of one turn go in one request: kafkajs's cost is mostly per request, not per record.
    * The cluster answers a request's records of a partition together, so a refused batch is tried
    * again record by record: only the refused one fails.
    */
-  const send = async (batch: Waiting[]): Promise<void> => {
+  const send = async (batch: Waiting<Message>[]): Promise<void> => {
     try {
       await producer.send({ topic, acks: -1, messages: batch.map(({ message }) => message) });
       for (const record of batch) record.resolve();
@@ -82,15 +70,7 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
       for (const record of batch) record.reject(error);
     }
   };
-  const flush = (): void => {
-    const batch = waiting;
-    waiting = [];
-    waitingBytes = 0;
-    if (batch.length === 0) return;
-    const sent = send(batch);
-    inFlight.add(sent);
-    void sent.finally(() => inFlight.delete(sent));
-  };
+  const batches = turnBatches<Message>({ send, bytesOf: (message) => Buffer.byteLength(message.value as string), maxBytes: BATCH_BYTES });
   const stopping = new AbortController();
   let link: BusLink | undefined;
   let reconnecting = false;
@@ -139,14 +119,7 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
       link = busLink;
       void connectUntilUp();
     },
-    publish(message) {
-      return new Promise<void>((resolve, reject) => {
-        const bytes = Buffer.byteLength(message.value as string);
-        if (waitingBytes + bytes > BATCH_BYTES) flush();
-        waitingBytes += bytes;
-        if (waiting.push({ message, resolve, reject }) === 1) setImmediate(flush);
-      });
-    },
+    publish: (message) => batches.publish(message),
     classify(error) {
       const failure = classifyKafka(error);
       if (failure instanceof BusUnavailableError && protocolErrorIn(error) === undefined) lost(failure.message);
@@ -154,7 +127,7 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
     },
     async close() {
       stopping.abort();
-      await pTimeout(Promise.allSettled(inFlight), { milliseconds: ackTimeoutMs, message: false }).catch(() => {});
+      await batches.drain(ackTimeoutMs);
       await producer.disconnect().catch(() => {});
     },
   });

@@ -21,9 +21,20 @@ export interface Exchange {
   response: ExchangeResponse | null;
 }
 
-/** What goes with one attempt besides the event: the trace to continue, and the last word on whether it may start. */
-export interface DeliverOptions {
+/** What an attempt knows beyond its event. */
+export interface AttemptContext {
+  /** Tracing on: the attempt span's traceparent, sent with the message or request. */
   traceparent?: string | undefined;
+  /**
+   * The event comes from an outbox row (a retry, a replay, a resend), not straight from the delivery
+   * log: the S3 archive writes such events to objects of their own (contract section 20).
+   */
+  fromOutbox?: boolean;
+  /**
+   * The last word on whether the attempt may start: asked again by a sink that made the attempt wait
+   * before its request (the rate gate), as the attempt now starts; its rejection (the sink was paused
+   * meanwhile, or its lease lost) passes through unchanged and nothing is sent.
+   */
   admit?: (() => Promise<void>) | undefined;
 }
 
@@ -44,12 +55,10 @@ export interface Sink {
   /**
    * One attempt: resolves when delivered (a hook with its Exchange; `skipped` when a hook's transform
    * sends nothing for the event, contract section 17, so no request was made), throws a SinkFailure
-   * otherwise (a hook's with its Exchange). `trace.traceparent` (tracing on) goes with the message or
-   * request, so consumers continue the trace. `trace.admit`: asked again by a sink that made the
-   * attempt wait before its request (the rate gate), as the attempt now starts; its rejection (the
-   * sink was paused meanwhile, or its lease lost) passes through unchanged and nothing is sent.
+   * otherwise (a hook's with its Exchange). `context.traceparent` (tracing on) goes with the message or
+   * request, so consumers continue the trace.
    */
-  deliver(event: CloudEvent, signal: AbortSignal, trace?: DeliverOptions): Promise<Exchange | void | 'skipped'>;
+  deliver(event: CloudEvent, signal: AbortSignal, context?: AttemptContext): Promise<Exchange | void | 'skipped'>;
   /** The span name of an attempt: `publish <subject>` for a bus, the method for a hook. */
   spanName?(event: CloudEvent): string;
   /** The attempt's span kind: `producer` for a bus, `client` (the default) for a request. */

@@ -6,12 +6,12 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
-  BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
   TraceIdRatioBasedSampler,
+  TracerProvider,
   type Sampler,
-} from '@opentelemetry/sdk-trace-base';
+} from '@opentelemetry/sdk-trace';
 import { describeError, RelayError } from '../errors.js';
 import { untrusted } from '../log.js';
 
@@ -75,10 +75,10 @@ export function createTracing(env: Record<string, string | undefined>): Tracing 
   else throw new TracingConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: ${JSON.stringify(untrusted(protocol, 32))} is not supported; use http/protobuf or http/json`);
 
   const delay = Number(env.OTEL_BSP_SCHEDULE_DELAY ?? 5000);
-  const provider = new BasicTracerProvider({
+  const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME || 'boxrelay' }),
     sampler: samplerOf(env.OTEL_TRACES_SAMPLER, env.OTEL_TRACES_SAMPLER_ARG),
-    spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: Number.isFinite(delay) && delay >= 0 ? delay : 5000 })],
+    spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: Number.isFinite(delay) && delay >= 0 ? delay : 5000 })],
   });
   const tracer = provider.getTracer('boxrelay');
   const propagator = new W3CTraceContextPropagator();

@@ -127,7 +127,7 @@ export interface OwnBroker {
   resume(): void;
 }
 
-async function ownBroker(scheme: string, command: (port: number, dir: string) => [string, string[]]): Promise<OwnBroker> {
+export async function ownBroker(scheme: string, command: (port: number, dir: string) => [string, string[]]): Promise<OwnBroker> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), `boxrelay-${scheme}-`));
   let child: ChildProcess | undefined;

@@ -181,6 +181,15 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_TLS" "value" .Values.config.kafkaTls) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_TLS_CA_FILE" "value" .Values.config.kafkaTlsCaFile) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_KAFKA_ORDERING" "value" .Values.config.kafkaOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_AWS_REGION" "value" .Values.config.awsRegion) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_AWS_ENDPOINT" "value" .Values.config.awsEndpoint) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SQS_QUEUE_URL" "value" .Values.config.sqsQueueUrl) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SQS_ORDERING" "value" .Values.config.sqsOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SNS_TOPIC_ARN" "value" .Values.config.snsTopicArn) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SNS_ORDERING" "value" .Values.config.snsOrdering) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_S3_ARCHIVE" "value" .Values.config.s3Archive) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_S3_ARCHIVE_MAX_EVENTS" "value" .Values.config.s3ArchiveMaxEvents) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_S3_ARCHIVE_MAX_AGE" "value" .Values.config.s3ArchiveMaxAge) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_POLL_MS" "value" .Values.config.outboxPollMs) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_OUTBOX_LEASE_MS" "value" .Values.config.outboxLeaseMs) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_UNSERVED_SINK_GRACE" "value" .Values.config.unservedSinkGrace) }}

@@ -1,0 +1,117 @@
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BusTuning } from '../src/sinks/bus.js';
+import { archiveObjects, ownFauxqs, type OwnFauxqs } from './support/aws.js';
+import { busUp, readyz } from './support/buses.js';
+import { engines } from './support/databases.js';
+import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows, unfinishedIds } from './support/fanout-relay.js';
+import { waitFor } from './support/fanout.js';
+import type { TestRelay } from './support/relay.js';
+import { HandTimers } from './support/timers.js';
+
+const { defer, relay } = fanoutFixture();
+
+let aws: OwnFauxqs;
+beforeAll(async () => {
+  aws = await ownFauxqs();
+});
+afterAll(() => aws.stop());
+
+const KEY = /^archive\/prod\/(\d{4})\/(\d{2})\/(\d{2})\/(\d{2})\/([^/]+)\.ndjson\.gz$/;
+
+describe.each(engines)('the S3 archive on $name', (engine) => {
+  const archiveRelay = async (bucket: string, extra: Record<string, unknown> = {}, endpoint = aws.endpoint, tuning: BusTuning = {}): Promise<TestRelay> => {
+    const t = await relay(
+      { database: await engine.url(), awsEndpoint: endpoint, s3Archive: `s3://${bucket}/archive/prod`, ...extra },
+      { buses: { ackTimeoutMs: 2000, backoff: { minMs: 50, maxMs: 300 }, ...tuning } },
+    );
+    await busUp(t, 's3');
+    return t;
+  };
+
+  it('writes full objects of BOXRELAY_S3_ARCHIVE_MAX_EVENTS events as gzip NDJSON, in accepted order, under the hour of the first event; a partial one after its age; delivered only once written', async () => {
+    const bucket = await aws.bucket();
+    const timers = new HandTimers();
+    const t = await archiveRelay(bucket, { s3ArchiveMaxEvents: 5, s3ArchiveMaxAge: '3s' }, aws.endpoint, { timers });
+    const posted: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const answer = await t.post({ boxId: `bx_${i % 4}`, type: i % 2 ? 'box.ready' : 'box.error' });
+      expect(answer.status).toBe(200);
+      posted.push(answer.deliveryId);
+    }
+    const delivered = () => metricValue(t.registry, 'boxrelay_sink_deliveries_total', { sink: 's3', outcome: 'delivered' });
+    await waitFor(async () => (await delivered()) === 10 && timers.planned.length === 1, 'two full objects written, the third waiting for its age');
+    // The last two wait for their object's age: not delivered while it is not written.
+    expect(await archiveObjects(aws.s3, bucket)).toHaveLength(2);
+    expect([...(await unfinishedIds(t, 's3'))].sort()).toEqual(posted.slice(10).sort());
+
+    expect(await timers.fire()).toBe(3000);
+    await allDelivered(t, 's3');
+    expect(await delivered()).toBe(12);
+
+    const objects = await archiveObjects(aws.s3, bucket);
+    const inOrder = objects.sort((a, b) => posted.indexOf(a.events[0]!.id) - posted.indexOf(b.events[0]!.id));
+    expect(inOrder.map((o) => o.events.length)).toEqual([5, 5, 2]);
+    expect(inOrder.flatMap((o) => o.events.map((e) => e.id))).toEqual(posted);
+    for (const { key, events } of inOrder) {
+      const [, yyyy, mm, dd, hh, first] = KEY.exec(key)!;
+      expect(first).toBe(events[0]!.id);
+      expect(`${yyyy}-${mm}-${dd}T${hh}`).toBe(new Date(events[0]!.time).toISOString().slice(0, 13));
+      for (const event of events) expect(event).toMatchObject({ specversion: '1.0', source: 'sandbox' });
+    }
+    expect((await readyz(t)).checks.s3).toBe('ok');
+  });
+
+  it('archives operator events too; a replay for s3 writes new objects with a suffix, never over an existing one', async () => {
+    const bucket = await aws.bucket();
+    const t = await archiveRelay(bucket, { s3ArchiveMaxEvents: 3, s3ArchiveMaxAge: '500ms', hooks: [hook('alerts', 'http://127.0.0.1:9/h', { events: ['box.never'] })] });
+    const since = new Date(t.clock.now() - 1000).toISOString();
+    for (let i = 0; i < 3; i++) expect((await t.post({ boxId: `bx_${i}` })).status).toBe(200);
+    await allDelivered(t, 's3');
+    const before = await archiveObjects(aws.s3, bucket);
+    expect(before).toHaveLength(1);
+
+    const replay = await request(t.relay.internalApp).post('/admin/replay').set(adminAuth).send({ since, sink: 's3' });
+    expect(replay.body).toEqual({ ok: true, queued: 3 });
+    await allDelivered(t, 's3');
+    const after = await archiveObjects(aws.s3, bucket);
+    expect(after).toHaveLength(2);
+    const original = after.find((o) => o.key === before[0]!.key)!;
+    expect(original.events).toEqual(before[0]!.events);
+    const replayed = after.find((o) => o.key !== before[0]!.key)!;
+    expect(replayed.key).toMatch(new RegExp(`/${replayed.events[0]!.id}-replay-[a-z0-9]+\\.ndjson\\.gz$`));
+    expect(replayed.events.map((e) => e.id).sort()).toEqual(before[0]!.events.map((e) => e.id).sort());
+
+    await request(t.relay.internalApp).post('/admin/sinks/alerts/pause').set(adminAuth).expect(200);
+    await waitFor(async () => (await archiveObjects(aws.s3, bucket)).some((o) => o.events.some((e) => e.type === 'boxrelay.sink.paused')), 'the operator event archived', 20_000);
+  });
+
+  it('dead-letters the events of an object S3 refuses (no such bucket) at once', async () => {
+    const t = await archiveRelay('no-such-bucket-here', { s3ArchiveMaxEvents: 2, s3ArchiveMaxAge: '200ms' });
+    const answer = await t.post({ boxId: 'bx_1' });
+    await waitFor(async () => (await outboxRows(t, 's3')).some((row) => row.delivery_id === answer.deliveryId && row.status === 'dead'), 'a dead letter');
+    const [dead] = await outboxRows(t, 's3');
+    expect(dead!.last_error).toMatch(/^s3_no_such_bucket: /);
+  });
+
+  it('holds events while S3 is down and archives each exactly once when it is back', async () => {
+    const own = await ownFauxqs({ persist: true });
+    defer(() => own.stop({ kill: true }));
+    const bucket = await own.bucket();
+    const t = await archiveRelay(bucket, { s3ArchiveMaxEvents: 4, s3ArchiveMaxAge: '300ms' }, own.endpoint);
+    const posted: string[] = [];
+    const post = async (n: number) => {
+      for (let i = 0; i < n; i++) posted.push((await t.post({ boxId: `bx_${i % 3}` })).deliveryId);
+    };
+    await post(8);
+    await allDelivered(t, 's3');
+    await own.stop({ kill: true });
+    await post(10);
+    await waitFor(async () => (await readyz(t)).checks.s3 === 'down', 'S3 to be seen down');
+    await own.start();
+    await allDelivered(t, 's3', 30_000);
+    const ids = (await archiveObjects(own.s3, bucket)).flatMap((o) => o.events.map((e) => e.id));
+    expect(ids.sort()).toEqual([...posted].sort());
+    expect(await outboxRows(t, 's3')).toEqual([]);
+  }, 60_000);
+});

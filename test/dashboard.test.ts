@@ -132,7 +132,21 @@ describe('Grafana dashboard', () => {
       'Buses: dead letters',
     ]);
     const name = uniqueName();
-    const t = await relay({ natsUrl: SHARED_NATS, amqpUrl: SHARED_AMQP, amqpExchange: name, redisUrl: SHARED_REDIS, redisStream: name, mqttUrl: SHARED_MQTT, kafkaBrokers: '127.0.0.1:9' });
+    const t = await relay({
+      natsUrl: SHARED_NATS,
+      amqpUrl: SHARED_AMQP,
+      amqpExchange: name,
+      redisUrl: SHARED_REDIS,
+      redisStream: name,
+      mqttUrl: SHARED_MQTT,
+      kafkaBrokers: '127.0.0.1:9',
+      // Nothing listens there: the AWS sinks are exposed (down) all the same.
+      awsEndpoint: 'http://127.0.0.1:9',
+      awsRegion: 'us-east-1',
+      sqsQueueUrl: 'http://127.0.0.1:9/000000000000/events',
+      snsTopicArn: 'arn:aws:sns:us-east-1:000000000000:events',
+      s3Archive: 's3://events/boxrelay',
+    });
     const scraped = parseExposition((await request(t.relay.internalApp).get('/metrics').expect(200)).text);
     const exposedSinks = new Set(scraped.samples.filter((s) => s.name === 'boxrelay_sink_up').map((s) => s.labels.sink));
     expect(exposedSinks).toEqual(new Set(BUS_NAMES));

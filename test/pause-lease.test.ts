@@ -33,6 +33,27 @@ function gate(): { opened: Promise<void>; open(): void } {
   return { opened, open };
 }
 
+/** Wraps the one sink under test (after its attempt is counted as started). */
+type WrapSink = (sink: Sink, index: () => number) => Sink['deliver'];
+
+/** Holds the sink's first attempt until `release`: `sent` once it reached the sink. */
+function holdFirstAttempt(before: () => unknown = () => {}): { sent: Promise<void>; release(): void; wrap: WrapSink } {
+  const held = gate();
+  const sent = gate();
+  return {
+    sent: sent.opened,
+    release: held.open,
+    wrap: (sink, index) => async (event, signal, options) => {
+      before();
+      if (index() === 1) {
+        sent.open();
+        await held.opened;
+      }
+      return sink.deliver(event, signal, options);
+    },
+  };
+}
+
 interface Harness {
   store: Store;
   dispatcher: Dispatcher;
@@ -48,7 +69,7 @@ interface HarnessOptions {
   clock?: Clock;
   tuning?: Partial<DispatchTuning>;
   /** Wraps the one sink under test (after its attempt is counted as started). */
-  wrap?: (sink: Sink, index: () => number) => Sink['deliver'];
+  wrap?: WrapSink;
   wrapStore?: (store: FanoutStore) => FanoutStore;
   wrapStates?: (states: SinkStates) => SinkStates;
 }
@@ -123,24 +144,17 @@ async function hook(answer?: Parameters<typeof hookServer>[0]): Promise<HookServ
 describe.each(engines)('once a pause is answered no attempt starts, on $name', ({ url }) => {
   it('per-box: the entries waiting behind a box held open wait for the resume, then go in order', async () => {
     const target = await hook();
-    const firstHeld = gate();
-    const firstSent = gate();
+    const first = holdFirstAttempt();
     const t = await harness({
       url: await url(),
       config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] },
-      wrap: (sink, index) => async (event, signal, options) => {
-        if (index() === 1) {
-          firstSent.open();
-          await firstHeld.opened;
-        }
-        return sink.deliver(event, signal, options);
-      },
+      wrap: first.wrap,
     });
     const ids = [await t.post('bx_a'), await t.post('bx_a'), await t.post('bx_a')];
-    await firstSent.opened;
+    await first.sent;
 
     expect(await t.pauses.pauseByOperator('h')).toBe(true);
-    firstHeld.open();
+    first.release();
     await target.received(1);
     await t.dispatcher.settled();
     expect(t.started).toEqual([ids[0]]);
@@ -201,23 +215,16 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
     client.streams.push(names.stream);
     cleanups.push(() => client.close());
     const published = collect(client.nc, `${names.prefix}.>`);
-    const firstHeld = gate();
-    const firstSent = gate();
+    const first = holdFirstAttempt();
     const t = await harness({
       url: await url(),
       config: { natsUrl: SHARED_NATS, natsSubjectPrefix: names.prefix, natsStream: names.stream, natsOrdering: 'per-box' },
-      wrap: (sink, index) => async (event, signal, options) => {
-        if (index() === 1) {
-          firstSent.open();
-          await firstHeld.opened;
-        }
-        return sink.deliver(event, signal, options);
-      },
+      wrap: first.wrap,
     });
     const ids = [await t.post('bx_n'), await t.post('bx_n'), await t.post('bx_n')];
-    await firstSent.opened;
+    await first.sent;
     expect(await t.pauses.pauseByOperator('nats')).toBe(true);
-    firstHeld.open();
+    first.release();
     await published.received(1);
     await t.dispatcher.settled();
     expect(t.started).toEqual([ids[0]]);
@@ -232,22 +239,15 @@ describe.each(engines)('no attempt starts from a lease run out by the holder\'s 
   it('an entry waiting behind its box, its partition taken over meanwhile: not sent here', async () => {
     const target = await hook();
     const clock = new ManualClock();
-    const firstHeld = gate();
-    const firstSent = gate();
+    const first = holdFirstAttempt();
     const t = await harness({
       url: await url(),
       clock,
       config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] },
-      wrap: (sink, index) => async (event, signal, options) => {
-        if (index() === 1) {
-          firstSent.open();
-          await firstHeld.opened;
-        }
-        return sink.deliver(event, signal, options);
-      },
+      wrap: first.wrap,
     });
     const ids = [await t.post('bx_l'), await t.post('bx_l')];
-    await firstSent.opened;
+    await first.sent;
     // A stall: the lease runs out by this process's clock, and another holder takes the partition
     // and moves past the box's events.
     clock.advance(10 * 60_000);
@@ -256,7 +256,7 @@ describe.each(engines)('no attempt starts from a lease run out by the holder\'s 
       .set({ lease_owner: 'another', lease_until: clock.now() + 60 * 60_000, seq: 1_000_000 })
       .where('sink', '=', 'h')
       .execute();
-    firstHeld.open();
+    first.release();
     await target.received(1);
     await t.dispatcher.settled();
     expect(t.started).toEqual([ids[0]]);
@@ -265,9 +265,8 @@ describe.each(engines)('no attempt starts from a lease run out by the holder\'s 
   it('a lease run out by the clock alone: renewed before the next attempt starts', async () => {
     const target = await hook();
     const clock = new ManualClock();
-    const firstHeld = gate();
-    const firstSent = gate();
     const order: string[] = [];
+    const first = holdFirstAttempt(() => order.push('sent'));
     const t = await harness({
       url: await url(),
       clock,
@@ -279,21 +278,14 @@ describe.each(engines)('no attempt starts from a lease run out by the holder\'s 
           acquireParts: (request) => (order.push('renewed'), store.log.acquireParts(request)),
         },
       }),
-      wrap: (sink, index) => async (event, signal, options) => {
-        order.push('sent');
-        if (index() === 1) {
-          firstSent.open();
-          await firstHeld.opened;
-        }
-        return sink.deliver(event, signal, options);
-      },
+      wrap: first.wrap,
     });
     await t.post('bx_k');
     await t.post('bx_k');
-    await firstSent.opened;
+    await first.sent;
     order.length = 0;
     clock.advance(10 * 60_000);
-    firstHeld.open();
+    first.release();
     await target.received(2);
     expect(order).toEqual(['renewed', 'sent']);
   });

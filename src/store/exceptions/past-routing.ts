@@ -4,6 +4,7 @@ import { UNRECORDED_ROUTING } from '../../../migrations/020_unrecorded_routing.j
 import { atomically } from '../engines/atomically.js';
 import type { Database } from '../engines/database.js';
 import { aboutSink } from './replay.js';
+import { noRowOf } from './rows.js';
 
 /** Deliveries per page, each page one short transaction (on SQLite it holds the receive thread). */
 export const PAST_ROUTING_PAGE = 1000;
@@ -100,18 +101,7 @@ function deliveredInserts(database: Database, page: PageRow[], sinksFor: (type: 
           .selectFrom('deliveries as d')
           .select(['d.id', sql.val(sink).as('sink'), sql.val('delivered').as('status'), sql.val(1).as('attempts'), 'd.received_at', 'd.received_at', 'd.received_at', 'd.box_id'])
           .where('d.id', 'in', ids)
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('outbox as o')
-                  .select('o.id')
-                  .whereRef('o.delivery_id', '=', 'd.id')
-                  .where('o.sink', '=', sink)
-                  // PostgreSQL: a probe per delivery (its own rows by `outbox_delivery`), not a scan of the sink's rows.
-                  .$if(database.dialect === 'postgres', (q) => q.offset(0)),
-              ),
-            ),
-          ),
+          .where(noRowOf(database, sink)),
       )
       .compile(),
   );

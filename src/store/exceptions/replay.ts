@@ -3,7 +3,7 @@ import { sql, type CompiledQuery } from 'kysely';
 import { atomically } from '../engines/atomically.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
-import { sendAgain, type Replay } from './rows.js';
+import { noRowOf, sendAgain, type Replay } from './rows.js';
 
 /**
  * How much one step of a replay takes: at most `rows` stored deliveries, and the payloads it reads
@@ -148,20 +148,7 @@ function pageInserts(database: Database, replay: Replay, page: RoutedRow[]): Com
       (deliveries) =>
         deliveries
           .where('d.id', 'in', ids)
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('outbox as o')
-                  .select('o.id')
-                  .whereRef('o.delivery_id', '=', 'd.id')
-                  .where('o.sink', '=', target)
-                  .where(PENDING)
-                  // PostgreSQL: kept a probe per event; as an anti-join, its planner (with the outbox's statistics
-                  // behind a replay's growth) chose a scan of the sink's whole outbox per page.
-                  .$if(database.dialect === 'postgres', (q) => q.offset(0)),
-              ),
-            ),
-          )
+          .where(noRowOf(database, target, PENDING))
           .orderBy('d.received_at')
           .orderBy('d.id'),
       // A replay that runs beside another (or a log lane writing an exception) keeps one live row per event and sink.

@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type RawBuilder } from 'kysely';
+import type { Database } from '../engines/database.js';
 import type { StoredEvent } from '../../events/types.js';
 import type { OutboxStatus, Schema } from '../schema.js';
 
@@ -149,4 +150,23 @@ export function sendAgain(
       const reopen = oc.columns(['delivery_id', 'sink']).where(LIVE).doUpdateSet(reopened(now));
       return pendingStands ? reopen.where('outbox.status', '!=', 'pending') : reopen;
     });
+}
+
+/**
+ * The delivery `d` has no outbox row of `sink` (of those `which` picks): on PostgreSQL a probe per
+ * delivery on its own rows (`outbox_delivery`); as an anti-join, the planner (with the outbox's
+ * statistics behind a replay's growth) chose a scan of the sink's whole outbox.
+ */
+export function noRowOf(database: Database, sink: string, which: RawBuilder<boolean> = sql<boolean>`TRUE`) {
+  return ({ not, exists, selectFrom }: ExpressionBuilder<Schema & { d: Schema['deliveries'] }, 'd'>) =>
+    not(
+      exists(
+        selectFrom('outbox as o')
+          .select('o.id')
+          .whereRef('o.delivery_id', '=', 'd.id')
+          .where('o.sink', '=', sink)
+          .where(which)
+          .$if(database.dialect === 'postgres', (q) => q.offset(0)),
+      ),
+    );
 }

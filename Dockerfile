@@ -83,5 +83,7 @@ STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.BOXRELAY_INTERNAL_PORT || '9091') + '/healthz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
-ENTRYPOINT ["node", "bin/boxrelay.js"]
+# A small young generation for the main thread (its workers get theirs from the relay itself):
+# Node 24's grows to 64 MB of garbage under load (docs/operations.md, "Memory").
+ENTRYPOINT ["node", "--max-semi-space-size=4", "bin/boxrelay.js"]
 CMD ["serve"]

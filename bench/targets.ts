@@ -48,6 +48,9 @@ function profileFlags(ctx: Context, key: string): string[] {
   return ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`, `--cpu-prof-name=${name}`];
 }
 
+/** The Node flags the image's ENTRYPOINT and `npm start` give the relay (test/node-engines.test.ts holds the three alike). */
+export const RELAY_NODE_FLAGS = ['--max-semi-space-size=4'];
+
 /** The relay exactly as users run it: `node bin/boxrelay.js serve` with env configuration. */
 export function relay(
   key: string,
@@ -88,7 +91,7 @@ export function relay(
         Object.assign(env, { BOXRELAY_NATS_URL: ctx.natsUrl, BOXRELAY_NATS_SUBJECT_PREFIX: prefix, BOXRELAY_NATS_STREAM: stream });
         fanout = { counter: await FanoutCounter.start(ctx.natsUrl, prefix), stream };
       }
-      const server = await spawnServer({ args: [...profileFlags(ctx, key), join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root, startTimeoutMs: options.startTimeoutMs });
+      const server = await spawnServer({ args: [...profileFlags(ctx, key), ...RELAY_NODE_FLAGS, join(options.checkout ?? ctx.root, 'bin/boxrelay.js'), 'serve'], env, port, cwd: ctx.root, startTimeoutMs: options.startTimeoutMs });
       return {
         server,
         ...(fanout ? { fanout } : {}),

@@ -13,7 +13,7 @@ import { postgresSchema } from './support/databases.js';
 import { fanoutFixture, heldPartitions, outboxRows, unfinishedIds } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
-import { exitFanoutWorker, hangFanoutWorker, inspectorUrlIn } from './support/inspector.js';
+import { evaluateInFanoutWorker, exitFanoutWorker, hangFanoutWorker, inspectorUrlIn } from './support/inspector.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
@@ -250,6 +250,31 @@ describe('fan-out in a worker thread', () => {
     const inNats = await inStream();
     expect(posted.every((id) => inNats.has(id))).toBe(true);
     await waitFor(async () => (await readyz(relay)).checks?.nats === 'ok', 'NATS ok in /readyz again');
+
+    relay.child.kill('SIGTERM');
+    expect(await relay.exited).toBe(0);
+  });
+
+  it('a worker that outgrows its heap ceiling (BOXRELAY_FANOUT_HEAP_MB) is restarted, not the process: nothing is lost', async () => {
+    const slow = await server(() => ({ status: 200, delayMs: 100 }));
+    const { start, inStream } = await workerRelay({ slow }, { BOXRELAY_OUTBOX_POLL_MS: '200', BOXRELAY_FANOUT_HEAP_MB: '128', NODE_OPTIONS: '--inspect=127.0.0.1:0' });
+    const relay = await start();
+    const posted = await postAccepted(relay, 40);
+
+    // Live data that only grows, as a leak would: the worker's heap reaches its ceiling within seconds.
+    await evaluateInFanoutWorker(
+      inspectorUrlIn(relay.lines),
+      "globalThis.hoard = []; setImmediate(function grow() { for (let i = 0; i < 20000; i++) globalThis.hoard.push({ i, text: 'x'.repeat(100) + i }); setImmediate(grow); })",
+    );
+    const failed = await relay.waitForLog((e) => e.msg === 'the fan-out worker failed');
+    expect(JSON.stringify(failed.err)).toContain('ERR_WORKER_OUT_OF_MEMORY');
+    await relay.waitForLog((e) => e.msg === 'the fan-out worker stopped; restarting it');
+    await postAccepted(relay, 20, posted);
+
+    await waitFor(async () => Object.values(await pendingBySink(relay)).every((pending) => pending === 0), 'every row to be delivered after the restart');
+    expect(new Set(slow.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(posted));
+    const inNats = await inStream();
+    expect(posted.every((id) => inNats.has(id))).toBe(true);
 
     relay.child.kill('SIGTERM');
     expect(await relay.exited).toBe(0);

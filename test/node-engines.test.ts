@@ -44,3 +44,14 @@ describe('Node versions', () => {
     expect(refused).toEqual([]);
   });
 });
+
+describe('the relay’s heap on Node 24', () => {
+  it('the image, `npm start` and the bench give the main thread the same small young generation', () => {
+    const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(read('Dockerfile'))![1]!) as string[];
+    const imageFlags = entrypoint.slice(1, entrypoint.indexOf('bin/boxrelay.js'));
+    expect(imageFlags).toEqual(['--max-semi-space-size=4']);
+    const start = (JSON.parse(read('package.json')) as { scripts: { start: string } }).scripts.start;
+    expect(start).toContain(`node ${imageFlags.join(' ')} bin/boxrelay.js serve`);
+    expect(read('bench/targets.ts')).toContain(`export const RELAY_NODE_FLAGS = ${JSON.stringify(imageFlags).replaceAll('"', "'")};`);
+  });
+});

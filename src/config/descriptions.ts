@@ -79,6 +79,8 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
     'where the dispatcher and its sinks run: `worker`, a worker thread, so the thread that receives webhooks only receives (on a SQLite file the deliveries\' commits then run in a storage thread too, and the fan-out reads the log through its own connection); `inline`, on the receiver\'s event loop',
   fanoutNiceness:
     'how much nicer than the process the fan-out worker thread runs (Linux, 0 to 19; `0` keeps it level): on short cores a backlog drain then takes what answering webhooks leaves. It ranks the thread below every thread of its cgroup, so give the relay one of its own (a container or a systemd service do)',
+  fanoutHeapMb:
+    'the fan-out worker thread\'s JavaScript heap ceiling (old generation, MB, at least 128): the garbage of a long drain or replay is collected within it rather than kept resident. A worker that needs more than this is restarted (its rows are given back; nothing acknowledged is lost): raise it for hooks with many large events in flight',
   hooksFile: 'YAML/JSON list of outgoing HTTP hooks (docs/hooks.md)',
   hooks: 'the hook list inline, in the `BOXRELAY_CONFIG` file only (or use `BOXRELAY_HOOKS_FILE`)',
   source: 'CloudEvents `source` of relayed events',

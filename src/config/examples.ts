@@ -68,6 +68,7 @@ export const configExamples: Record<ConfigKey, string> = {
   unservedSinkGrace: '10m',
   fanoutThread: 'inline',
   fanoutNiceness: '5',
+  fanoutHeapMb: '384',
   attempts: 'all',
   hooksFile: '/etc/boxrelay/hooks/hooks.yaml',
   hooks: '[{name: alerts, url: "https://hooks.example/box"}]',

@@ -263,6 +263,11 @@ export const configSchema = z.strictObject({
    * threads only where the relay has a cgroup of its own (a container, a systemd service).
    */
   fanoutNiceness: z.coerce.number().int().min(0).max(19).default(10),
+  /**
+   * The fan-out worker thread's old-generation ceiling, in MB: without one V8 lets a busy worker's heap
+   * grow with the garbage of a long drain, far past what it keeps alive.
+   */
+  fanoutHeapMb: z.coerce.number().int().min(128).max(16_384).default(256),
   /** Which delivery attempts are recorded for operators (contract section 16): every one, the failed ones, or none. */
   attempts: z.enum(['all', 'failed', 'off']).default('all'),
   hooksFile: optionalText,

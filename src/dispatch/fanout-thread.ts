@@ -4,6 +4,7 @@ import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import { destinationOf, type Logger } from '../log.js';
 import { busNames } from '../sinks/buses.js';
+import { WORKER_YOUNG_GENERATION_MB } from '../thread-heap.js';
 import { leaseOwner, type DispatchMetrics, type WakeScope } from './dispatcher.js';
 import type { Fanout } from './fanout.js';
 import { answerCall, type FromWorker, type MetricsReport, type ServedParts, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
@@ -78,6 +79,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
     new Promise((resolve, reject) => {
       const owner = leaseOwner();
       const thread = new Worker(new URL('./fanout-worker.js', import.meta.url), {
+        resourceLimits: { maxOldGenerationSizeMb: deps.config.fanoutHeapMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
         workerData: {
           config: withoutReceiverSecrets(deps.config),
           exclusive: deps.exclusive,

@@ -195,6 +195,7 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_UNSERVED_SINK_GRACE" "value" .Values.config.unservedSinkGrace) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_FANOUT_THREAD" "value" .Values.config.fanoutThread) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_FANOUT_NICENESS" "value" .Values.config.fanoutNiceness) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_FANOUT_HEAP_MB" "value" .Values.config.fanoutHeapMb) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_ATTEMPTS" "value" .Values.config.attempts) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SECRETS_RELOAD_MS" "value" .Values.config.secretsReloadMs) }}
 {{- include "boxrelay.envVar" (dict "name" "BOXRELAY_SQLITE_SYNCHRONOUS" "value" .Values.config.sqliteSynchronous) }}

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import { WORKER_YOUNG_GENERATION_MB } from '../../thread-heap.js';
 
 /** What one `PRAGMA wal_checkpoint(PASSIVE)` did: WAL frames in the log and copied into the database. */
 export interface CheckpointResult {
@@ -71,7 +72,11 @@ export function startCheckpointer({ file, synchronous, intervalMs = 250, onCheck
   stop(): Promise<void>;
 } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const worker = new Worker(WORKER, { eval: true, workerData: { driver, file, synchronous, intervalMs } });
+  const worker = new Worker(WORKER, {
+    eval: true,
+    workerData: { driver, file, synchronous, intervalMs },
+    resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
+  });
   worker.unref();
   const exited = new Promise((resolve) => worker.once('exit', resolve));
   worker.on('message', (message: { result?: CheckpointResult; error?: string }) =>

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { StorageUnavailableError } from '../../errors.js';
+import { WORKER_YOUNG_GENERATION_MB } from '../../thread-heap.js';
 import { errorFrom, type ThreadError } from '../../dispatch/thread-messages.js';
 import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.js';
 import type { FromStorage, StorageCalls, StorageData, ToStorage } from './storage-messages.js';
@@ -37,7 +38,7 @@ export function startStorageThread(
   data: StorageData,
   { onCommit, onLost, script = new URL('./storage-worker.js', import.meta.url) }: StorageThreadOptions,
 ): StorageThread {
-  const worker = new Worker(script, { workerData: data });
+  const worker = new Worker(script, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } });
   let closing = false;
   let nextId = 0;
   const recording = new Map<number, Caller<RecordResult>[]>();

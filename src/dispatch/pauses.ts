@@ -37,6 +37,20 @@ export interface PausesDeps {
   replicated: boolean;
 }
 
+/** The fence's wait, which can be called off once it is not needed. */
+interface Fence {
+  passed: Promise<void>;
+  cancel(): void;
+}
+
+function startFence(): Fence {
+  const stop = new AbortController();
+  return {
+    passed: sleep(PAUSE_FENCE_MS, undefined, { signal: stop.signal }).catch(() => {}),
+    cancel: () => stop.abort(),
+  };
+}
+
 /** Pausing and resuming sinks (contract section 5), shared by the dispatcher and the admin API; each change is announced once. */
 export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logger, changed, replicated }: PausesDeps): Pauses {
   const log = logger.child({ part: 'dispatch' });
@@ -45,8 +59,11 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
    * once the fence has passed (a worker that did not confirm by then cannot start an attempt with
    * the state before: its lanes read it again first).
    */
-  const told = async (sink: string, fence = sleep(PAUSE_FENCE_MS)): Promise<void> => {
-    await Promise.race([changed(sink), fence]);
+  const told = async (sink: string, fence?: Fence): Promise<void> => {
+    const own = fence ?? startFence();
+    await Promise.race([changed(sink), own.passed]);
+    // Not left running: a pending timer would hold a stopping process for up to the fence.
+    if (!fence) own.cancel();
   };
   return {
     async pauseForFailures(sink, { failingSince, lastError }) {
@@ -61,9 +78,10 @@ export function createPauses({ sinkStates, makeDue, operatorEvents, clock, logge
     async pauseByOperator(sink, audit) {
       if (!(await sinkStates.pause(sink, 'operator', clock.now(), audit))) return false;
       // The answer is the promise that nothing starts after it: with replicas, it waits the fence out.
-      const fence = sleep(PAUSE_FENCE_MS);
+      const fence = startFence();
       await told(sink, fence);
-      if (replicated) await fence;
+      if (replicated) await fence.passed;
+      fence.cancel();
       log.warn({ sink }, 'sink paused by an operator; its work waits until resumed');
       await operatorEvents.announce({ type: 'boxrelay.sink.paused', subject: sink, about: sink, data: { sink, by: 'operator' } });
       return true;

@@ -36,6 +36,8 @@ interface PageRow {
  */
 export async function recordPastRouting(database: Database, sinksFor: (type: string) => string[], pageSize = PAST_ROUTING_PAGE): Promise<number> {
   const db = database.kysely;
+  // Every start asks; only an upgraded store has the marker, and the others need no write transaction.
+  if ((await db.selectFrom('relay_meta').select('name').where('name', '=', UNRECORDED_ROUTING).executeTakeFirst()) === undefined) return 0;
   let written = 0;
   for (;;) {
     const step = await atomically(database, function* () {

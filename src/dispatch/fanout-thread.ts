@@ -6,7 +6,8 @@ import { destinationOf, type Logger } from '../log.js';
 import { busNames } from '../sinks/buses.js';
 import { leaseOwner, type DispatchMetrics, type WakeScope } from './dispatcher.js';
 import type { Fanout } from './fanout.js';
-import { answerCall, type FromWorker, type MetricsReport, type ServedParts, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
+import { serveParts } from '../threads/calls.js';
+import type { FromWorker, MetricsReport, ServedParts, SinkStatus, ToWorker, WorkerData } from './thread-messages.js';
 
 export interface FanoutThreadDeps {
   config: Config;
@@ -90,22 +91,17 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       const spawnedAt = performance.now();
       let started = false;
       let failure: Error | undefined;
-      /** This worker's calls being run here: a claim still under way when it dies would lease rows after their release. */
-      const serving = new Set<Promise<void>>();
+      // Answered to the worker that asked, even if it has been replaced meanwhile.
+      const served = serveParts(thread, deps.parts);
       /** Rows a worker that exited without stopping (a crash, or terminated at stop) still holds. */
       const handBack = async () => {
-        await Promise.allSettled(serving);
+        // A claim still under way here when it died would lease rows after their release.
+        await served.answered();
         const rows = await deps.parts.exceptions.releaseAll(owner);
         if (rows > 0) log.info({ rows }, 'released the rows the fan-out worker held');
       };
       thread.on('message', (message: FromWorker) => {
         switch (message.kind) {
-          case 'call': {
-            // Answered to the worker that asked, even if it has been replaced meanwhile.
-            const answering = answerCall(deps.parts, message, (answer) => thread.postMessage(answer));
-            serving.add(answering);
-            return void answering.finally(() => serving.delete(answering));
-          }
           case 'metrics':
             return applyMetrics(message.report);
           case 'status':
@@ -132,7 +128,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
         // Nothing is under way in a worker that is gone.
         for (const answer of [...settling.splice(0), ...telling.splice(0)]) answer();
         status = { up: {}, throttled: {}, buses: {} };
-        // Messages posted before the exit have all been received: `serving` is complete.
+        // Messages posted before the exit have all been received: what `served` answers is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
         if (!started) reject(failure ?? new Error(`the fan-out worker exited (code ${code}) before it started`));
         if (stopping) return;

@@ -14,7 +14,8 @@ import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
 import { transformErrorReporter } from '../sinks/filter-errors.js';
 import { raiseThreadNiceness } from './thread-priority.js';
-import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
+import { callerOver } from '../threads/calls.js';
+import type { FromWorker, MetricsReport, ServedParts, SinkStatus, ToWorker, WorkerData } from './thread-messages.js';
 
 /** How often recorded metrics and a changed sink status go to the main thread: one message, not one per event. */
 const REPORT_MS = 100;
@@ -38,7 +39,7 @@ const { sinks, buses } = createSinks({
   logger,
   onTransformError: transformErrorReporter({ clock: systemClock, logger: logger.child({ part: 'transforms' }), count: (sink) => recorder.transformError(sink) }),
 });
-const caller = createCaller(port);
+const caller = callerOver<ServedParts>(port);
 const recorder = createMetricsRecorder();
 const database = ownDatabase && openDatabase(ownDatabase);
 if (database?.dialect === 'sqlite') deferAutocheckpoint(database.sqlite);
@@ -79,8 +80,6 @@ const reporting = setInterval(report, REPORT_MS);
 
 port.on('message', (message: ToWorker) => {
   switch (message.kind) {
-    case 'answer':
-      return caller.answered(message);
     case 'wake':
       return fanout.wake(message.scope);
     case 'sinkStateChanged':

@@ -1,6 +1,5 @@
-import type { ThreadError } from '../../dispatch/thread-messages.js';
 import type { SinkMinute } from '../state/stats.js';
-import type { NewDelivery, RecordResult } from './delivery-sql.js';
+import type { DeliveryWriter } from './delivery-sql.js';
 
 /** What the storage thread opens: the SQLite file the main thread has migrated. */
 export interface StorageData {
@@ -9,23 +8,20 @@ export interface StorageData {
   busyTimeoutMs: number;
 }
 
-/** The serving path's other writes, which the storage thread runs too: none waits on this thread's event loop. */
-export interface StorageCalls {
+/**
+ * What the storage thread serves: the deliveries, each handed over as it comes (the thread's writer
+ * groups those of one turn of its own event loop in one commit), and the serving path's other
+ * writes, so none waits on the receive thread's event loop.
+ */
+export interface StorageCalls extends DeliveryWriter {
   /** The readiness probe's durable write. */
   beat(now: number): Promise<void>;
   /** The delivery tally's per-minute counts. */
   addSinkMinutes(counts: SinkMinute[]): Promise<void>;
 }
 
-export type Settled<T> = { value: T } | { error: ThreadError };
+export type StorageParts = { storage: StorageCalls };
 
-/** The deliveries of one turn of the main thread's event loop go as one `record`. */
-export type ToStorage =
-  | { kind: 'record'; id: number; deliveries: NewDelivery[] }
-  | { [M in keyof StorageCalls]: { kind: 'call'; id: number; method: M; args: Parameters<StorageCalls[M]> } }[keyof StorageCalls]
-  | { kind: 'close' };
-
-export type FromStorage =
-  | { kind: 'ready' }
-  | { kind: 'recorded'; id: number; results: Settled<RecordResult>[] }
-  | { kind: 'answered'; id: number; result: Settled<void> };
+/** Besides the calls: the thread is ready (its connection open), and it is told to close. */
+export type FromStorage = { kind: 'ready' };
+export type ToStorage = { kind: 'close' };

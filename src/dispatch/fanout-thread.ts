@@ -5,6 +5,8 @@ import type { DependencyStatus } from '../dependency-status.js';
 import { destinationOf, type Logger } from '../log.js';
 import { busNames } from '../sinks/buses.js';
 import { leaseOwner, type DispatchMetrics, type WakeScope } from './dispatcher.js';
+import type { DatabaseOptions } from '../store/engines/database.js';
+import type { StorageLink } from '../store/write/storage-thread.js';
 import type { Fanout } from './fanout.js';
 import { serveParts } from '../threads/calls.js';
 import type { FromWorker, MetricsReport, ServedParts, SinkStatus, ToWorker, WorkerData } from './thread-messages.js';
@@ -17,8 +19,12 @@ export interface FanoutThreadDeps {
   tracing: boolean;
   /** Served to the worker on this thread's database connection. */
   parts: ServedParts;
-  /** Where the worker opens its own connection for the log, exceptions and attempts instead (a SQLite file). */
-  ownDatabase?: WorkerData['ownDatabase'];
+  /**
+   * A SQLite file with its storage thread: the worker opens a connection of its own that only reads,
+   * for the log, exceptions and attempts, and sends their writes to the storage thread over a link
+   * of its own (a new one for each worker started).
+   */
+  ownDatabase?: { options: DatabaseOptions; link(): StorageLink };
   /** This thread's registry's counters, which the worker's reports add to. */
   metrics: DispatchMetrics;
   /** Adds the worker's count of transform errors to this thread's `boxrelay_transform_errors_total`. */
@@ -44,7 +50,7 @@ const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worke
 /**
  * The fan-out in a worker thread, so the receive thread only receives. The worker's storage calls
  * run here (on a SQLite file only the pauses, sink states and operator events: the log, exceptions
- * and attempts go through its own connection); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
+ * and attempts go through its own connection and its link to the storage thread); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
  * it held are released as soon as the calls it had under way here have ended.
  */
 export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
@@ -78,14 +84,16 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   const spawn = (): Promise<void> =>
     new Promise((resolve, reject) => {
       const owner = leaseOwner();
+      const link = deps.ownDatabase?.link();
       const thread = new Worker(new URL('./fanout-worker.js', import.meta.url), {
         workerData: {
           config: withoutReceiverSecrets(deps.config),
           exclusive: deps.exclusive,
           tracing: deps.tracing,
           owner,
-          ...(deps.ownDatabase ? { ownDatabase: deps.ownDatabase } : {}),
+          ...(deps.ownDatabase && link ? { ownDatabase: { options: deps.ownDatabase.options, storage: link.port } } : {}),
         } satisfies WorkerData,
+        transferList: link ? [link.port] : [],
       });
       worker = thread;
       const spawnedAt = performance.now();
@@ -95,8 +103,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       const served = serveParts(thread, deps.parts);
       /** Rows a worker that exited without stopping (a crash, or terminated at stop) still holds. */
       const handBack = async () => {
-        // A claim still under way here when it died would lease rows after their release.
-        await served.answered();
+        // A claim still under way (here, or in the storage thread) when it died would lease rows after their release.
+        await Promise.all([served.answered(), link?.drained()]);
         const rows = await deps.parts.exceptions.releaseAll(owner);
         if (rows > 0) log.info({ rows }, 'released the rows the fan-out worker held');
       };

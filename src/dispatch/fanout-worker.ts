@@ -1,14 +1,13 @@
 // The fan-out worker thread's entry (BOXRELAY_FANOUT_THREAD=worker): the dispatcher, unchanged,
-// with its sinks, tracing and logger; its storage seams are its own connection to a SQLite file, else
-// calls served by the main thread.
+// with its sinks, tracing and logger; its storage seams are its own connection to a SQLite file (that
+// only reads, its writes sent to the storage thread), else calls served by the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../log.js';
 import { createTracing, tracingOff } from '../tracing/tracing.js';
 import { createAttemptLog } from '../store/attempts/record-attempts.js';
-import { deferAutocheckpoint } from '../store/engines/checkpointer.js';
-import { openDatabase } from '../store/engines/database.js';
 import { createFanoutStore } from '../store/fanout-store.js';
+import { openLinkedDatabase } from '../store/write/storage-thread.js';
 import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
@@ -41,8 +40,7 @@ const { sinks, buses } = createSinks({
 });
 const caller = callerOver<ServedParts>(port);
 const recorder = createMetricsRecorder();
-const database = ownDatabase && openDatabase(ownDatabase);
-if (database?.dialect === 'sqlite') deferAutocheckpoint(database.sqlite);
+const database = ownDatabase && openLinkedDatabase(ownDatabase.options, ownDatabase.storage);
 const store = database ? createFanoutStore(database) : { log: caller.remote('log'), exceptions: caller.remote('exceptions') };
 
 const fanout = createInlineFanout({

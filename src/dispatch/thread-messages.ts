@@ -1,3 +1,4 @@
+import type { MessagePort } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
 import type { SinkOutcome } from '../metrics/metrics.js';
@@ -12,7 +13,7 @@ import type { Pauses } from './pauses.js';
 /**
  * What the fan-out worker and the main thread say to each other. The worker's storage seams it
  * does not open itself (`WorkerData.ownDatabase`) are served by the main thread: the worker calls,
- * the main thread runs the method and answers.
+ * the main thread runs the method and answers (src/threads/calls.ts).
  */
 
 /** The main thread's parts the worker's dispatcher calls. */
@@ -34,10 +35,11 @@ export interface WorkerData {
   /** Names the worker's leases, so the main thread can free them if the worker dies. */
   owner: string;
   /**
-   * A SQLite file: the worker reads the log and writes its cursors, claims and attempts through a
-   * connection of its own (WAL: beside the storage thread's writes), not through the main thread.
+   * A SQLite file: the worker reads the log, its claims and its attempts through a connection of its
+   * own that only reads (WAL), and sends its writes (cursor moves, claims, settles, attempts) straight
+   * to the storage thread over `storage`, not through the main thread.
    */
-  ownDatabase?: DatabaseOptions;
+  ownDatabase?: { options: DatabaseOptions; storage: MessagePort };
 }
 
 /** Counts and durations recorded in the worker since its last report, applied to the main thread's registry. */

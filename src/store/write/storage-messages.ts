@@ -1,5 +1,5 @@
-import type { SinkMinute } from '../state/stats.js';
-import type { DeliveryWriter } from './delivery-sql.js';
+import type { MessagePort } from 'node:worker_threads';
+import type { SqliteFileWriter } from './sqlite-writer.js';
 
 /** What the storage thread opens: the SQLite file the main thread has migrated. */
 export interface StorageData {
@@ -9,19 +9,20 @@ export interface StorageData {
 }
 
 /**
- * What the storage thread serves: the deliveries, each handed over as it comes (the thread's writer
- * groups those of one turn of its own event loop in one commit), and the serving path's other
- * writes, so none waits on the receive thread's event loop.
+ * What the storage thread serves on every port it has: the deliveries, each handed over as it comes,
+ * and the writes of every connection that does not write itself (the main thread's, the fan-out
+ * worker's); its writer commits those of one turn of its event loop together.
  */
-export interface StorageCalls extends DeliveryWriter {
-  /** The readiness probe's durable write. */
-  beat(now: number): Promise<void>;
-  /** The delivery tally's per-minute counts. */
-  addSinkMinutes(counts: SinkMinute[]): Promise<void>;
+export type StorageCalls = SqliteFileWriter;
+
+/** Another thread's own port to the storage thread (`link`), which the main thread hears of. */
+export interface StorageLinks {
+  /** Resolves once the link's other end has closed (its thread gone) and every call it sent has been answered. */
+  drained(id: number): Promise<void>;
 }
 
-export type StorageParts = { storage: StorageCalls };
+export type StorageParts = { storage: StorageCalls; links: StorageLinks };
 
-/** Besides the calls: the thread is ready (its connection open), and it is told to close. */
+/** Besides the calls: the thread is ready (its connection open); a port for another thread; close. */
 export type FromStorage = { kind: 'ready' };
-export type ToStorage = { kind: 'close' };
+export type ToStorage = { kind: 'link'; id: number; port: MessagePort } | { kind: 'close' };

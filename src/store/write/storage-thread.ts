@@ -1,13 +1,26 @@
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { StorageUnavailableError } from '../../errors.js';
 import { callerOver } from '../../threads/calls.js';
 import { CrossedError } from '../../threads/errors.js';
+import { openDatabase, type Database, type DatabaseOptions } from '../engines/database.js';
+import { routeWrites } from '../engines/route-writes.js';
+import type { SqliteWriter } from '../engines/sqlite-writes.js';
 import type { DeliveryWriter } from './delivery-sql.js';
-import type { FromStorage, StorageCalls, StorageData, StorageParts, ToStorage } from './storage-messages.js';
+import type { FromStorage, StorageData, StorageParts, ToStorage } from './storage-messages.js';
 
-export interface StorageThread extends DeliveryWriter, StorageCalls {
+/** Another thread's own port to the storage thread, so its writes go there without a hop through this thread. */
+export interface StorageLink {
+  /** To transfer to that thread (at its spawn); its end serves `StorageParts['storage']`. */
+  port: MessagePort;
+  /** Resolves once that thread is gone and every write it sent has been answered (then committed or refused). */
+  drained(): Promise<void>;
+}
+
+export interface StorageThread extends DeliveryWriter, SqliteWriter {
   /** Resolves once the thread has opened its connection; rejects if it could not. Calls made before are queued. */
   started: Promise<void>;
+  /** A port for another thread (the fan-out worker): one per thread, as it is transferred. */
+  link(): StorageLink;
   /** Answers everything already handed over, then closes the thread's connection. */
   close(): Promise<void>;
 }
@@ -25,18 +38,22 @@ export interface StorageThreadOptions {
 }
 
 /**
- * The SQLite write connection in a thread of its own (storage-worker.ts). Each delivery is handed
- * over as it comes: the thread's writer groups those of one turn of its event loop in one commit,
- * and each caller's promise settles when the answer comes, after the commit. A thread that has
- * exited fails every call with StorageUnavailableError (a 503: the sender retries; /readyz reports it).
+ * The one write connection to a SQLite file, in a thread of its own (storage-worker.ts). Each
+ * delivery is handed over as it comes, and so is every write of the connections that only read (this
+ * thread's, the fan-out worker's through its own `link`): the thread's writer groups those of one
+ * turn of its event loop in one commit, and each caller's promise settles when the answer comes,
+ * after the commit. A thread that has exited fails every call with StorageUnavailableError (for a
+ * delivery a 503: the sender retries; /readyz reports it).
  */
 export function startStorageThread(
   data: StorageData,
   { onCommit, onLost, script = new URL('./storage-worker.js', import.meta.url) }: StorageThreadOptions,
 ): StorageThread {
   const worker = new Worker(script, { workerData: data });
-  const storage = callerOver<StorageParts>(worker);
-  const calls = storage.remote('storage');
+  const calls = callerOver<StorageParts>(worker);
+  const storage = calls.remote('storage');
+  const links = calls.remote('links');
+  let nextLink = 0;
   let closing = false;
   let gone: StorageUnavailableError | undefined;
 
@@ -50,7 +67,7 @@ export function startStorageThread(
     });
     worker.once('exit', (code) => {
       gone ??= new StorageUnavailableError({ cause: new Error(`the storage thread exited (code ${code})`) });
-      storage.fail(gone);
+      calls.fail(gone);
       reject(gone);
       if (!closing) onLost(gone);
     });
@@ -62,12 +79,18 @@ export function startStorageThread(
   return {
     started,
     record: async (delivery) => {
-      const result = await refused(calls.record(delivery));
+      const result = await refused(storage.record(delivery));
       if (!result.duplicate) onCommit();
       return result;
     },
-    beat: (now) => refused(calls.beat(now)),
-    addSinkMinutes: (counts) => refused(calls.addSinkMinutes(counts)),
+    write: (statements, durability) => storage.write(statements, durability),
+    transact: (name, args) => storage.transact(name, args),
+    link() {
+      const id = nextLink++;
+      const { port1, port2 } = new MessageChannel();
+      worker.postMessage({ kind: 'link', id, port: port1 } satisfies ToStorage, [port1]);
+      return { port: port2, drained: () => links.drained(id) };
+    },
     async close() {
       closing = true;
       if (gone) return;
@@ -77,4 +100,17 @@ export function startStorageThread(
       await exited;
     },
   };
+}
+
+/**
+ * In the thread a link was transferred to: a connection of its own to the file that only reads, its
+ * writes sent to the storage thread over the link (answered there after their commit). Calls still
+ * waiting when the storage thread is gone fail.
+ */
+export function openLinkedDatabase(options: DatabaseOptions, port: MessagePort): Database {
+  const database = openDatabase(options);
+  if (database.dialect !== 'sqlite') throw new Error('a link to the storage thread serves a SQLite file only');
+  const calls = callerOver<StorageParts>(port);
+  port.once('close', () => calls.fail(new StorageUnavailableError({ cause: new Error('the storage thread is gone') })));
+  return routeWrites(database, calls.remote('storage'));
 }

@@ -22,7 +22,7 @@ import { pino } from 'pino';
 import { createLogger, logDestination, untrusted, type LogDestination, type Logger } from '../src/log.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
-import { createSqliteDeliveryWriter } from '../src/store/write/sqlite-delivery-writer.js';
+import { createSqliteWriter } from '../src/store/write/sqlite-writer.js';
 import { tracingOff } from '../src/tracing/tracing.js';
 import { checkTimestamp, readDeliveryHeaders } from '../src/verify/delivery-headers.js';
 import { SecretRing } from '../src/verify/secrets.js';
@@ -199,7 +199,7 @@ export async function runReceiveSteps(options: { tmp: string; iterations?: numbe
 
   const { database } = await openMigrated({ url: join(options.tmp, `receive-steps-${process.pid}.db`), sqliteSynchronous: 'FULL' });
   if (database.dialect !== 'sqlite') throw new Error('the steps bench stores to SQLite');
-  const writer = createSqliteDeliveryWriter(database);
+  const writer = createSqliteWriter(database);
   const fresh = deliveries(20_000, 1_000_000);
   const receivedAt = Date.now();
   // Unique ids: each write is a new delivery with one fan-out row (NATS) and a box upsert.

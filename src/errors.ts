@@ -82,7 +82,9 @@ export type StoreErrorCode =
   | 'target_not_empty'
   | 'copy_interrupted'
   | 'retention_step_failed'
-  | 'set_aside_failed';
+  | 'set_aside_failed'
+  | 'not_the_writer'
+  | 'no_such_transaction';
 
 /** The buses: each bus's failure codes start with its name (`amqp_down`, `redis_timeout`, `nats_no_ack`). */
 export type BusName = 'nats' | 'amqp' | 'redis' | 'mqtt' | 'kafka' | 'sqs' | 'sns' | 's3';

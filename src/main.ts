@@ -52,7 +52,8 @@ import { leaseClock } from './store/engines/database-clock.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/retention/prune-schedule.js';
 import { createSecretsStore } from './store/state/secrets-store.js';
-import { databaseOptionsOf, isSqliteFile } from './store/engines/database.js';
+import { databaseOptionsOf } from './store/engines/database.js';
+import { addSinkMinutes } from './store/state/stats.js';
 import { openStore, type Store } from './store/store.js';
 import { createStorageFailureLog } from './store/engines/storage-failures.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
@@ -165,7 +166,7 @@ export async function createRelay(deps: RelayDeps) {
   metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, secrets, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds });
 
   // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
-  const tally = createDeliveryTally({ store: (counts) => store.addSinkMinutes(counts), clock, logger });
+  const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
   // The worker thread keeps its own recorder; its batches are written within 100 ms.
   const attemptLog = createAttemptLog(store.database);
   const inlineAttempts = config.fanoutThread === 'inline' ? createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }) : undefined;
@@ -386,7 +387,7 @@ function createRelayFanout({
       exclusive,
       tracing: tracing.enabled,
       parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
-      ...(isSqliteFile(config.database) ? { ownDatabase: databaseOptionsOf(config) } : {}),
+      ...(store.link ? { ownDatabase: { options: databaseOptionsOf(config), link: store.link } } : {}),
       metrics: dispatchMetrics,
       countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
       sinkNames,

@@ -76,7 +76,7 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   attempts:
     'which delivery attempts are recorded for `GET /admin/events/:id/attempts` and sink health (contract section 16): `all`, `failed` (failures only; health counts successes from the delivery counts) or `off`',
   fanoutThread:
-    'where the dispatcher and its sinks run: `worker`, a worker thread, so the thread that receives webhooks only receives (on a SQLite file the deliveries\' commits then run in a storage thread too, and the fan-out reads the log through its own connection); `inline`, on the receiver\'s event loop',
+    'where the dispatcher and its sinks run: `worker`, a worker thread, so the thread that receives webhooks only receives (on a SQLite file a storage thread then commits every write, the deliveries\' and the fan-out\'s, and the other threads\' connections only read); `inline`, on the receiver\'s event loop',
   fanoutNiceness:
     'how much nicer than the process the fan-out worker thread runs (Linux, 0 to 19; `0` keeps it level): on short cores a backlog drain then takes what answering webhooks leaves. It ranks the thread below every thread of its cgroup, so give the relay one of its own (a container or a systemd service do)',
   fanoutHeapMb:

@@ -6,8 +6,11 @@ import { destinationOf, type Logger } from '../log.js';
 import { busNames } from '../sinks/buses.js';
 import { WORKER_YOUNG_GENERATION_MB } from '../thread-heap.js';
 import { leaseOwner, type DispatchMetrics, type WakeScope } from './dispatcher.js';
+import type { DatabaseOptions } from '../store/engines/database.js';
+import type { StorageLink } from '../store/write/storage-thread.js';
 import type { Fanout } from './fanout.js';
-import { answerCall, type FromWorker, type MetricsReport, type ServedParts, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
+import { serveParts } from '../threads/calls.js';
+import type { FromWorker, MetricsReport, ServedParts, SinkStatus, ToWorker, WorkerData } from './thread-messages.js';
 
 export interface FanoutThreadDeps {
   config: Config;
@@ -17,8 +20,12 @@ export interface FanoutThreadDeps {
   tracing: boolean;
   /** Served to the worker on this thread's database connection. */
   parts: ServedParts;
-  /** Where the worker opens its own connection for the log, exceptions and attempts instead (a SQLite file). */
-  ownDatabase?: WorkerData['ownDatabase'];
+  /**
+   * A SQLite file with its storage thread: the worker opens a connection of its own that only reads,
+   * for the log, exceptions and attempts, and sends their writes to the storage thread over a link
+   * of its own (a new one for each worker started).
+   */
+  ownDatabase?: { options: DatabaseOptions; link(): StorageLink };
   /** This thread's registry's counters, which the worker's reports add to. */
   metrics: DispatchMetrics;
   /** Adds the worker's count of transform errors to this thread's `boxrelay_transform_errors_total`. */
@@ -44,7 +51,7 @@ const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worke
 /**
  * The fan-out in a worker thread, so the receive thread only receives. The worker's storage calls
  * run here (on a SQLite file only the pauses, sink states and operator events: the log, exceptions
- * and attempts go through its own connection); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
+ * and attempts go through its own connection and its link to the storage thread); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
  * it held are released as soon as the calls it had under way here have ended.
  */
 export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
@@ -78,6 +85,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   const spawn = (): Promise<void> =>
     new Promise((resolve, reject) => {
       const owner = leaseOwner();
+      const link = deps.ownDatabase?.link();
       const thread = new Worker(new URL('./fanout-worker.js', import.meta.url), {
         resourceLimits: { maxOldGenerationSizeMb: deps.config.fanoutHeapMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
         workerData: {
@@ -85,29 +93,25 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
           exclusive: deps.exclusive,
           tracing: deps.tracing,
           owner,
-          ...(deps.ownDatabase ? { ownDatabase: deps.ownDatabase } : {}),
+          ...(deps.ownDatabase && link ? { ownDatabase: { options: deps.ownDatabase.options, storage: link.port } } : {}),
         } satisfies WorkerData,
+        transferList: link ? [link.port] : [],
       });
       worker = thread;
       const spawnedAt = performance.now();
       let started = false;
       let failure: Error | undefined;
-      /** This worker's calls being run here: a claim still under way when it dies would lease rows after their release. */
-      const serving = new Set<Promise<void>>();
+      // Answered to the worker that asked, even if it has been replaced meanwhile.
+      const served = serveParts(thread, deps.parts);
       /** Rows a worker that exited without stopping (a crash, or terminated at stop) still holds. */
       const handBack = async () => {
-        await Promise.allSettled(serving);
+        // A claim still under way (here, or in the storage thread) when it died would lease rows after their release.
+        await Promise.all([served.answered(), link?.drained()]);
         const rows = await deps.parts.exceptions.releaseAll(owner);
         if (rows > 0) log.info({ rows }, 'released the rows the fan-out worker held');
       };
       thread.on('message', (message: FromWorker) => {
         switch (message.kind) {
-          case 'call': {
-            // Answered to the worker that asked, even if it has been replaced meanwhile.
-            const answering = answerCall(deps.parts, message, (answer) => thread.postMessage(answer));
-            serving.add(answering);
-            return void answering.finally(() => serving.delete(answering));
-          }
           case 'metrics':
             return applyMetrics(message.report);
           case 'status':
@@ -134,7 +138,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
         // Nothing is under way in a worker that is gone.
         for (const answer of [...settling.splice(0), ...telling.splice(0)]) answer();
         status = { up: {}, throttled: {}, buses: {} };
-        // Messages posted before the exit have all been received: `serving` is complete.
+        // Messages posted before the exit have all been received: what `served` answers is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
         if (!started) reject(failure ?? new Error(`the fan-out worker exited (code ${code}) before it started`));
         if (stopping) return;

@@ -1,20 +1,20 @@
 // The fan-out worker thread's entry (BOXRELAY_FANOUT_THREAD=worker): the dispatcher, unchanged,
-// with its sinks, tracing and logger; its storage seams are its own connection to a SQLite file, else
-// calls served by the main thread.
+// with its sinks, tracing and logger; its storage seams are its own connection to a SQLite file (that
+// only reads, its writes sent to the storage thread), else calls served by the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../log.js';
 import { createTracing, tracingOff } from '../tracing/tracing.js';
 import { createAttemptLog } from '../store/attempts/record-attempts.js';
-import { deferAutocheckpoint } from '../store/engines/checkpointer.js';
-import { openDatabase } from '../store/engines/database.js';
 import { createFanoutStore } from '../store/fanout-store.js';
+import { openLinkedDatabase } from '../store/write/storage-thread.js';
 import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
 import { transformErrorReporter } from '../sinks/filter-errors.js';
 import { raiseThreadNiceness } from './thread-priority.js';
-import { createCaller, type FromWorker, type MetricsReport, type SinkStatus, type ToWorker, type WorkerData } from './thread-messages.js';
+import { callerOver } from '../threads/calls.js';
+import type { FromWorker, MetricsReport, ServedParts, SinkStatus, ToWorker, WorkerData } from './thread-messages.js';
 
 /** How often recorded metrics and a changed sink status go to the main thread: one message, not one per event. */
 const REPORT_MS = 100;
@@ -38,10 +38,9 @@ const { sinks, buses } = createSinks({
   logger,
   onTransformError: transformErrorReporter({ clock: systemClock, logger: logger.child({ part: 'transforms' }), count: (sink) => recorder.transformError(sink) }),
 });
-const caller = createCaller(port);
+const caller = callerOver<ServedParts>(port);
 const recorder = createMetricsRecorder();
-const database = ownDatabase && openDatabase(ownDatabase);
-if (database?.dialect === 'sqlite') deferAutocheckpoint(database.sqlite);
+const database = ownDatabase && openLinkedDatabase(ownDatabase.options, ownDatabase.storage);
 const store = database ? createFanoutStore(database) : { log: caller.remote('log'), exceptions: caller.remote('exceptions') };
 
 const fanout = createInlineFanout({
@@ -79,8 +78,6 @@ const reporting = setInterval(report, REPORT_MS);
 
 port.on('message', (message: ToWorker) => {
   switch (message.kind) {
-    case 'answer':
-      return caller.answered(message);
     case 'wake':
       return fanout.wake(message.scope);
     case 'sinkStateChanged':

@@ -20,7 +20,8 @@ import {
   eventJson,
 } from './failures.js';
 import { readCappedBody } from './capped-body.js';
-import type { Exchange, ExchangeRequest, Sink } from './sink.js';
+import type { ExchangeRequest } from '../exchange.js';
+import type { Exchange, Sink } from './sink.js';
 import { withRateGate } from './rate-gate.js';
 import { slackBody } from './slack.js';
 import { TransformFailedError, hookTransformOf, type HookTransform, type TransformedBody } from './transform.js';

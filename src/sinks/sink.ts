@@ -1,17 +1,5 @@
 import type { CloudEvent } from '../events/cloudevent.js';
-
-/** What a hook sent: its URL and headers (configured extra headers' values redacted, no signature). */
-export interface ExchangeRequest {
-  url: string;
-  headers: Record<string, string>;
-}
-
-/** What a hook answered: its headers and the first bytes of its body, as text. */
-export interface ExchangeResponse {
-  headers: Record<string, string>;
-  body: string;
-  bodyTruncated: boolean;
-}
+import type { ExchangeRequest, ExchangeResponse } from '../exchange.js';
 
 /** One attempt's request and answer (`response` null when none came), as an operator reads them (contract section 16). */
 export interface Exchange {

@@ -1,5 +1,5 @@
 import { sql, type Selectable } from 'kysely';
-import type { ExchangeRequest as AttemptRequest, ExchangeResponse as AttemptResponse } from '../../sinks/sink.js';
+import type { ExchangeRequest as AttemptRequest, ExchangeResponse as AttemptResponse } from '../../exchange.js';
 import type { AttemptsTable } from '../schema.js';
 
 export type { AttemptRequest, AttemptResponse };

@@ -1,7 +1,8 @@
 import { sql, type Kysely } from 'kysely';
-import { atomically } from '../engines/atomically.js';
+import { atomically, writeTogether } from '../engines/atomically.js';
 import type { Database } from '../engines/database.js';
-import { once, runEachUnsynced } from '../engines/unsynced.js';
+import { once } from '../engines/sqlite-writes.js';
+import { runEachUnsynced } from '../engines/unsynced.js';
 import type { Schema } from '../schema.js';
 import { minuteSumWriter } from './attempt-minutes.js';
 import { KEPT_PER_EVENT_AND_SINK, type NewAttempt } from './attempt-rows.js';
@@ -108,19 +109,15 @@ export function createAttemptLog(database: Database): AttemptLog {
   const addToMinutes = minuteSumWriter(db);
   return {
     async recordFailed(attempts) {
-      await atomically(database, function* () {
-        for (const attempt of attempts) {
-          yield insert(db, [attempt]).compile();
-          yield trimAttempts(db, attempt.eventId, attempt.sink).compile();
-        }
-        yield* addToMinutes(attempts);
-      });
+      const statements = attempts.flatMap((attempt) => [insert(db, [attempt]).compile(), trimAttempts(db, attempt.eventId, attempt.sink).compile()]);
+      await writeTogether(database, [...statements, ...addToMinutes(attempts)].map((query) => once(query)));
     },
     async recordDelivered(attempts) {
       if (attempts.length === 0) return;
       // SQLite: one row per statement, all in one transaction; PostgreSQL: one statement for the batch.
       if (database.dialect === 'sqlite') {
-        return runEachUnsynced(database, [{ sql: SQLITE_INSERT_ONE, rows: attempts.map(sqliteRow) }, ...addToMinutes(attempts).map(once)]);
+        await runEachUnsynced(database, [{ sql: SQLITE_INSERT_ONE, rows: attempts.map(sqliteRow) }, ...addToMinutes(attempts).map((query) => once(query))]);
+        return;
       }
       await atomically(database, function* () {
         yield postgresInsertMany(attempts).compile(db);
@@ -129,7 +126,7 @@ export function createAttemptLog(database: Database): AttemptLog {
     },
     async countAttempts(attempts) {
       const sums = addToMinutes(attempts);
-      if (database.dialect === 'sqlite') return runEachUnsynced(database, sums.map(once));
+      if (database.dialect === 'sqlite') return void (await runEachUnsynced(database, sums.map((query) => once(query))));
       await atomically(database, function* () {
         yield* sums;
       });

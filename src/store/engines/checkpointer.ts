@@ -50,6 +50,8 @@ const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('synchronous = ' + workerData.synchronous);
+// A checkpoint copies committed pages; this connection writes no row (the storage thread is the one writer).
+db.pragma('query_only = ON');
 const timer = setInterval(() => {
   try {
     parentPort.postMessage({ result: db.pragma('wal_checkpoint(PASSIVE)')[0] });

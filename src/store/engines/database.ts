@@ -6,6 +6,7 @@ import pg from 'pg';
 import type { Config } from '../../config/schema.js';
 import { describeError, RelayError } from '../../errors.js';
 import type { Schema } from '../schema.js';
+import type { SqliteWriter } from './sqlite-writes.js';
 import { statementCache } from './statement-cache.js';
 
 export interface DatabaseOptions {
@@ -54,6 +55,11 @@ export type Database =
       prepare(sql: string): BetterSqlite3.Statement;
       /** The configured commit durability, which unsynced writes put back. */
       synchronous: 'FULL' | 'EXTRA' | 'NORMAL';
+      /**
+       * Set when this connection does not write (`PRAGMA query_only`): its writes go to the thread that
+       * owns the file's write connection (`routeWrites`). Unset: it writes itself.
+       */
+      writer?: SqliteWriter;
       close(): Promise<void>;
     }
   | {

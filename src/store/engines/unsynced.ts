@@ -1,5 +1,7 @@
 import type { CompiledQuery } from 'kysely';
+import type { StatementResult } from './atomically.js';
 import type { Database } from './database.js';
+import { once, runStatements, type WriteStatement } from './sqlite-writes.js';
 
 interface Query<O> {
   compile(): CompiledQuery<O>;
@@ -10,46 +12,30 @@ interface Query<O> {
  * One statement whose loss in a power failure would only repeat work, never lose it: a lease, the
  * record of a delivered row (the row is then sent again, which at-least-once fan-out allows, and a
  * restart releases leases anyway). On SQLite it commits at synchronous=NORMAL, without an fsync of its own
- * that would stall the event loop: the WAL is append-only, so the next delivery commit's sync makes it
+ * that would stall the writer: the WAL is append-only, so the next delivery commit's sync makes it
  * durable too. The configured level is restored before anything else can run on the connection.
  * Answers the rows of a RETURNING statement (none for others). PostgreSQL runs it as usual.
  */
 export async function executeUnsynced<O>(database: Database, query: Query<O>): Promise<O[]> {
   if (database.dialect !== 'sqlite') return query.execute();
-  const { sql, parameters } = query.compile();
-  return unsynced(database, (prepare) => {
-    const statement = prepare(sql);
-    if (statement.reader) return statement.all(...parameters) as O[];
-    statement.run(...parameters);
-    return [];
-  });
+  const [result] = await runEachUnsynced(database, [once(query.compile())]);
+  return result!.rows as O[];
 }
 
 type SqliteDatabase = Extract<Database, { dialect: 'sqlite' }>;
 
-/** A statement to run once per row of parameters. */
-export interface EachRow {
-  sql: string;
-  rows: readonly (readonly unknown[])[];
-}
-
-/** A compiled statement to run once. */
-export const once = (query: CompiledQuery): EachRow => ({ sql: query.sql, rows: [query.parameters] });
-
 /** Statements, each run once per row of its parameters, in one transaction committed as executeUnsynced commits. */
-export async function runEachUnsynced(database: SqliteDatabase, statements: readonly EachRow[]): Promise<void> {
-  unsynced(database, (prepare) => {
-    const prepared = statements.map((statement) => ({ statement: prepare(statement.sql), rows: statement.rows }));
-    database.sqlite.transaction(() => prepared.forEach(({ statement, rows }) => rows.forEach((row) => statement.run(...row)))).immediate();
-  });
+export async function runEachUnsynced(database: SqliteDatabase, statements: readonly WriteStatement[]): Promise<StatementResult[]> {
+  if (database.writer) return database.writer.write(statements, 'unsynced');
+  return unsynced(database, () => database.sqlite.transaction(() => runStatements(database.prepare, statements)).immediate());
 }
 
 /** Runs `work` on SQLite at synchronous=NORMAL, then restores the configured level. */
-function unsynced<T>(database: SqliteDatabase, work: (prepare: SqliteDatabase['prepare']) => T): T {
+export function unsynced<T>(database: SqliteDatabase, work: () => T): T {
   const { prepare } = database;
   prepare('PRAGMA synchronous = NORMAL').run();
   try {
-    return work(prepare);
+    return work();
   } finally {
     prepare(`PRAGMA synchronous = ${database.synchronous}`).run();
   }

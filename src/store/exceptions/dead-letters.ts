@@ -71,7 +71,7 @@ export function createDeadLetterStore(database: Database): DeadLetterStore {
         .where(DEAD_LETTER)
         .$if(id !== undefined, (q) => q.where('id', '=', id as number))
         .$if(sink !== undefined, (q) => q.where('sink', '=', sink as string));
-      return writeAudited(database, discard, audit, ({ changed }) => id === undefined || changed > 0);
+      return writeAudited(database, discard, audit, { onlyIfChanged: id !== undefined });
     },
   };
 }

@@ -1,8 +1,9 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { sql, type CompiledQuery } from 'kysely';
 import { UNRECORDED_ROUTING } from '../../../migrations/020_unrecorded_routing.js';
-import { atomically } from '../engines/atomically.js';
+import { writeTogether } from '../engines/atomically.js';
 import type { Database } from '../engines/database.js';
+import { once } from '../engines/sqlite-writes.js';
 import { aboutSink } from './replay.js';
 import { noRowOf } from './rows.js';
 
@@ -30,53 +31,43 @@ interface PageRow {
  * say where it stands with the others. `sinksFor` routes by type alone: those releases had no hook
  * filters. Its attempts (1) and time (when received) stand for what was not kept. Nothing is sent.
  *
- * Page by page, each page with the progress it makes in one transaction that first locks the
- * progress row, so replicas starting together take turns and never write a row twice, and a start cut
- * short goes on where it stopped. Returns how many rows it wrote.
+ * Page by page: a page is read with the progress it starts from, and its rows are written in one
+ * transaction with the progress it makes, only if the progress is still the one it was read from
+ * (compare and set): replicas starting together each write a page once (the one that lost reads
+ * again), and a start cut short goes on where it stopped. Returns how many rows it wrote.
  */
 export async function recordPastRouting(database: Database, sinksFor: (type: string) => string[], pageSize = PAST_ROUTING_PAGE): Promise<number> {
   const db = database.kysely;
-  // Every start asks; only an upgraded store has the marker, and the others need no write transaction.
-  if ((await db.selectFrom('relay_meta').select('name').where('name', '=', UNRECORDED_ROUTING).executeTakeFirst()) === undefined) return 0;
   let written = 0;
   for (;;) {
-    const step = await atomically(database, function* () {
-      const { rows: marked } = yield db
-        .updateTable('relay_meta')
-        .set({ value: sql`value` })
-        .where('name', '=', UNRECORDED_ROUTING)
-        .returning('value')
-        .compile();
-      const marker = marked[0] as { value: string } | undefined;
-      if (marker === undefined) return { changed: 0, done: true };
-      const progress = JSON.parse(marker.value) as Progress;
-      const { after } = progress;
-      const { rows } = yield db
-        .selectFrom('deliveries')
-        .select(['id', 'type', 'received_at', sql<string | null>`CASE WHEN origin = 'operator' THEN payload END`.as('payload')])
-        .where('sinks', 'is', null)
-        .where('received_at', '<', progress.before)
-        .$if(after !== undefined, (q) =>
-          q.where('received_at', '>=', after!.receivedAt).where((eb) => eb.or([eb('received_at', '>', after!.receivedAt), eb('id', '>', after!.id)])),
-        )
-        .orderBy('received_at')
-        .orderBy('id')
-        .limit(pageSize)
-        .compile();
-      const page = rows as PageRow[];
-      let changed = 0;
-      for (const statement of deliveredInserts(database, page, sinksFor)) changed += (yield statement).changed;
-      const last = page[page.length - 1];
-      if (page.length < pageSize || last === undefined) {
-        yield db.deleteFrom('relay_meta').where('name', '=', UNRECORDED_ROUTING).compile();
-        return { changed, done: true };
-      }
-      const next: Progress = { before: progress.before, after: { receivedAt: Number(last.received_at), id: last.id } };
-      yield db.updateTable('relay_meta').set({ value: JSON.stringify(next) }).where('name', '=', UNRECORDED_ROUTING).compile();
-      return { changed, done: false };
-    });
-    written += step.changed;
-    if (step.done) return written;
+    const marker = await db.selectFrom('relay_meta').select('value').where('name', '=', UNRECORDED_ROUTING).executeTakeFirst();
+    if (marker === undefined) return written;
+    const progress = JSON.parse(marker.value) as Progress;
+    const { after } = progress;
+    const page: PageRow[] = await db
+      .selectFrom('deliveries')
+      .select(['id', 'type', 'received_at', sql<string | null>`CASE WHEN origin = 'operator' THEN payload END`.as('payload')])
+      .where('sinks', 'is', null)
+      .where('received_at', '<', progress.before)
+      .$if(after !== undefined, (q) =>
+        q.where('received_at', '>=', after!.receivedAt).where((eb) => eb.or([eb('received_at', '>', after!.receivedAt), eb('id', '>', after!.id)])),
+      )
+      .orderBy('received_at')
+      .orderBy('id')
+      .limit(pageSize)
+      .execute();
+    const last = page[page.length - 1];
+    // The progress moves on (or, the last page written, goes) only from the value this page was read at.
+    const next: Progress = { before: progress.before, ...(last ? { after: { receivedAt: Number(last.received_at), id: last.id } } : {}) };
+    const moveOn =
+      page.length < pageSize
+        ? db.deleteFrom('relay_meta').where('name', '=', UNRECORDED_ROUTING).where('value', '=', marker.value)
+        : db.updateTable('relay_meta').set({ value: JSON.stringify(next) }).where('name', '=', UNRECORDED_ROUTING).where('value', '=', marker.value);
+    const [moved, ...inserts] = await writeTogether(database, [
+      once(moveOn.compile()),
+      ...deliveredInserts(database, page, sinksFor).map((insert) => once(insert, 0)),
+    ]);
+    if (moved!.changed > 0) written += inserts.reduce((sum, { changed }) => sum + changed, 0);
     await nextTurn();
   }
 }

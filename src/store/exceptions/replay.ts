@@ -1,6 +1,7 @@
 import { setTimeout as rest } from 'node:timers/promises';
 import { sql, type CompiledQuery } from 'kysely';
-import { atomically } from '../engines/atomically.js';
+import { writeTogether } from '../engines/atomically.js';
+import { once } from '../engines/sqlite-writes.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
 import { noRowOf, sendAgain, type Replay } from './rows.js';
@@ -10,7 +11,7 @@ import { noRowOf, sendAgain, type Replay } from './rows.js';
  * to route them (a replay for one sink, operator events, deliveries stored before their routing
  * was) add up to at most `bytes` (past one delivery's own). Each step is its own short transaction
  * with a rest after it as long as the step took (so a replay takes at most half of the receive
- * thread): on SQLite a transaction holds the receive thread, on PostgreSQL a long one holds the
+ * thread): on SQLite a transaction holds the thread that writes (the storage thread, or inline the receive thread), on PostgreSQL a long one holds the
  * log's read fence, and routing runs filters on the receive thread.
  */
 export interface ReplayStep {
@@ -75,12 +76,8 @@ export async function queueReplay(database: Database, replay: Replay, audit?: Au
     const inserts = pageInserts(database, replay, routed);
     const note = unrecorded;
     if (inserts.length > 0 || note) {
-      queued += await atomically(database, function* () {
-        let changed = 0;
-        for (const statement of inserts) changed += (yield statement).changed;
-        if (note) yield insertAudit(db, note);
-        return changed;
-      });
+      const results = await writeTogether(database, [...inserts, ...(note ? [insertAudit(db, note)] : [])].map((query) => once(query)));
+      queued += results.slice(0, inserts.length).reduce((sum, { changed }) => sum + changed, 0);
     }
     unrecorded = undefined;
     const last = taken[taken.length - 1];

@@ -16,5 +16,5 @@ export interface Resend {
  */
 export function queueResend(database: Database, { eventId, sink, now }: Resend, audit?: AuditNote): Promise<number> {
   const insert = sendAgain(database.kysely, sink, now, (deliveries) => deliveries.where('d.id', '=', eventId), { pendingStands: false });
-  return writeAudited(database, insert, audit, ({ changed }) => changed > 0);
+  return writeAudited(database, insert, audit, { onlyIfChanged: true });
 }

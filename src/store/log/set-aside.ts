@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { describeError, RelayError } from '../../errors.js';
 import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
-import { atomically } from '../engines/atomically.js';
+import { transact, type NamedTransaction } from '../engines/atomically.js';
 import { SINK_NOT_CONFIGURED } from '../exceptions/rows.js';
 import { logHead } from './cursors.js';
 import { routedWithoutRow } from './position.js';
@@ -39,6 +39,45 @@ export async function inSteps(sink: string, name: string, step: () => Promise<{ 
   }
 }
 
+/** One step of `setAsideLog`: the head it goes up to (the log's at the first step), and whether it got there. */
+interface SetAsideStep {
+  sink: string;
+  now: number;
+  batchSize: number;
+  head: number | undefined;
+}
+
+/**
+ * Reads which cursors are free before it writes, in one transaction: the writer runs it whole
+ * (`transact`), so no partition can be taken between the read and the move.
+ */
+export const SET_ASIDE_LOG_STEP: NamedTransaction<SetAsideStep, { changed: number; done: boolean; head: number }> = {
+  name: 'setAsideLogStep',
+  *steps(database, { sink, now, batchSize, head: atStart }) {
+    const db = database.kysely;
+    const lock = database.dialect === 'postgres' ? sql`FOR UPDATE` : sql``;
+    const { rows } = yield sql`SELECT ${logHead(database)} AS seq, ${leaseClock(database)(now)} AS at`.compile(db);
+    const [current] = rows as [{ seq: number; at: number }];
+    const head = atStart ?? Number(current.seq);
+    const free = (yield sql`SELECT part, seq FROM log_cursors WHERE sink = ${sink} AND seq < ${head}
+      AND (lease_until IS NULL OR lease_until <= ${current.at}) ${lock}`.compile(db)).rows as { part: number; seq: number }[];
+    if (free.length === 0) return { changed: 0, done: true, head };
+    const from = Math.min(...free.map((cursor) => Number(cursor.seq)));
+    // The step ends after `batchSize` entries of the log (of any partition) past the furthest-behind cursor.
+    const { rows: ends } = yield sql`SELECT seq FROM deliveries WHERE seq > ${from} AND seq <= ${head}
+      ORDER BY seq LIMIT 1 OFFSET ${batchSize - 1}`.compile(db);
+    const upTo = ends.length > 0 ? Number((ends[0] as { seq: number }).seq) : head;
+    const parts = sql.join(free.map(({ part }) => part));
+    const { changed } = yield sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
+      SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
+      FROM log_cursors c JOIN deliveries d ON d.part = c.part
+      WHERE c.sink = ${sink} AND c.part IN (${parts}) AND d.seq > c.seq AND d.seq <= ${upTo} AND ${routedWithoutRow(sink)}
+      ORDER BY d.seq`.compile(db);
+    yield sql`UPDATE log_cursors SET seq = ${upTo}, updated_at = ${now} WHERE sink = ${sink} AND part IN (${parts}) AND seq < ${upTo}`.compile(db);
+    return { changed, done: upTo >= head, head };
+  },
+};
+
 /**
  * The log of a sink no replica serves: its routed deliveries past the cursors of partitions no live
  * lease holds (and without a row of that sink: those are set aside as rows) become set-aside rows,
@@ -48,31 +87,10 @@ export async function inSteps(sink: string, name: string, step: () => Promise<{ 
  * its cursor and its entries.
  */
 export async function setAsideLog(database: Database, sink: string, now: number, batchSize = SET_ASIDE_BATCH): Promise<number> {
-  const db = database.kysely;
-  const leaseNow = leaseClock(database);
-  const lock = database.dialect === 'postgres' ? sql`FOR UPDATE` : sql``;
   let head: number | undefined;
-  return inSteps(sink, 'the log past its cursors', () =>
-    atomically(database, function* () {
-      const { rows } = yield sql`SELECT ${logHead(database)} AS seq, ${leaseNow(now)} AS at`.compile(db);
-      const [current] = rows as [{ seq: number; at: number }];
-      head ??= Number(current.seq);
-      const free = (yield sql`SELECT part, seq FROM log_cursors WHERE sink = ${sink} AND seq < ${head}
-        AND (lease_until IS NULL OR lease_until <= ${current.at}) ${lock}`.compile(db)).rows as { part: number; seq: number }[];
-      if (free.length === 0) return { changed: 0, done: true };
-      const from = Math.min(...free.map((cursor) => Number(cursor.seq)));
-      // The step ends after `batchSize` entries of the log (of any partition) past the furthest-behind cursor.
-      const { rows: ends } = yield sql`SELECT seq FROM deliveries WHERE seq > ${from} AND seq <= ${head}
-        ORDER BY seq LIMIT 1 OFFSET ${batchSize - 1}`.compile(db);
-      const upTo = ends.length > 0 ? Number((ends[0] as { seq: number }).seq) : head;
-      const parts = sql.join(free.map(({ part }) => part));
-      const { changed } = yield sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
-        SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
-        FROM log_cursors c JOIN deliveries d ON d.part = c.part
-        WHERE c.sink = ${sink} AND c.part IN (${parts}) AND d.seq > c.seq AND d.seq <= ${upTo} AND ${routedWithoutRow(sink)}
-        ORDER BY d.seq`.compile(db);
-      yield sql`UPDATE log_cursors SET seq = ${upTo}, updated_at = ${now} WHERE sink = ${sink} AND part IN (${parts}) AND seq < ${upTo}`.compile(db);
-      return { changed, done: upTo >= head };
-    }),
-  );
+  return inSteps(sink, 'the log past its cursors', async () => {
+    const step = await transact(database, SET_ASIDE_LOG_STEP, { sink, now, batchSize, head });
+    head = step.head;
+    return step;
+  });
 }

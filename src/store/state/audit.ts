@@ -1,6 +1,7 @@
 import type { CompiledQuery, Kysely } from 'kysely';
-import { atomically, type Compilable, type StatementResult, type Steps } from '../engines/atomically.js';
+import { writeTogether, type Compilable } from '../engines/atomically.js';
 import type { Database } from '../engines/database.js';
+import { once } from '../engines/sqlite-writes.js';
 import type { AuditAction, Schema } from '../schema.js';
 
 export type { AuditAction };
@@ -34,26 +35,24 @@ export function insertAudit(db: Kysely<Schema>, note: AuditNote): CompiledQuery 
     .compile();
 }
 
-/** One change with its audit row, in one transaction; the row only when `made` says the change was made. */
-export function* changeWithAudit(
-  db: Kysely<Schema>,
-  change: Compilable | undefined,
-  audit: AuditNote | undefined,
-  made: (result: StatementResult) => boolean = () => true,
-): Steps<StatementResult> {
-  const result = change ? yield change.compile() : { rows: [], changed: 0 };
-  if (audit && made(result)) yield insertAudit(db, audit);
-  return result;
-}
-
-/** A change of one statement with its audit row (atomic); without a note, just the change. Returns the rows changed. */
+/**
+ * A change of one statement with its audit row, in one transaction; without a note, just the change.
+ * With `onlyIfChanged`, the row only when the change changed rows. Returns the rows changed.
+ */
 export async function writeAudited(
   database: Database,
   change: Compilable | undefined,
   audit: AuditNote | undefined,
-  made?: (result: StatementResult) => boolean,
+  { onlyIfChanged = false }: { onlyIfChanged?: boolean } = {},
 ): Promise<number> {
-  return (await atomically(database, () => changeWithAudit(database.kysely, change, audit, made))).changed;
+  const audited = audit && !(onlyIfChanged && !change);
+  const statements = [
+    ...(change ? [once(change.compile())] : []),
+    ...(audited ? [once(insertAudit(database.kysely, audit), change && onlyIfChanged ? 0 : undefined)] : []),
+  ];
+  if (statements.length === 0) return 0;
+  const [first] = await writeTogether(database, statements);
+  return change ? first!.changed : 0;
 }
 
 /** A change recorded outside a transaction of its own (a reconcile run, which is not one write). */

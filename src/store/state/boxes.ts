@@ -65,7 +65,7 @@ export async function forgetBox(kysely: Kysely<Schema>, id: string): Promise<boo
 
 /** An operator's forget, recorded in the same transaction; a box that was not known records nothing (refused). */
 export async function forgetBoxAudited(database: Database, id: string, audit: AuditNote): Promise<boolean> {
-  return (await writeAudited(database, forget(database.kysely, id), audit, ({ changed }) => changed > 0)) > 0;
+  return (await writeAudited(database, forget(database.kysely, id), audit, { onlyIfChanged: true })) > 0;
 }
 
 /** Box counts by stored state (null: no state known yet, e.g. only `box.hydrated` seen). */

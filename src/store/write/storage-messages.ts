@@ -1,6 +1,5 @@
-import type { ThreadError } from '../../dispatch/thread-messages.js';
-import type { SinkMinute } from '../state/stats.js';
-import type { NewDelivery, RecordResult } from './delivery-sql.js';
+import type { MessagePort } from 'node:worker_threads';
+import type { SqliteFileWriter } from './sqlite-writer.js';
 
 /** What the storage thread opens: the SQLite file the main thread has migrated. */
 export interface StorageData {
@@ -9,23 +8,21 @@ export interface StorageData {
   busyTimeoutMs: number;
 }
 
-/** The serving path's other writes, which the storage thread runs too: none waits on this thread's event loop. */
-export interface StorageCalls {
-  /** The readiness probe's durable write. */
-  beat(now: number): Promise<void>;
-  /** The delivery tally's per-minute counts. */
-  addSinkMinutes(counts: SinkMinute[]): Promise<void>;
+/**
+ * What the storage thread serves on every port it has: the deliveries, each handed over as it comes,
+ * and the writes of every connection that does not write itself (the main thread's, the fan-out
+ * worker's); its writer commits those of one turn of its event loop together.
+ */
+export type StorageCalls = SqliteFileWriter;
+
+/** Another thread's own port to the storage thread (`link`), which the main thread hears of. */
+export interface StorageLinks {
+  /** Resolves once the link's other end has closed (its thread gone) and every call it sent has been answered. */
+  drained(id: number): Promise<void>;
 }
 
-export type Settled<T> = { value: T } | { error: ThreadError };
+export type StorageParts = { storage: StorageCalls; links: StorageLinks };
 
-/** The deliveries of one turn of the main thread's event loop go as one `record`. */
-export type ToStorage =
-  | { kind: 'record'; id: number; deliveries: NewDelivery[] }
-  | { [M in keyof StorageCalls]: { kind: 'call'; id: number; method: M; args: Parameters<StorageCalls[M]> } }[keyof StorageCalls]
-  | { kind: 'close' };
-
-export type FromStorage =
-  | { kind: 'ready' }
-  | { kind: 'recorded'; id: number; results: Settled<RecordResult>[] }
-  | { kind: 'answered'; id: number; result: Settled<void> };
+/** Besides the calls: the thread is ready (its connection open); a port for another thread; close. */
+export type FromStorage = { kind: 'ready' };
+export type ToStorage = { kind: 'link'; id: number; port: MessagePort } | { kind: 'close' };

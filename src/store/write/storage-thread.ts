@@ -1,24 +1,34 @@
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { StorageUnavailableError } from '../../errors.js';
 import { WORKER_YOUNG_GENERATION_MB } from '../../thread-heap.js';
-import { errorFrom, type ThreadError } from '../../dispatch/thread-messages.js';
-import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.js';
-import type { FromStorage, StorageCalls, StorageData, ToStorage } from './storage-messages.js';
+import { callerOver } from '../../threads/calls.js';
+import { CrossedError } from '../../threads/errors.js';
+import { openDatabase, type Database, type DatabaseOptions } from '../engines/database.js';
+import { routeWrites } from '../engines/route-writes.js';
+import type { SqliteWriter } from '../engines/sqlite-writes.js';
+import type { DeliveryWriter } from './delivery-sql.js';
+import type { FromStorage, StorageData, StorageParts, ToStorage } from './storage-messages.js';
 
-export interface StorageThread extends DeliveryWriter, StorageCalls {
+/** Another thread's own port to the storage thread, so its writes go there without a hop through this thread. */
+export interface StorageLink {
+  /** To transfer to that thread (at its spawn); its end serves `StorageParts['storage']`. */
+  port: MessagePort;
+  /** Resolves once that thread is gone and every write it sent has been answered (then committed or refused). */
+  drained(): Promise<void>;
+}
+
+export interface StorageThread extends DeliveryWriter, SqliteWriter {
   /** Resolves once the thread has opened its connection; rejects if it could not. Calls made before are queued. */
   started: Promise<void>;
+  /** A port for another thread (the fan-out worker): one per thread, as it is transferred. */
+  link(): StorageLink;
   /** Answers everything already handed over, then closes the thread's connection. */
   close(): Promise<void>;
 }
 
-interface Caller<T> {
-  resolve(value: T): void;
-  reject(error: Error): void;
-}
-
-/** What the thread failed with, as the receiver's 503 (its cause the driver's error, e.g. the disk full). */
-const refusal = (error: ThreadError) => new StorageUnavailableError({ cause: errorFrom(error) });
+/** What the thread failed with, as the receiver's 503 (its cause the driver's error, e.g. the disk full); a thread gone already says so. */
+const refused = <T>(call: Promise<T>): Promise<T> =>
+  call.catch((error: unknown) => Promise.reject(error instanceof CrossedError ? new StorageUnavailableError({ cause: error }) : error));
 
 export interface StorageThreadOptions {
   onCommit(): void;
@@ -29,65 +39,28 @@ export interface StorageThreadOptions {
 }
 
 /**
- * The SQLite write connection in a thread of its own (storage-worker.ts), which group-commits what
- * this thread hands it: the deliveries of one turn of this event loop go as one message, and each
- * caller's promise settles when the answer comes, after the commit. A thread that has exited fails
- * every call with StorageUnavailableError (a 503: the sender retries; /readyz reports it).
+ * The one write connection to a SQLite file, in a thread of its own (storage-worker.ts). Each
+ * delivery is handed over as it comes, and so is every write of the connections that only read (this
+ * thread's, the fan-out worker's through its own `link`): the thread's writer groups those of one
+ * turn of its event loop in one commit, and each caller's promise settles when the answer comes,
+ * after the commit. A thread that has exited fails every call with StorageUnavailableError (for a
+ * delivery a 503: the sender retries; /readyz reports it).
  */
 export function startStorageThread(
   data: StorageData,
   { onCommit, onLost, script = new URL('./storage-worker.js', import.meta.url) }: StorageThreadOptions,
 ): StorageThread {
   const worker = new Worker(script, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } });
+  const calls = callerOver<StorageParts>(worker);
+  const storage = calls.remote('storage');
+  const links = calls.remote('links');
+  let nextLink = 0;
   let closing = false;
-  let nextId = 0;
-  const recording = new Map<number, Caller<RecordResult>[]>();
-  const calling = new Map<number, Caller<void>>();
-  let queue: NewDelivery[] = [];
-  let callers: Caller<RecordResult>[] = [];
   let gone: StorageUnavailableError | undefined;
-
-  const flush = () => {
-    if (queue.length === 0) return;
-    const id = nextId++;
-    recording.set(id, callers);
-    worker.postMessage({ kind: 'record', id, deliveries: queue } satisfies ToStorage);
-    queue = [];
-    callers = [];
-  };
-  const call =
-    <M extends keyof StorageCalls>(method: M) =>
-    (...args: Parameters<StorageCalls[M]>): Promise<void> =>
-      new Promise((resolve, reject) => {
-        if (gone) return reject(gone);
-        const id = nextId++;
-        calling.set(id, { resolve, reject });
-        worker.postMessage({ kind: 'call', id, method, args } as ToStorage);
-      });
 
   const started = new Promise<void>((resolve, reject) => {
     worker.on('message', (message: FromStorage) => {
-      switch (message.kind) {
-        case 'ready':
-          return resolve();
-        case 'recorded': {
-          const batch = recording.get(message.id) ?? [];
-          recording.delete(message.id);
-          let stored = false;
-          message.results.forEach((settled, i) => {
-            if ('error' in settled) return batch[i]?.reject(refusal(settled.error));
-            stored ||= !settled.value.duplicate;
-            batch[i]?.resolve(settled.value);
-          });
-          if (stored) onCommit();
-          return;
-        }
-        case 'answered': {
-          const caller = calling.get(message.id);
-          calling.delete(message.id);
-          return 'error' in message.result ? caller?.reject(refusal(message.result.error)) : caller?.resolve();
-        }
-      }
+      if (message.kind === 'ready') resolve();
     });
     worker.once('error', (error) => {
       gone = new StorageUnavailableError({ cause: error });
@@ -95,12 +68,7 @@ export function startStorageThread(
     });
     worker.once('exit', (code) => {
       gone ??= new StorageUnavailableError({ cause: new Error(`the storage thread exited (code ${code})`) });
-      for (const batch of recording.values()) for (const caller of batch) caller.reject(gone);
-      for (const caller of [...callers, ...calling.values()]) caller.reject(gone);
-      recording.clear();
-      calling.clear();
-      queue = [];
-      callers = [];
+      calls.fail(gone);
       reject(gone);
       if (!closing) onLost(gone);
     });
@@ -111,24 +79,39 @@ export function startStorageThread(
 
   return {
     started,
-    record: (delivery) =>
-      new Promise<RecordResult>((resolve, reject) => {
-        if (gone) return reject(gone);
-        if (queue.length === 0) setImmediate(flush);
-        queue.push(delivery);
-        callers.push({ resolve, reject });
-      }),
-    beat: call('beat'),
-    addSinkMinutes: call('addSinkMinutes'),
+    record: async (delivery) => {
+      const result = await refused(storage.record(delivery));
+      if (!result.duplicate) onCommit();
+      return result;
+    },
+    write: (statements, durability) => storage.write(statements, durability),
+    transact: (name, args) => storage.transact(name, args),
+    link() {
+      const id = nextLink++;
+      const { port1, port2 } = new MessageChannel();
+      worker.postMessage({ kind: 'link', id, port: port1 } satisfies ToStorage, [port1]);
+      return { port: port2, drained: () => links.drained(id) };
+    },
     async close() {
       closing = true;
       if (gone) return;
       // Not `once`, which rejects on an 'error': a thread that failed is closed all the same.
       const exited = new Promise((resolve) => worker.once('exit', resolve));
-      // Deliveries handed over this turn go first: the thread answers them before it closes.
-      flush();
       worker.postMessage({ kind: 'close' } satisfies ToStorage);
       await exited;
     },
   };
+}
+
+/**
+ * In the thread a link was transferred to: a connection of its own to the file that only reads, its
+ * writes sent to the storage thread over the link (answered there after their commit). Calls still
+ * waiting when the storage thread is gone fail.
+ */
+export function openLinkedDatabase(options: DatabaseOptions, port: MessagePort): Database {
+  const database = openDatabase(options);
+  if (database.dialect !== 'sqlite') throw new Error('a link to the storage thread serves a SQLite file only');
+  const calls = callerOver<StorageParts>(port);
+  port.once('close', () => calls.fail(new StorageUnavailableError({ cause: new Error('the storage thread is gone') })));
+  return routeWrites(database, calls.remote('storage'));
 }

@@ -1,14 +1,14 @@
-// The storage thread's entry: the SQLite write connection of the serving path (the deliveries' group
-// commit, the readiness write, the delivery tally), so that the thread answering webhooks never
-// waits on the disk.
-import { parentPort, workerData } from 'node:worker_threads';
-import { serializeError } from '../../dispatch/thread-messages.js';
+// The storage thread's entry: the one write connection of a SQLite file the relay serves. It commits
+// the deliveries and every write of the other threads' connections (which only read), so the thread
+// answering webhooks never waits on the disk and no other thread ever holds the file's write lock.
+import { once } from 'node:events';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
+import { serveParts, type Served } from '../../threads/calls.js';
 import { deferAutocheckpoint } from '../engines/checkpointer.js';
 import { openDatabase } from '../engines/database.js';
-import { beatQuery } from '../state/heartbeat.js';
-import { addSinkMinutes } from '../state/stats.js';
-import { createSqliteDeliveryWriter } from './sqlite-delivery-writer.js';
-import type { FromStorage, Settled, StorageCalls, StorageData, ToStorage } from './storage-messages.js';
+import { createSqliteWriter } from './sqlite-writer.js';
+import type { FromStorage, StorageData, StorageLinks, ToStorage } from './storage-messages.js';
+import { WRITER_TRANSACTIONS } from './writer-transactions.js';
 
 const port = parentPort;
 if (!port) throw new Error('storage-worker.js runs as a worker thread of `boxrelay serve`');
@@ -16,44 +16,46 @@ const { file, synchronous, busyTimeoutMs } = workerData as StorageData;
 const database = openDatabase({ url: file, sqliteSynchronous: synchronous, busyTimeoutMs });
 if (database.dialect !== 'sqlite') throw new Error('the storage thread serves a SQLite file only');
 deferAutocheckpoint(database.sqlite);
-const writer = createSqliteDeliveryWriter(database);
-const calls: StorageCalls = {
-  beat: async (now) => void (await beatQuery(database.kysely, now).execute()),
-  addSinkMinutes: (counts) => addSinkMinutes(database, counts),
-};
-const post = (message: FromStorage) => port.postMessage(message);
+const storage = createSqliteWriter(database, { transactions: WRITER_TRANSACTIONS });
 
-const settle = async <T>(work: () => Promise<T>): Promise<Settled<T>> => {
-  try {
-    return { value: await work() };
-  } catch (error) {
-    return { error: serializeError(error) };
-  }
+/** Each port's calls (the main thread's, each linked thread's): the connection closes only once each has its answer. */
+const served = new Set<Served>();
+/** Each linked port, until the main thread has heard it drained. */
+const drained = new Map<number, Promise<void>>();
+/** Linked ports still open (their thread alive): closed with the connection, as they would keep this thread running. */
+const open = new Set<MessagePort>();
+const links: StorageLinks = {
+  async drained(id) {
+    await drained.get(id);
+    drained.delete(id);
+  },
 };
-
-/** Work taken and not answered yet: the connection closes only once each has its answer. */
-const underWay = new Set<Promise<void>>();
-const track = (work: Promise<void>) => {
-  underWay.add(work);
-  void work.finally(() => underWay.delete(work));
-};
+served.add(serveParts(port, { storage, links }));
 
 port.on('message', (message: ToStorage) => {
   switch (message.kind) {
-    case 'record':
-      return track(
-        Promise.all(message.deliveries.map((delivery) => settle(() => writer.record(delivery)))).then((results) =>
-          post({ kind: 'recorded', id: message.id, results }),
-        ),
+    case 'link': {
+      const linked = serveParts(message.port, { storage });
+      served.add(linked);
+      open.add(message.port);
+      // The port's close comes after every message its other end posted.
+      const closed = once(message.port, 'close').then(() => linked.answered());
+      drained.set(
+        message.id,
+        closed.then(() => {
+          open.delete(message.port);
+          served.delete(linked);
+        }),
       );
-    case 'call': {
-      const method = calls[message.method] as (...args: unknown[]) => Promise<void>;
-      return track(settle(() => method(...message.args)).then((result) => post({ kind: 'answered', id: message.id, result })));
+      return;
     }
     case 'close':
-      return void Promise.all(underWay)
+      return void Promise.all([...served].map((calls) => calls.answered()))
         .then(() => database.close())
-        .then(() => port.close());
+        .then(() => {
+          for (const linked of open) linked.close();
+          port.close();
+        });
   }
 });
-post({ kind: 'ready' });
+port.postMessage({ kind: 'ready' } satisfies FromStorage);

@@ -1,0 +1,130 @@
+import { RelayError, StorageUnavailableError } from '../../errors.js';
+import { walkSteps, type NamedTransaction, type StatementResult } from '../engines/atomically.js';
+import type { Database } from '../engines/database.js';
+import { runStatements, type SqliteWriter } from '../engines/sqlite-writes.js';
+import { unsynced } from '../engines/unsynced.js';
+import { ensureCursorsQuery } from '../log/cursors.js';
+import { INSERT_LOGGED_DELIVERY, SELECT_PAYLOAD, UPSERT_BOX, boxParams, deliveryParams, type DeliveryWriter, type NewDelivery, type RecordResult } from './delivery-sql.js';
+
+/** A transaction sent by a name the writer does not know (`WRITER_TRANSACTIONS`). */
+export class NoSuchTransactionError extends RelayError {
+  readonly code = 'no_such_transaction';
+  constructor(name: string) {
+    super(`the SQLite writer knows no transaction named ${name}`);
+  }
+}
+
+/** The one writer of a SQLite file: the deliveries, and every write other connections send it. */
+export interface SqliteFileWriter extends DeliveryWriter, SqliteWriter {}
+
+interface Work {
+  /** Runs inside the turn's transaction, in a savepoint of its own. */
+  run(): unknown;
+  /** Needs the commit's fsync (synchronous as configured); a turn of unsynced work only commits at NORMAL. */
+  synced: boolean;
+  /** A delivery: its commit wakes the fan-out when it is new. */
+  delivery: boolean;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+/** A delivery that could not be stored is the receiver's 503 (the sender retries); its cause is why. */
+const refusal = (error: unknown) => new StorageUnavailableError({ cause: error });
+
+/**
+ * Group commit: everything handed over within one turn of the event loop (the deliveries, and the
+ * writes other connections send: cursor moves, claims, attempts, admin writes, retention's batches)
+ * shares one IMMEDIATE transaction and so one fsync, which is what makes synchronous=FULL
+ * affordable. Each runs in a savepoint of its own, so one that fails fails alone; each caller's
+ * promise settles only after the commit.
+ */
+export function createSqliteWriter(
+  database: Extract<Database, { dialect: 'sqlite' }>,
+  { onCommit = () => {}, transactions = [] }: { onCommit?: () => void; transactions?: readonly NamedTransaction<never, unknown>[] } = {},
+): SqliteFileWriter {
+  const { sqlite } = database;
+  const byName = new Map(transactions.map((transaction) => [transaction.name, transaction]));
+  /**
+   * Sinks known to have their log cursors: one routed to for the first time gets them, at the head,
+   * in the same transaction; known only once that commits (a rolled-back delivery or batch made none).
+   */
+  const withCursors = new Set<string>();
+  let cursorsMade: string[] = [];
+  const ensureCursors = (sinks: string[]): void => {
+    for (const sink of sinks) {
+      if (withCursors.has(sink) || cursorsMade.includes(sink)) continue;
+      const { sql, parameters } = ensureCursorsQuery(database.kysely, database, sink, Date.now()).compile();
+      database.prepare(sql).run(...parameters);
+      cursorsMade.push(sink);
+    }
+  };
+  const insertDelivery = sqlite.prepare(INSERT_LOGGED_DELIVERY);
+  const upsertBox = sqlite.prepare(UPSERT_BOX);
+  const selectPayload = sqlite.prepare<[string], { payload: string }>(SELECT_PAYLOAD);
+
+  const writeOne = (delivery: NewDelivery): RecordResult => {
+    ensureCursors(delivery.sinks);
+    if (insertDelivery.run(...deliveryParams(delivery)).changes === 0) {
+      const stored = selectPayload.get(delivery.event.id);
+      return { duplicate: true, payloadDiffers: stored?.payload !== delivery.event.payload };
+    }
+    const box = boxParams(delivery);
+    if (box) upsertBox.run(...box);
+    return { duplicate: false, payloadDiffers: false };
+  };
+
+  type Settled = { value: unknown } | { error: unknown };
+  // Nested in the turn's transaction, better-sqlite3 runs it as a savepoint.
+  const inSavepoint = sqlite.transaction((work: Work) => work.run());
+  const writeTurn = sqlite.transaction((batch: Work[]) =>
+    batch.map((work): Settled => {
+      const made = cursorsMade.length;
+      try {
+        return { value: inSavepoint(work) };
+      } catch (error) {
+        // Some failures (a full disk, an I/O error) end the whole transaction: then nothing of the turn stands.
+        if (!sqlite.inTransaction) throw error;
+        cursorsMade.length = made;
+        return { error };
+      }
+    }),
+  );
+
+  let queue: Work[] = [];
+  const flush = (): void => {
+    const batch = queue;
+    queue = [];
+    cursorsMade = [];
+    let settled: Settled[];
+    try {
+      settled = batch.some((work) => work.synced) ? writeTurn.immediate(batch) : unsynced(database, () => writeTurn.immediate(batch));
+      for (const sink of cursorsMade) withCursors.add(sink);
+    } catch (error) {
+      for (const work of batch) work.reject(error);
+      return;
+    }
+    let stored = false;
+    batch.forEach((work, i) => {
+      const outcome = settled[i] as Settled;
+      if ('error' in outcome) return work.reject(outcome.error);
+      stored ||= work.delivery && !(outcome.value as RecordResult).duplicate;
+      work.resolve(outcome.value);
+    });
+    if (stored) onCommit();
+  };
+  const queued = <T>(run: () => T, { synced = true, delivery = false }: { synced?: boolean; delivery?: boolean } = {}): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      if (queue.length === 0) setImmediate(flush);
+      queue.push({ run, synced, delivery, resolve: resolve as (value: unknown) => void, reject: delivery ? (error) => reject(refusal(error)) : reject });
+    });
+
+  return {
+    record: (delivery) => queued(() => writeOne(delivery), { delivery: true }),
+    write: (statements, durability) => queued((): StatementResult[] => runStatements(database.prepare, statements), { synced: durability === 'synced' }),
+    transact(name, args) {
+      const transaction = byName.get(name);
+      if (!transaction) return Promise.reject(new NoSuchTransactionError(name));
+      return queued(() => walkSteps(database, transaction.steps(database, args as never)));
+    },
+  };
+}

@@ -9,7 +9,7 @@ import { attemptsPerMinute } from '../src/store/attempts/sink-attempts.js';
 import { sinkHealth } from '../src/store/attempts/sink-health.js';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
-import { deleteExpiredBySink } from '../src/store/retention/batches.js';
+import { batchPace, deleteExpiredBySink } from '../src/store/retention/batches.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import type { Schema } from '../src/store/schema.js';
 import { engines } from './support/databases.js';
@@ -226,7 +226,7 @@ describe.each(engines)('per-minute attempt sums on $name', ({ url }) => {
     const stop = new AbortController();
     const batches: number[] = [];
     const prune = (table: string, cutoff: number) =>
-      deleteExpiredBySink({ database: db, batchSize: 2, signal: stop.signal, removed: (rows) => void batches.push(rows) }, table, 'minute', cutoff);
+      deleteExpiredBySink({ database: db, pace: batchPace(2), signal: stop.signal, removed: (rows) => void batches.push(rows) }, table, 'minute', cutoff);
     await prune('attempt_minutes', T + 4 * MINUTE);
     await prune('attempt_statuses', T + 4 * MINUTE);
     expect(batches.reduce((a, b) => a + b, 0)).toBe(2 * (4 + 3));

@@ -4,6 +4,7 @@ import { DAY_MS } from '../src/clock.js';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
+import { batchPace } from '../src/store/retention/batches.js';
 import { pruneExpired, RETENTION_STEPS } from '../src/store/retention/prune.js';
 import type { Schema } from '../src/store/schema.js';
 import { openStore, type Store } from '../src/store/store.js';
@@ -221,5 +222,32 @@ describe.each(engines)('setting aside the work of sinks no replica serves, on $n
     ]);
     expect(await outbox.exceptions.countBySink('deadLetters')).toEqual({ a_broken: 5, b_gone: 10 });
     expect(await outbox.exceptions.countBySink('pending')).toEqual({ a_broken: 5 });
+  });
+});
+
+describe('the pace of retention batches', () => {
+  it('grows while batches commit quickly, up to the most per batch, and halves after a slow one', () => {
+    const pace = batchPace(5000);
+    expect(pace.size).toBe(50);
+    const sizes: number[] = [];
+    for (let batch = 0; batch < 10; batch++) {
+      pace.took(3);
+      sizes.push(pace.size);
+    }
+    // The old fixed 50 rows, then a rest of 50 ms, capped a pass at 1,000 rows/s whatever a row cost.
+    expect(sizes).toEqual([100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000]);
+    pace.took(45);
+    expect(pace.size).toBe(2500);
+    pace.took(15);
+    expect(pace.size).toBe(2500);
+    for (let batch = 0; batch < 20; batch++) pace.took(1000);
+    expect(pace.size).toBe(1);
+  });
+
+  it('never takes more than a smaller most per batch, from the first batch on', () => {
+    const pace = batchPace(3);
+    expect(pace.size).toBe(3);
+    pace.took(0);
+    expect(pace.size).toBe(3);
   });
 });

@@ -14,7 +14,7 @@ const BEYOND_KEPT = sql<boolean>`n > ${sql.lit(KEPT_PER_EVENT_AND_SINK)}`;
 export async function trimAttemptsBeyondKept(context: BatchContext): Promise<void> {
   const db = context.database.kysely;
   let after: { event_id: string; sink: string } | undefined;
-  await inBatches(context, async () => {
+  await inBatches(context, async (size) => {
     const next = await db
       .selectFrom('attempts')
       .select(['event_id', 'sink'])
@@ -33,10 +33,10 @@ export async function trimAttemptsBeyondKept(context: BatchContext): Promise<voi
           FROM attempts newest WHERE newest.event_id = ${next.event_id} AND newest.sink = ${next.sink})`,
         orderBy: 'n',
       },
-      context.batchSize,
+      size,
     );
     // A full batch may leave more of this event and sink; otherwise it is done.
-    if (removed < context.batchSize) after = next;
+    if (removed < size) after = next;
     return { removed, more: true };
   });
 }

@@ -6,32 +6,58 @@ import { executeUnsynced } from '../engines/unsynced.js';
 /** What every step of a retention pass is given. */
 export interface BatchContext {
   database: Database;
-  /** Rows per statement. */
-  batchSize: number;
+  /** Rows per statement, batch by batch. */
+  pace: BatchPace;
   /** Stops between batches (shutdown); what was removed so far stays removed. */
   signal?: AbortSignal | undefined;
   /** Counts the rows a batch removed (kept when a later batch of the step fails). */
   removed(rows: number): void;
 }
 
-/**
- * The least rest between two batches, so that a pass under load adds a bounded stream of writes
- * (on SQLite a statement blocks the event loop and the group-commit writer alike).
- */
-const MIN_PAUSE_MS = 50;
+/** A batch that commits within this long is about right: the next is as large. */
+const TARGET_BATCH_MS = 20;
+
+/** The least rest between two batches: a timer, so every callback pending runs in between. */
+const MIN_PAUSE_MS = 2;
 
 /**
- * Runs bounded batches until one says no more is left. After every batch the connection (and, on
- * SQLite, whose statements are synchronous, the event loop) is left to requests for at least as
- * long as the batch held it: a timer, so every pending callback runs in between.
+ * How many rows the next batch takes: from the statement's cost, not a fixed count, so a pass over
+ * millions of rows goes as fast as short statements allow and no faster. Doubled after a batch done
+ * in under half the target, halved after one over it; never above `most`.
  */
-export async function inBatches(context: BatchContext, batch: () => Promise<{ removed: number; more: boolean }>): Promise<void> {
+export interface BatchPace {
+  readonly size: number;
+  /** The batch just made held the writer this long. */
+  took(ms: number): void;
+}
+
+export function batchPace(most: number, first = Math.min(most, 50)): BatchPace {
+  let size = first;
+  return {
+    get size() {
+      return size;
+    },
+    took(ms) {
+      if (ms < TARGET_BATCH_MS / 2) size = Math.min(most, size * 2);
+      else if (ms > TARGET_BATCH_MS) size = Math.max(1, Math.floor(size / 2));
+    },
+  };
+}
+
+/**
+ * Runs bounded batches, each of the pace's size, until one says no more is left. After every batch
+ * the writer (on SQLite the storage thread, which commits the deliveries too) is left to others for
+ * at least as long as the batch held it.
+ */
+export async function inBatches(context: BatchContext, batch: (size: number) => Promise<{ removed: number; more: boolean }>): Promise<void> {
   while (!context.signal?.aborted) {
     const started = performance.now();
-    const { removed, more } = await batch();
+    const { removed, more } = await batch(context.pace.size);
+    const heldMs = performance.now() - started;
     context.removed(removed);
+    context.pace.took(heldMs);
     // The last batch too: the next step's (or the next sink's) first batch follows at once otherwise.
-    await pause(Math.max(MIN_PAUSE_MS, performance.now() - started));
+    await pause(Math.max(MIN_PAUSE_MS, heldMs));
     if (!more) return;
   }
 }
@@ -67,9 +93,9 @@ export async function deleteSome(database: Database, { table, where, orderBy }: 
 
 /** Every row that `rows` picks, removed in batches of `deleteSome`. */
 export function deleteAll(context: BatchContext, rows: RowsOf): Promise<void> {
-  return inBatches(context, async () => {
-    const removed = await deleteSome(context.database, rows, context.batchSize);
-    return { removed, more: removed >= context.batchSize };
+  return inBatches(context, async (size) => {
+    const removed = await deleteSome(context.database, rows, size);
+    return { removed, more: removed >= size };
   });
 }
 

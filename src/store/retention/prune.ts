@@ -7,15 +7,15 @@ import type { Database } from '../engines/database.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
 import { trimAttemptsBeyondKept } from '../attempts/prune-attempts.js';
-import { deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
+import { batchPace, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
 
 export interface PruneOptions {
   /** Epoch ms. */
   now: number;
   retentionDays: number;
   /**
-   * Rows per DELETE: small, so no statement holds the (SQLite: synchronous) connection for long. Each
-   * row costs a random page of the id and box indexes (the batch size's measure: docs/performance.md).
+   * The most rows per DELETE. Within it each batch is sized by how long the one before held the
+   * writer (`batchPace`), so no statement holds it for long whatever a row costs.
    */
   batchSize?: number;
   /** Stops between batches (shutdown); what was removed so far stays removed. */
@@ -83,10 +83,10 @@ const forgettable = (box: 'b' | 'boxes') =>
  * from where the last batch ended, so deliveries kept for pending work are read once a pass.
  */
 async function pruneDeliveries(context: StepContext): Promise<void> {
-  const { database, batchSize, cutoff } = context;
+  const { database, cutoff } = context;
   const { kysely } = database;
   let after: { received_at: number; id: string } | undefined;
-  await inBatches(context, async () => {
+  await inBatches(context, async (batchSize) => {
     const expired = await kysely
       .selectFrom('deliveries as d')
       .select(['d.id', 'd.received_at'])
@@ -126,11 +126,11 @@ const BOX_WINDOW_BATCHES = 100;
  * entry), so a pass reads each box once, in bounded steps.
  */
 async function forgetBoxes(context: StepContext): Promise<void> {
-  const { database, batchSize, cutoff } = context;
+  const { database, cutoff } = context;
   const { kysely } = database;
-  const window = batchSize * BOX_WINDOW_BATCHES;
   let after: string | undefined;
-  await inBatches(context, async () => {
+  await inBatches(context, async (batchSize) => {
+    const window = batchSize * BOX_WINDOW_BATCHES;
     const inWindow = kysely
       .selectFrom('boxes as b')
       .select('b.id')
@@ -188,6 +188,9 @@ export const RETENTION_STEPS: readonly RetentionStep[] = [
   { name: 'expired secrets', run: (c) => deleteAll(c, { table: 'secrets', where: sql<boolean>`expires_at < ${c.now}` }) },
 ];
 
+/** The most rows a batch takes, however quick: a bound on what one statement can hold the writer for. */
+const MOST_PER_BATCH = 5000;
+
 /** Attempts of one step in a pass: a failure that passes (a lock, a timeout, a restart of the server) is tried again. */
 const STEP_ATTEMPTS = 3;
 
@@ -217,7 +220,7 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
     removed[step.name] = 0;
     const context: StepContext = {
       database,
-      batchSize: options.batchSize ?? 50,
+      pace: batchPace(options.batchSize ?? MOST_PER_BATCH),
       signal,
       cutoff,
       now: options.now,

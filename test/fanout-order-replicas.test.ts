@@ -98,4 +98,69 @@ describe('per-box order across two replicas on PostgreSQL', () => {
     }
     expect(await new Promise((resolve) => { b.child.once('exit', resolve); b.child.kill('SIGTERM'); })).toBe(0);
   });
+
+  it('holds when one replica is stopped (SIGSTOP) past its leases and continues: it starts nothing it no longer holds', { timeout: 90_000 }, async () => {
+    // Each request's span at the hook, to find two requests for one box at once.
+    const requests: { id: string; box: string; start: number; end: number }[] = [];
+    let delayMs = 300;
+    const hook = await server((req) => {
+      const event = JSON.parse(req.body) as { id: string; subject: string };
+      const start = performance.now();
+      requests.push({ id: event.id, box: event.subject, start, end: start + delayMs });
+      return { status: 200, delayMs };
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'boxrelay-stop-'));
+    writeFileSync(join(dir, 'hooks.yaml'), `- name: h\n  url: ${hook.url}\n  ordering: per-box\n  concurrency: 8\n  timeoutMs: 5000\n`);
+    const database = await postgresSchema();
+    const env = {
+      BOXRELAY_SECRETS: SECRET,
+      BOXRELAY_DATABASE: database,
+      BOXRELAY_HOOKS_FILE: join(dir, 'hooks.yaml'),
+      BOXRELAY_OUTBOX_POLL_MS: '100',
+      // Short, so the stopped replica's leases run out within seconds and the other takes its work.
+      BOXRELAY_OUTBOX_LEASE_MS: '2000',
+    };
+    const [a, b] = (await Promise.all([serve(env), serve(env)])) as [RelayProcess, RelayProcess];
+    const db = new pg.Client(database);
+    await db.connect();
+    defer(() => db.end());
+    const accepted = new Map<string, string[]>();
+    const seconds = Math.floor(Date.now() / 1000);
+    const postRound = async (relay: RelayProcess) => {
+      for (let box = 0; box < BOXES; box++) {
+        const boxId = `bx_${box}`;
+        accepted.set(boxId, [...(accepted.get(boxId) ?? []), await post(relay, boxId, seconds)]);
+      }
+    };
+
+    // A holds leased work, with the rest of its boxes' events read ahead behind requests in flight.
+    for (let i = 0; i < PER_BOX; i++) await postRound(a);
+    await waitFor(async () => (await leasedWork(db, a, { live: true })).length > 0, 'replica A to hold leased work');
+    a.child.kill('SIGSTOP');
+    const stoppedAt = requests.length;
+    // Its leases run out; B takes its work over, sends it and moves past with newer events.
+    await waitFor(() => allSettled(db), 'replica B to deliver what A held', 30_000);
+    for (let i = 0; i < 2; i++) await postRound(b);
+    await waitFor(() => allSettled(db), 'replica B to deliver the newer events', 30_000);
+    expect(requests.length).toBeGreaterThan(stoppedAt);
+
+    a.child.kill('SIGCONT');
+    // A works again (what it is given now is delivered): whatever it had under way when stopped has had its turn by then.
+    delayMs = 15;
+    await postRound(a);
+    // Before the fix A wrote its timed-out attempts down as retries of events B had delivered, sent
+    // 25-35 s later after the box's newer events: this wait then ran out.
+    await waitFor(() => allSettled(db), 'every event to be delivered once A continued', 30_000);
+
+    for (const [box, ids] of accepted) {
+      const forBox = requests.filter((r) => r.box === box);
+      // One at a time: no request for the box started before the one before it was answered.
+      for (let i = 1; i < forBox.length; i++) expect(forBox[i]!.start, `${box}: request ${i} overlapped the one before`).toBeGreaterThanOrEqual(forBox[i - 1]!.end - 1);
+      // In accepted order; a repeat only ever the box's latest event again, never an older one after a newer.
+      const order = forBox.map((r) => ids.indexOf(r.id));
+      for (let i = 1; i < order.length; i++) expect(order[i]!, `${box}: ${JSON.stringify(order)}`).toBeGreaterThanOrEqual(order[i - 1]!);
+      expect(new Set(order)).toEqual(new Set(ids.map((_, i) => i)));
+    }
+    for (const relay of [a, b]) expect(await new Promise((resolve) => { relay.child.once('exit', resolve); relay.child.kill('SIGTERM'); })).toBe(0);
+  });
 });

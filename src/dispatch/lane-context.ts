@@ -40,4 +40,10 @@ export interface LaneContext {
    * pause fence, lets it and its lease runs (renewed first when it ran out by this process's clock).
    */
   admit(trial: Trial, leaseUntil: LeaseUntil): Promise<Admission>;
+  /**
+   * Asked before the outcome of work done under a lease is written down: false once the lease went
+   * to another holder (that one does the work again; writing it here would be a stale row, sent later
+   * out of order). A lease that ran out by this process's clock is renewed first.
+   */
+  stillHeld(leaseUntil: LeaseUntil): Promise<boolean>;
 }

@@ -123,16 +123,23 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
       wake();
     });
 
+  /** Whether the lease still runs by this process's clock, renewed first when it ran out (see LaneContext.stillHeld). */
+  const stillHeld = async (leaseUntil: LeaseUntil): Promise<boolean> => {
+    for (;;) {
+      const until = leaseUntil();
+      if (until === null) return false;
+      if (clock.now() < until || stopping.aborted) return true;
+      await leasesRenewed();
+    }
+  };
+
   /** The last word before an attempt starts (see LaneContext.admit). */
   const admit = async (trial: Trial, leaseUntil: LeaseUntil): Promise<Admission> => {
     for (;;) {
       if (stopping.aborted) return 'stopping';
-      const until = leaseUntil();
-      if (until === null) return 'lost';
-      if (clock.now() >= until) {
-        await leasesRenewed();
-        continue;
-      }
+      if (!(await stillHeld(leaseUntil))) return 'lost';
+      if (stopping.aborted) return 'stopping';
+      const until = leaseUntil() as number;
       const current = await readState();
       // A probe is the one attempt a sink paused by its failures makes.
       if (trial === 'probe' ? current.paused_by !== 'failures' : current.paused_at !== null) return 'paused';
@@ -182,6 +189,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     forgetState,
     stateVersion: () => stateChanges,
     admit,
+    stillHeld,
   };
   const rows = createExceptionsLane(context, deps.delivered);
   const logLane = createLogLane(context);

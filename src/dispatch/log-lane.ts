@@ -42,6 +42,8 @@ export function createLogLane(ctx: LaneContext): LogLane {
   let markedAt = -Infinity;
   /** When the held partitions' leases run out by this process's clock: from the time before they were asked for. */
   let partsHeldUntil = -Infinity;
+  /** An entry's lease: its partition's, while this lane holds that partition. */
+  const leaseOf = (entry: LogEntry) => () => (partitions.holds(entry) ? partsHeldUntil : null);
 
   /** Cursor moves are stored together, a few times a second, not per event. */
   const storeCursors = (): Promise<void> => {
@@ -79,6 +81,8 @@ export function createLogLane(ctx: LaneContext): LogLane {
     if (verdict.kind === 'undone' || verdict.kind === 'lost') return 'undone';
     if (verdict.kind === 'held') return waitAsRow(entry, verdict.now, 'write down an event held by a pause');
     if (verdict.kind === 'delivered' && verdict.attempts <= 1 && verdict.lastError === null) return 'delivered';
+    // An attempt that outlived its partition's lease (a stall): the holder now sends the event again.
+    if (!(await ctx.stillHeld(leaseOf(entry)))) return 'undone';
     const waits = verdict.kind === 'wait';
     const row = exceptionOf(sink, entry, {
       status: waits ? 'pending' : verdict.kind,
@@ -101,6 +105,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
 
   /** An entry not tried (paused, or behind its box) waits as a pending outbox row, due at once. */
   const waitAsRow = async (entry: LogEntry, now: number, what: string): Promise<EntryFate> => {
+    if (!(await ctx.stillHeld(leaseOf(entry)))) return 'undone';
     const row = exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now });
     const written = await ctx.untilStored(what, () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id });
     return written === STOPPED ? 'undone' : 'waiting';
@@ -130,9 +135,8 @@ export function createLogLane(ctx: LaneContext): LogLane {
       }
       // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
       if (behind) return waitAsRow(entry, clock.now(), 'write down an event that waits behind its box');
-      const leaseUntil = () => (partitions.holds(entry) ? partsHeldUntil : null);
       // A failed attempt that could not be recorded is made again (its outcome counts only once recorded).
-      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state, () => ctx.admit(trial, leaseUntil)), context);
+      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state, () => ctx.admit(trial, leaseOf(entry))), context);
       if (tried === STOPPED) return 'undone';
       if (tried.changed) ctx.forgetState();
       return settle(entry, tried.verdict);

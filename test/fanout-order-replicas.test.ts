@@ -23,6 +23,28 @@ async function post(relay: RelayProcess, boxId: string, seconds: number): Promis
   return d.id;
 }
 
+/**
+ * Two relays on one PostgreSQL schema with a per-box hook (attempt timeout `timeoutMs`), leases short
+ * enough that a replica that dies or stalls has its work taken over within seconds; and a client.
+ */
+async function twoReplicas(hookUrl: string, timeoutMs: number): Promise<{ a: RelayProcess; b: RelayProcess; db: pg.Client }> {
+  const dir = mkdtempSync(join(tmpdir(), 'boxrelay-replicas-'));
+  writeFileSync(join(dir, 'hooks.yaml'), `- name: h\n  url: ${hookUrl}\n  ordering: per-box\n  concurrency: 8\n  timeoutMs: ${timeoutMs}\n`);
+  const database = await postgresSchema();
+  const env = {
+    BOXRELAY_SECRETS: SECRET,
+    BOXRELAY_DATABASE: database,
+    BOXRELAY_HOOKS_FILE: join(dir, 'hooks.yaml'),
+    BOXRELAY_OUTBOX_POLL_MS: '100',
+    BOXRELAY_OUTBOX_LEASE_MS: '2000',
+  };
+  const [a, b] = (await Promise.all([serve(env), serve(env)])) as [RelayProcess, RelayProcess];
+  const db = new pg.Client(database);
+  await db.connect();
+  defer(() => db.end());
+  return { a, b, db };
+}
+
 describe('per-box order across two replicas on PostgreSQL', () => {
   it('holds when one replica is SIGKILLed mid-run: each box its events in accepted order, none lost', { timeout: 60_000 }, async () => {
     // Until the kill the hook takes its time (within the attempt timeout), so the replica that dies
@@ -34,21 +56,7 @@ describe('per-box order across two replicas on PostgreSQL', () => {
       arrivals.push({ id: event.id, box: event.subject });
       return { status: 200, delayMs: slow ? 400 : 15 };
     });
-    const dir = mkdtempSync(join(tmpdir(), 'boxrelay-order-'));
-    writeFileSync(join(dir, 'hooks.yaml'), `- name: h\n  url: ${hook.url}\n  ordering: per-box\n  concurrency: 8\n  timeoutMs: 1000\n`);
-    const database = await postgresSchema();
-    const env = {
-      BOXRELAY_SECRETS: SECRET,
-      BOXRELAY_DATABASE: database,
-      BOXRELAY_HOOKS_FILE: join(dir, 'hooks.yaml'),
-      BOXRELAY_OUTBOX_POLL_MS: '100',
-      // Short, so the rows the killed replica held are sent by the other within seconds.
-      BOXRELAY_OUTBOX_LEASE_MS: '2000',
-    };
-    const [a, b] = (await Promise.all([serve(env), serve(env)])) as [RelayProcess, RelayProcess];
-    const db = new pg.Client(database);
-    await db.connect();
-    defer(() => db.end());
+    const { a, b, db } = await twoReplicas(hook.url, 1000);
     /** Work under a live lease of `relay`: its leased rows and the events past its partitions' cursors. */
     const heldBy = async (relay: RelayProcess): Promise<string[]> => (await leasedWork(db, relay, { live: true })).map((r) => r.delivery_id);
     let heldWhenKilled: string[] = [];
@@ -109,21 +117,7 @@ describe('per-box order across two replicas on PostgreSQL', () => {
       requests.push({ id: event.id, box: event.subject, start, end: start + delayMs });
       return { status: 200, delayMs };
     });
-    const dir = mkdtempSync(join(tmpdir(), 'boxrelay-stop-'));
-    writeFileSync(join(dir, 'hooks.yaml'), `- name: h\n  url: ${hook.url}\n  ordering: per-box\n  concurrency: 8\n  timeoutMs: 5000\n`);
-    const database = await postgresSchema();
-    const env = {
-      BOXRELAY_SECRETS: SECRET,
-      BOXRELAY_DATABASE: database,
-      BOXRELAY_HOOKS_FILE: join(dir, 'hooks.yaml'),
-      BOXRELAY_OUTBOX_POLL_MS: '100',
-      // Short, so the stopped replica's leases run out within seconds and the other takes its work.
-      BOXRELAY_OUTBOX_LEASE_MS: '2000',
-    };
-    const [a, b] = (await Promise.all([serve(env), serve(env)])) as [RelayProcess, RelayProcess];
-    const db = new pg.Client(database);
-    await db.connect();
-    defer(() => db.end());
+    const { a, b, db } = await twoReplicas(hook.url, 5000);
     const accepted = new Map<string, string[]>();
     const seconds = Math.floor(Date.now() / 1000);
     const postRound = async (relay: RelayProcess) => {

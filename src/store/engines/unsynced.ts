@@ -25,7 +25,7 @@ export async function executeUnsynced<O>(database: Database, query: Query<O>): P
   });
 }
 
-type SqliteDatabase = Extract<Database, { dialect: 'sqlite' }>;
+export type SqliteDatabase = Extract<Database, { dialect: 'sqlite' }>;
 
 /** A statement to run once per row of parameters. */
 export interface EachRow {
@@ -38,10 +38,15 @@ export const once = (query: CompiledQuery): EachRow => ({ sql: query.sql, rows: 
 
 /** Statements, each run once per row of its parameters, in one transaction committed as executeUnsynced commits. */
 export async function runEachUnsynced(database: SqliteDatabase, statements: readonly EachRow[]): Promise<void> {
-  unsynced(database, (prepare) => {
+  return inUnsyncedTransaction(database, (prepare) => {
     const prepared = statements.map((statement) => ({ statement: prepare(statement.sql), rows: statement.rows }));
-    database.sqlite.transaction(() => prepared.forEach(({ statement, rows }) => rows.forEach((row) => statement.run(...row)))).immediate();
+    prepared.forEach(({ statement, rows }) => rows.forEach((row) => statement.run(...row)));
   });
+}
+
+/** `work` in one write transaction (taken at once), committed as executeUnsynced commits: what it reads, no other writer changes before the commit. */
+export async function inUnsyncedTransaction(database: SqliteDatabase, work: (prepare: SqliteDatabase['prepare']) => void): Promise<void> {
+  unsynced(database, (prepare) => database.sqlite.transaction(() => work(prepare)).immediate());
 }
 
 /** Runs `work` on SQLite at synchronous=NORMAL, then restores the configured level. */

@@ -8,7 +8,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
@@ -34,6 +34,8 @@ export interface BusBenchSettings {
   amqpUrl: string;
   redisUrl: string;
   mqttUrl: string;
+  /** Other built checkouts (BENCH_COMPARE): each drains after this one, for an A/B of a change. */
+  compare: string[];
   /** Pairs of load slices (NATS alone, NATS with the bus) in the comparison beside NATS. */
   rounds: number;
   /** Seconds and connections of each load slice (beside NATS). */
@@ -238,44 +240,85 @@ async function delivered(internalPort: number, sink: string): Promise<number> {
 
 interface Drain {
   bus: string;
+  /** The build that drained, when not this checkout (BENCH_COMPARE). */
+  checkout: string | undefined;
   events: number;
   seconds: number | null;
   eventsPerSecond: number | null;
+  /** From the first poll that found the broker holding any (every 100 ms) to the end: the drain without the relay's start-up. */
+  flowingPerSecond: number | null;
   held: number;
   cpuMicrosPerEvent: number;
   brokerMicrosPerEvent: number;
+  /** CPU seconds per second of the drain: the relay's process, its fan-out thread, the broker, every core of the machine. */
+  cores: { relay: number; fanout: number | undefined; broker: number; machine: number };
   target: number;
 }
 
-/** One bus alone (no NATS, no hook) drains `events` pending rows; timed from the relay's start. */
-async function drain(ctx: Context, bus: BenchBus, settings: BusBenchSettings, log: (line: string) => void): Promise<Drain> {
-  const file = join(ctx.tmp, `bus-backlog-${bus.name}.db`);
+/** The relay's fan-out worker thread (named so since the AWS drain work; a build before it has none). */
+const FANOUT_THREAD = 'fanout';
+
+/** One bus alone (no NATS, no hook) drains `events` pending rows; timed from the relay's start. `checkout`: another build's. */
+async function drain(ctx: Context, bus: BenchBus, settings: BusBenchSettings, log: (line: string) => void, checkout?: string): Promise<Drain> {
+  const file = join(ctx.tmp, `bus-backlog-${bus.name}-${randomBytes(3).toString('hex')}.db`);
   log(`bench: buses: storing ${settings.events} events with pending ${bus.name} rows`);
   await backlogDatabase(ctx, file, settings.events, bus.name);
   const internalPort = await freePort();
-  const brokerBefore = bus.brokerCpuSeconds();
+  const [brokerBefore, machineBefore] = [bus.brokerCpuSeconds(), machineBusySeconds()];
   const startedNs = process.hrtime.bigint();
   const running = await relay(`bus-drain-${bus.name}`, `${bus.label} drain`, ctx, {
     logLevel: 'info',
     database: () => file,
     fanout: false,
     env: { ...bus.env, BOXRELAY_INTERNAL_PORT: String(internalPort) },
+    ...(checkout ? { checkout } : {}),
   }).start();
   try {
     const deadline = Date.now() + settings.timeoutMs;
     // The broker's count is watched first: each /metrics scrape counts the relay's backlog (CPU the
     // relay would spend on a 10 Hz poll, not on draining); the relay's own count ends the run.
-    while ((await bus.held()) < settings.events && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    // The first count above none: the drain is flowing, the relay's start-up behind it.
+    let flowing: { atNs: bigint; held: number } | undefined;
+    for (let held = 0; (held = await bus.held()) < settings.events && Date.now() < deadline; ) {
+      if (held > 0) flowing ??= { atNs: process.hrtime.bigint(), held };
+      await new Promise((r) => setTimeout(r, 100));
+    }
     let count = 0;
     while ((count = await delivered(internalPort, bus.name)) < settings.events && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    const seconds = count >= settings.events ? Number(process.hrtime.bigint() - startedNs) / 1e9 : null;
-    const cpuMicrosPerEvent = (running.server.cpuSeconds() * 1e6) / Math.max(1, count);
-    const brokerMicrosPerEvent = ((bus.brokerCpuSeconds() - brokerBefore) * 1e6) / Math.max(1, count);
+    const endNs = process.hrtime.bigint();
+    const wallSeconds = Number(endNs - startedNs) / 1e9;
+    const seconds = count >= settings.events ? wallSeconds : null;
+    const relaySeconds = running.server.cpuSeconds();
+    const fanoutSeconds = running.server.threadCpuSeconds(FANOUT_THREAD);
+    const brokerSeconds = bus.brokerCpuSeconds() - brokerBefore;
+    const cores = {
+      relay: relaySeconds / wallSeconds,
+      // Its thread started with the relay: all its CPU is the drain's (and its start-up's).
+      fanout: fanoutSeconds > 0 ? fanoutSeconds / wallSeconds : undefined,
+      broker: brokerSeconds / wallSeconds,
+      machine: (machineBusySeconds() - machineBefore) / wallSeconds,
+    };
+    const flowingPerSecond = seconds === null || !flowing ? null : (settings.events - flowing.held) / (Number(endNs - flowing.atNs) / 1e9);
     // What the broker holds once the relay counted them all (MQTT: what the subscriber has had so far).
     const held = await bus.held();
-    log(`bench: buses: ${bus.label} drained ${count} in ${seconds === null ? 'timed out' : `${seconds.toFixed(1)} s`}; the broker holds ${held}`);
-    const eventsPerSecond = seconds === null ? null : settings.events / seconds;
-    return { bus: bus.label, events: settings.events, seconds, eventsPerSecond, held, cpuMicrosPerEvent, brokerMicrosPerEvent, target: bus.drainTarget };
+    log(
+      `bench: buses: ${bus.label}${checkout ? ` (${checkout})` : ''} drained ${count} in ${seconds === null ? 'timed out' : `${seconds.toFixed(1)} s`} (once flowing ${int(flowingPerSecond)}/s); ` +
+        `the broker holds ${held}; ` +
+        `cores: relay ${cores.relay.toFixed(2)}, fan-out thread ${cores.fanout?.toFixed(2) ?? '–'}, broker ${cores.broker.toFixed(2)}, machine ${cores.machine.toFixed(2)}`,
+    );
+    return {
+      bus: bus.label,
+      checkout,
+      events: settings.events,
+      seconds,
+      eventsPerSecond: seconds === null ? null : settings.events / seconds,
+      flowingPerSecond,
+      held,
+      cpuMicrosPerEvent: (relaySeconds * 1e6) / Math.max(1, count),
+      brokerMicrosPerEvent: (brokerSeconds * 1e6) / Math.max(1, count),
+      cores,
+      target: bus.drainTarget,
+    };
   } finally {
     await running.stop();
   }
@@ -433,25 +476,35 @@ export async function runBuses(
     const drains: Drain[] = [];
     for (const [name, make] of Object.entries(drainers)) {
       if (!settings.drains.includes(name)) continue;
-      const bus = await make();
-      try {
-        drains.push(await drain(ctx, bus, settings, log));
-      } finally {
-        await bus.close();
+      // This build, then each BENCH_COMPARE build, each against a broker of its own (fauxqs and the
+      // Kafka mock: a fresh process, so its CPU is that drain's).
+      for (const checkout of [undefined, ...settings.compare]) {
+        const bus = await make();
+        try {
+          drains.push(await drain(ctx, bus, settings, log, checkout));
+        } finally {
+          await bus.close();
+        }
       }
     }
+    const cores = (n: number | undefined) => (n === undefined ? '–' : n.toFixed(2));
     lines.push(
       `Each bus alone (no NATS, no hook) drains ${int(settings.events)} pending rows (what an outage leaves), timed from the relay's start ` +
         'until its `sink_deliveries_total{outcome="delivered"}` reaches the backlog (the broker confirmed, answered or PUBACKed each; ' +
         "S3 stored the object holding it). CPU per event: the relay's process, and the broker's (fauxqs and the Kafka mock: their own " +
-        'process; RabbitMQ, Redis and Mosquitto: every process of that name).',
+        'process; RabbitMQ, Redis and Mosquitto: every process of that name). Cores: CPU seconds per second of the drain, of the ' +
+        "relay's process, of its fan-out worker thread (the one thread that runs every sink: near 1.00 it is the bound), of the " +
+        `broker (near 1.00: the broker is the bound) and of the whole machine (${availableParallelism()} cores; near all of them: ` +
+        'the drain shares them with other work). Once flowing: events/s from the first poll (every 100 ms) that found the broker ' +
+        "holding any to the end, without the relay's start-up.",
       '',
-      '| bus | events/s | seconds | held by the broker | relay CPU µs/event | broker CPU µs/event | target |',
-      '|---|---:|---:|---:|---:|---:|---|',
+      '| bus | build | events/s | once flowing | seconds | held by the broker | relay CPU µs/event | broker CPU µs/event | cores: relay / fan-out thread / broker / machine | target |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---|---|',
       ...drains.map(
         (d) =>
-          `| ${d.bus} | ${int(d.eventsPerSecond)} | ${d.seconds === null ? 'timed out' : d.seconds.toFixed(1)} | ${int(d.held)} | ${int(d.cpuMicrosPerEvent)} | ` +
-          `${int(d.brokerMicrosPerEvent)} | >= ${int(d.target)}/s: ${d.eventsPerSecond !== null && d.eventsPerSecond >= d.target ? 'met' : 'not met'} |`,
+          `| ${d.bus} | ${d.checkout ?? 'this'} | ${int(d.eventsPerSecond)} | ${int(d.flowingPerSecond)} | ${d.seconds === null ? 'timed out' : d.seconds.toFixed(1)} | ${int(d.held)} | ` +
+          `${int(d.cpuMicrosPerEvent)} | ${int(d.brokerMicrosPerEvent)} | ${cores(d.cores.relay)} / ${cores(d.cores.fanout)} / ${cores(d.cores.broker)} / ` +
+          `${cores(d.cores.machine)} | >= ${int(d.target)}/s: ${d.eventsPerSecond !== null && d.eventsPerSecond >= d.target ? 'met' : 'not met'} |`,
       ),
       '',
     );

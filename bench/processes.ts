@@ -14,6 +14,8 @@ export interface Spawned {
   cpuSeconds(): number;
   /** The same, of the main thread only (the one that receives). */
   mainThreadCpuSeconds(): number;
+  /** The same, of its threads of that name (`/proc/<pid>/task/<tid>/comm`, e.g. the relay's `fanout` worker); 0 when none. */
+  threadCpuSeconds(name: string): number;
   /** SIGTERM, then wait for the exit (SIGKILL after 15 s). */
   stop(): Promise<void>;
 }
@@ -26,6 +28,19 @@ export function cpuSecondsOf(pid: number, statFile = `/proc/${pid}/stat`): numbe
   const stat = readFileSync(statFile, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/** CPU seconds used so far by the threads of a process that carry that name (Node names a worker's thread after its `name`). */
+export function threadCpuSeconds(pid: number, name: string): number {
+  let total = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      if (readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim() === name) total += cpuSecondsOf(pid, `/proc/${pid}/task/${tid}/stat`);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return total;
 }
 
 /** CPU seconds used so far by every process of that name (`/proc/<pid>/comm`), e.g. a local server's backends. */
@@ -125,6 +140,7 @@ export async function spawnServer({ args, env, port, cwd, startTimeoutMs }: Spaw
     nextLine: (text) => new Promise((resolve) => waiters.push({ text, resolve })),
     cpuSeconds: () => cpuSecondsOf(child.pid as number),
     mainThreadCpuSeconds: () => cpuSecondsOf(child.pid as number, `/proc/${child.pid}/task/${child.pid}/stat`),
+    threadCpuSeconds: (name) => threadCpuSeconds(child.pid as number, name),
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);

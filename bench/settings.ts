@@ -159,6 +159,7 @@ export function readSettings(argv: string[], env: NodeJS.ProcessEnv): Settings {
       seconds: Math.max(1, num('seconds')),
       connections: Math.max(1, num('connections')),
       timeoutMs: num('backlog-timeout') * 1000,
+      compare: get('compare')?.split(',').map((s) => s.trim()) ?? [],
     },
     replay: {
       events: Math.max(1, Math.floor(num('replay'))),

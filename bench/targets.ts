@@ -41,11 +41,14 @@ export function baseline(key: string, label: string, script: string, ctx: Contex
 
 let runs = 0;
 
-/** `node --cpu-prof` flags when profiles are asked for: one file per run of a target. */
+/**
+ * `node --cpu-prof` flags when profiles are asked for: a directory per run of a target, holding a
+ * file per thread (Node's default names carry the thread id; one name for all would keep only the
+ * last thread to exit, and the fan-out runs in a worker).
+ */
 function profileFlags(ctx: Context, key: string): string[] {
   if (!ctx.profileDir) return [];
-  const name = `${key}-${++runs}_${randomBytes(4).toString('hex')}.cpuprofile`;
-  return ['--cpu-prof', `--cpu-prof-dir=${ctx.profileDir}`, `--cpu-prof-name=${name}`];
+  return ['--cpu-prof', `--cpu-prof-dir=${join(ctx.profileDir, `${key}-${++runs}_${randomBytes(4).toString('hex')}`)}`];
 }
 
 /** The Node flags the image's ENTRYPOINT and `npm start` give the relay (test/node-engines.test.ts holds the three alike). */

@@ -169,6 +169,22 @@ describe.each(engines)('per-minute attempt sums on $name', ({ url }) => {
     expect(await sinkHealth(db.kysely, { sink: 'audit', window: '1h', since: T })).toMatchObject({ attempts: 7, failed: 7, latencyMs: { p50: 3 }, statuses: { '500': 7 } });
   });
 
+  it("numbers a batch's successes on from each event and sink's last attempt, each sink apart", async () => {
+    const db = await open();
+    const log = createAttemptLog(db);
+    await log.recordFailed([attempt({ eventId: 'evt_a', at: T, outcome: 'retried', status: 503, error: { code: 'http_503', message: 'x' } })]);
+    await log.recordDelivered([attempt({ eventId: 'evt_a', at: T + 1 }), attempt({ eventId: 'evt_a', sink: 'audit', at: T + 2 }), attempt({ eventId: 'evt_b', at: T + 3 })]);
+    await log.recordDelivered([attempt({ eventId: 'evt_a', at: T + 4 })]);
+    const rows = await db.kysely.selectFrom('attempts').select(['event_id', 'sink', 'n']).orderBy('at').execute();
+    expect(rows.map((r) => [r.event_id, r.sink, Number(r.n)])).toEqual([
+      ['evt_a', 'alerts', 1],
+      ['evt_a', 'alerts', 2],
+      ['evt_a', 'audit', 1],
+      ['evt_b', 'alerts', 1],
+      ['evt_a', 'alerts', 3],
+    ]);
+  });
+
   it('adds a batch to the sums with one upsert per sink and minute, not one per attempt', async () => {
     const db = await open();
     const writes = await countSumWrites(db);

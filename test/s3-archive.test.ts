@@ -1,6 +1,11 @@
+import { gzipSync } from 'node:zlib';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toCloudEvent } from '../src/events/cloudevent.js';
 import type { BusTuning } from '../src/sinks/bus.js';
+import { eventJson } from '../src/sinks/failures.js';
+import { archiveKey } from '../src/sinks/s3-archive.js';
 import { archiveObjects, ownFauxqs, type OwnFauxqs } from './support/aws.js';
 import { busUp, readyz } from './support/buses.js';
 import { engines } from './support/databases.js';
@@ -84,6 +89,31 @@ describe.each(engines)('the S3 archive on $name', (engine) => {
 
     await request(t.relay.internalApp).post('/admin/sinks/alerts/pause').set(adminAuth).expect(200);
     await waitFor(async () => (await archiveObjects(aws.s3, bucket)).some((o) => o.events.some((e) => e.type === 'boxrelay.sink.paused')), 'the operator event archived', 20_000);
+  });
+
+  it('after a crash that left objects past the stored cursor, a partial one among them, forms the same objects again: each event archived once, no object written with fewer', async () => {
+    const bucket = await aws.bucket();
+    const database = await engine.url();
+    // The crashed process: 13 events of one box accepted for the archive, its cursor stored before the first.
+    const before = await relay({ database, s3Archive: `s3://${bucket}/archive/prod` }, { start: false });
+    const posted: string[] = [];
+    for (let i = 0; i < 13; i++) posted.push((await before.post({ boxId: 'bx_crash' })).deliveryId);
+    const stored = await before.relay.store.database.kysely.selectFrom('deliveries').select(['id', 'payload']).where('id', 'in', posted).execute();
+    const payloads = new Map(stored.map((row) => [row.id, row.payload]));
+    const events = posted.map((id) => toCloudEvent(payloads.get(id)!, before.config.source));
+    await before.close();
+    // What it wrote before it crashed: a partial object (its age) and two full ones (of 5).
+    const written = [events.slice(0, 3), events.slice(3, 8), events.slice(8, 13)];
+    for (const objectEvents of written) {
+      const body = gzipSync(objectEvents.map((event) => eventJson(event)).join('\n') + '\n');
+      await aws.s3.send(new PutObjectCommand({ Bucket: bucket, Key: archiveKey('archive/prod', objectEvents[0]!), Body: body }));
+    }
+
+    const t = await archiveRelay(bucket, { database, s3ArchiveMaxEvents: 5, s3ArchiveMaxAge: '500ms' });
+    await allDelivered(t, 's3');
+    const objects = await archiveObjects(aws.s3, bucket);
+    expect(objects.flatMap((o) => o.events.map((e) => e.id)).sort()).toEqual([...posted].sort());
+    expect(objects.map((o) => o.events.map((e) => e.id)).sort()).toEqual(written.map((w) => w.map((e) => e.id)).sort());
   });
 
   it('dead-letters the events of an object S3 refuses (no such bucket) at once', async () => {

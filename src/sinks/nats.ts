@@ -4,14 +4,11 @@ import pTimeout from 'p-timeout';
 import {
   JetStreamApiCodes,
   JetStreamApiError,
-  jetstream,
   jetstreamManager,
-  type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import {
   MsgHdrsImpl,
-  RequestError,
   connect,
   credsAuthenticator,
   errors,
@@ -24,6 +21,7 @@ import type { CloudEvent } from '../events/cloudevent.js';
 import { DAY_MS } from '../clock.js';
 import { describeError } from '../errors.js';
 import { oncePerReason, untrusted, type Logger } from '../log.js';
+import { createAckInbox, NoStreamCaptures, type AckInbox } from './nats-acks.js';
 import { subjectCovers, subjectFor } from './nats-subject.js';
 import type { Bus, BusDefinition } from './bus.js';
 import {
@@ -118,7 +116,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       case 'connected': {
         if (previous.name === 'closed') return;
         failures = 0;
-        const session: Session = { connection: input.connection, js: jetstream(input.connection, { timeout: ackTimeoutMs }), ended: new AbortController() };
+        const session: Session = { connection: input.connection, ended: new AbortController() };
         // A reconnect may reach a new server that lost the stream: each session sets it up.
         state = jetStreamMode ? { name: 'settingUpStream', session } : { name: 'ready', session };
         if (jetStreamMode) void setUpStream(session, 0);
@@ -239,6 +237,8 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
         // Refusals of the JetStream API are the stream set-up's to report.
         denials.add(status.error.subject);
         reportDenial(status.error.subject);
+        // No ack will come for a refused publish.
+        inboxes.get(connection)?.refuse(status.error.subject, denied(status.error.subject));
       }
     }
   };
@@ -274,6 +274,14 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
 
   const denied = (subject: string) => new NatsPermissionDeniedError(untrusted(subject, SUBJECT_SHOWN));
 
+  /** Each connection's inbox for JetStream acks, made at its first publish; its subscription lasts across reconnects. */
+  const inboxes = new WeakMap<NatsConnection, AckInbox>();
+  const acksOf = (connection: NatsConnection): AckInbox => {
+    let inbox = inboxes.get(connection);
+    if (!inbox) inboxes.set(connection, (inbox = createAckInbox(connection, { timeoutMs: ackTimeoutMs, noAck: (ms) => new NatsNoAckError(`no JetStream ack within ${ms} ms`) })));
+    return inbox;
+  };
+
   return {
     name: NATS_SINK,
     concurrency,
@@ -290,7 +298,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (current.name === 'streamRefused') throw new NatsStreamUnavailableError(current.error);
       if (current.name === 'settingUpStream') throw new NatsStreamUnavailableError('stream not set up yet');
       if (current.name !== 'ready') throw new BusDownError(NATS_SINK);
-      const { connection, js } = current.session;
+      const { connection } = current.session;
       const { subject, payload, headers } = natsMessage(prefix, event, connection.info?.max_payload, trace?.traceparent);
       if (!jetStreamMode) {
         const denialsBefore = denials.count();
@@ -303,12 +311,11 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
         return denials.allowed(subject);
       }
       try {
-        await js.publish(subject, payload, { headers, timeout: ackTimeoutMs });
+        await acksOf(connection).publish(subject, payload, headers);
         denials.allowed(subject);
       } catch (error) {
-        const violation = error instanceof RequestError ? error.cause : error;
-        if (isPublishDenied(violation) && violation.subject === subject) throw denied(subject);
-        if (!noStreamCaptures(error)) throw new NatsNoAckError(describeError(error), { cause: error });
+        if (error instanceof NatsPermissionDeniedError || error instanceof NatsNoAckError) throw error;
+        if (!(error instanceof NoStreamCaptures)) throw new NatsNoAckError(describeError(error), { cause: error });
         on({ type: 'streamMissing', ready: current });
         throw new NatsStreamMissingError(untrusted(subject, SUBJECT_SHOWN), { cause: error });
       }
@@ -339,7 +346,6 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
 /** One connection, or one reconnection of it: work started for a session ends with it. */
 interface Session {
   connection: NatsConnection;
-  js: JetStreamClient;
   /** Aborted when the sink leaves the session (disconnect, close): ends its set-up's waits. */
   ended: AbortController;
 }
@@ -433,16 +439,6 @@ function createDenials() {
 /** The server refused a publish (permissions); a request to that subject ends with it as its cause. */
 function isPublishDenied(error: unknown): error is InstanceType<typeof errors.PermissionViolationError> {
   return error instanceof errors.PermissionViolationError && error.operation === 'publish';
-}
-
-/**
- * A publish that no stream took: nobody answered the request (the library reports it as "jetstream
- * is not enabled", caused by a no-responders RequestError) or the server named the stream missing.
- */
-function noStreamCaptures(error: unknown): boolean {
-  if (error instanceof JetStreamApiError) return error.code === JetStreamApiCodes.StreamNotFound;
-  const cause = (error as { cause?: unknown } | undefined)?.cause;
-  return cause instanceof RequestError && cause.isNoResponders();
 }
 
 /** `streams.info` for a name that may be free: undefined when no stream has it. */

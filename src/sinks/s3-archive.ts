@@ -48,20 +48,24 @@ export function archiveKey(prefix: string, first: CloudEvent, suffix = ''): stri
 interface Waiting {
   event: CloudEvent;
   line: string;
+  /** When it came, on the relay's clock: the age of an object is its first event's. */
+  at: number;
+  /** A stop's cut: the write is abandoned, and its events are read from the log again by the next process. */
+  cut: AbortSignal;
   resolve(): void;
   reject(error: unknown): void;
 }
 
-interface Batch {
+type Kind = 'log' | 'outbox';
+const KINDS: readonly Kind[] = ['log', 'outbox'];
+
+/** The events of one kind waiting for an object, in the order they came. */
+interface Held {
   entries: Waiting[];
-  /** Events of outbox rows (retries, replays): written under a fresh key, never over an object. */
-  fromOutbox: boolean;
-  /** On the relay's clock. */
-  startedAt: number;
-  /** Ends the wait for its age: written now. */
+  /** The first entry has waited its age (or a stop cut it): what is held is written now. */
+  due: boolean;
+  /** Ends the wait for the first entry's age. */
   timer?: unknown;
-  /** A stop's cut: the write is abandoned, and its events are read from the log again by the next process. */
-  cut: AbortSignal;
   /** Stops listening for the cut. */
   forget?: () => void;
 }
@@ -72,11 +76,13 @@ interface Batch {
  * waited `s3ArchiveMaxAge`; each event is delivered when the object holding it is written. One object
  * is written at a time, so a crash leaves the log's cursors before the first event of the object
  * whose write was not yet written down, and the next process forms that object again from the same
- * first event: the same key, with at least the same events. After a start, an object about to be
- * written is cut before any event that already begins an object (a later object the crashed process
- * wrote before its cursors were stored), so no event lands in two objects. A failed write is retried
- * here, as a whole, with the sink down meanwhile; events of outbox rows go to objects of their own
- * under a suffixed key.
+ * first event: the same key, with at least the same events. After a start, objects are cut before
+ * any event that already begins an object (one the crashed process wrote before its cursors were
+ * stored), and the events from the cut on wait for the next object, which so begins where the
+ * crashed process's did and gathers as many events as it held: no event lands in two objects and no
+ * object is written again with fewer. That lasts until an object is written under a key no object
+ * had: past what the crashed process wrote. A failed write is retried here, as a whole, with the
+ * sink down meanwhile; events of outbox rows go to objects of their own under a suffixed key.
  */
 export function createS3Archive({
   settings,
@@ -96,11 +102,12 @@ export function createS3Archive({
   const stopping = new AbortController();
   const listeners = new Set<() => void>();
   let status: DependencyStatus = { state: 'down' };
-  /** Until an object is written without cutting: objects a crashed process wrote may follow the one formed again. */
+  /** Until an object is written under a new key without cutting: objects a crashed process wrote may follow the ones formed again. */
   let recovering = true;
-  const forming: Record<'log' | 'outbox', Batch | undefined> = { log: undefined, outbox: undefined };
-  /** Writes one after the other (see above). */
-  let writing: Promise<void> = Promise.resolve();
+  const held: Record<Kind, Held> = { log: { entries: [], due: false }, outbox: { entries: [], due: false } };
+  /** The writer, while it runs: objects are written one after the other (see above). */
+  let writing: Promise<void> | undefined;
+  let closing = false;
   const report = oncePerReason((error: unknown) => log.warn({ err: error, bucket }, 'S3 unreachable; the archive waits'), describeError);
 
   const up = () => {
@@ -136,32 +143,75 @@ export function createS3Archive({
     return firsts;
   };
 
-  const put = async (key: string, entries: Waiting[], cut: AbortSignal): Promise<void> => {
+  const put = async (key: string, entries: Waiting[]): Promise<void> => {
     const body = await gzipped(entries.map(({ line }) => line).join('\n') + '\n');
-    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/x-ndjson', ContentEncoding: 'gzip' }), { abortSignal: cut });
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/x-ndjson', ContentEncoding: 'gzip' }), { abortSignal: entries[0]!.cut });
   };
 
-  /** Writes a batch, retrying while S3 is down or failing on its side, until its window ends. */
-  const write = async (batch: Batch): Promise<void> => {
-    let { entries } = batch;
-    const deadline = batch.startedAt + maxAgeMs + PUT_WINDOW_MS;
-    for (let failures = 0; entries.length > 0; ) {
+  /** Waits for the first entry's age, or a stop's cut, then has what is held written. */
+  const watch = (kind: Kind): void => {
+    const waiting = held[kind];
+    const first = waiting.entries[0];
+    if (!first || waiting.forget) return;
+    const due = () => {
+      waiting.due = true;
+      void writeDue();
+    };
+    waiting.timer = timers.setTimeout(async () => due(), Math.max(0, first.at + maxAgeMs - clock.now()));
+    // Cut by a stop: what is held is written now, not after its age.
+    first.cut.addEventListener('abort', due, { once: true });
+    waiting.forget = () => {
+      timers.clearTimeout(waiting.timer);
+      first.cut.removeEventListener('abort', due);
+      waiting.forget = undefined;
+    };
+    if (first.cut.aborted) due();
+  };
+
+  /** An object of that kind can be written: a full one is held, or the first held has waited its age. */
+  const ready = (kind: Kind): boolean => held[kind].entries.length >= maxEvents || (held[kind].entries.length > 0 && (held[kind].due || closing));
+
+  /** The next object's events: of the kind whose first waits the longest, a full object's or all held. */
+  const nextObject = (): { kind: Kind; entries: Waiting[] } | undefined => {
+    const kinds = KINDS.filter(ready).sort((a, b) => held[a].entries[0]!.at - held[b].entries[0]!.at);
+    const kind = kinds[0];
+    if (!kind) return undefined;
+    const waiting = held[kind];
+    waiting.forget?.();
+    waiting.due = false;
+    const entries = waiting.entries.splice(0, maxEvents);
+    watch(kind);
+    return { kind, entries };
+  };
+
+  /** Events a recovering write cut off: the next object begins with them, and gathers on. */
+  const giveBack = (rest: Waiting[]): void => {
+    held.log.forget?.();
+    held.log.entries.unshift(...rest);
+    watch('log');
+  };
+
+  /** Writes one object, retrying while S3 is down or failing on its side, until its window ends. */
+  const write = async (kind: Kind, entries: Waiting[]): Promise<void> => {
+    const first = entries[0]!;
+    const deadline = first.at + maxAgeMs + PUT_WINDOW_MS;
+    for (let failures = 0; ; ) {
       try {
-        let rest: Waiting[] = [];
-        if (!batch.fromOutbox && recovering) {
+        let written = entries;
+        if (kind === 'log' && recovering) {
           const firsts = await firstsOfObjects(entries);
           const cut = entries.findIndex(({ event }, i) => i > 0 && firsts.has(keyPart(event.id)));
-          if (cut > 0) [entries, rest] = [entries.slice(0, cut), entries.slice(cut)];
-          else recovering = false;
+          if (cut > 0) written = entries.slice(0, cut);
+          else if (!firsts.has(keyPart(first.event.id))) recovering = false;
         }
-        const suffix = batch.fromOutbox ? `-replay-${clock.now().toString(36)}${randomBytes(3).toString('hex')}` : '';
-        await put(archiveKey(prefix, entries[0]!.event, suffix), entries, batch.cut);
-        for (const entry of entries) entry.resolve();
-        entries = rest;
-        failures = 0;
+        const suffix = kind === 'outbox' ? `-replay-${clock.now().toString(36)}${randomBytes(3).toString('hex')}` : '';
+        await put(archiveKey(prefix, first.event, suffix), written);
+        for (const entry of written) entry.resolve();
+        if (written.length < entries.length) giveBack(entries.slice(written.length));
+        return;
       } catch (error) {
         const failure = classifyAws(S3_SINK, error);
-        if (failure instanceof BusRefusedError || stopping.signal.aborted || batch.cut.aborted || clock.now() > deadline) {
+        if (failure instanceof BusRefusedError || stopping.signal.aborted || first.cut.aborted || clock.now() > deadline) {
           for (const entry of entries) entry.reject(failure);
           return;
         }
@@ -175,14 +225,17 @@ export function createS3Archive({
     }
   };
 
-  const flush = (kind: 'log' | 'outbox'): void => {
-    const batch = forming[kind];
-    if (!batch) return;
-    forming[kind] = undefined;
-    timers.clearTimeout(batch.timer);
-    batch.forget?.();
-    writing = writing.then(() => write(batch));
-  };
+  /**
+   * Writes the objects due, one at a time, until none is; a call while it runs joins it. What became
+   * due as it ended (after its last look) is written by the next run.
+   */
+  const writeDue = (): Promise<void> =>
+    (writing ??= (async () => {
+      for (let next = nextObject(); next; next = nextObject()) await write(next.kind, next.entries);
+    })().finally(() => {
+      writing = undefined;
+      if (KINDS.some(ready)) void writeDue();
+    }));
 
   return {
     name: S3_SINK,
@@ -202,27 +255,19 @@ export function createS3Archive({
     onUp: (listener) => void listeners.add(listener),
     deliver(event, signal, context) {
       if (status.state !== 'ok') return Promise.reject(new BusDownError(S3_SINK));
-      const line = eventJson(event);
-      const kind = context?.fromOutbox ? 'outbox' : 'log';
+      const kind: Kind = context?.fromOutbox ? 'outbox' : 'log';
       return new Promise<void>((resolve, reject) => {
-        let batch = forming[kind];
-        if (!batch) {
-          const started: Batch = { entries: [], fromOutbox: kind === 'outbox', startedAt: clock.now(), cut: signal };
-          const due = () => forming[kind] === started && flush(kind);
-          started.timer = timers.setTimeout(async () => void due(), maxAgeMs);
-          // Cut by a stop: what is held is written now, not after its age.
-          signal.addEventListener('abort', due, { once: true });
-          started.forget = () => signal.removeEventListener('abort', due);
-          batch = forming[kind] = started;
-        }
-        batch.entries.push({ event, line, resolve, reject });
-        if (batch.entries.length >= maxEvents) flush(kind);
+        const waiting = held[kind];
+        waiting.entries.push({ event, line: eventJson(event), at: clock.now(), cut: signal, resolve, reject });
+        watch(kind);
+        if (waiting.entries.length >= maxEvents) void writeDue();
       });
     },
     async close() {
-      flush('log');
-      flush('outbox');
-      const written = writing;
+      closing = true;
+      const written = (async () => {
+        while (writing || KINDS.some(ready)) await writeDue();
+      })();
       await Promise.race([written, sleep(ackTimeoutMs)]);
       stopping.abort();
       status = { state: 'down' };

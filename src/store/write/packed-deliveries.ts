@@ -6,8 +6,7 @@ import type { NewDelivery } from './delivery-sql.js';
 /** An event's fields in their packed order; the check below fails to compile when ParsedEvent gains one this misses. */
 const EVENT_FIELDS = ['id', 'type', 'createdAt', 'createdAtIso', 'boxId', 'boxName', 'state', 'previousState', 'payload'] as const;
 type Unpacked = Exclude<keyof ParsedEvent, (typeof EVENT_FIELDS)[number]>;
-const everyField: [Unpacked] extends [never] ? true : Unpacked = true;
-void everyField;
+true satisfies [Unpacked] extends [never] ? true : Unpacked;
 
 /** Deliveries as one buffer, for the storage thread: see `pack`. */
 export function packDeliveries(deliveries: readonly NewDelivery[]): Uint8Array<ArrayBuffer> {

@@ -93,7 +93,12 @@ export function startStorageThread(
       return calls.call('deliveries', 'record', [packed], [packed.buffer]);
     })();
     answered.then(
-      (outcomes) => outcomes.forEach((outcome, i) => ('error' in outcome ? waiting[i]?.reject(new CrossedError(outcome.error)) : waiting[i]?.resolve(outcome))),
+      (outcomes) =>
+        waiting.forEach((caller, i) => {
+          const outcome = outcomes[i] ?? { error: { message: 'the storage thread gave no outcome for this delivery' } };
+          if ('error' in outcome) caller.reject(new CrossedError(outcome.error));
+          else caller.resolve(outcome);
+        }),
       (error: Error) => waiting.forEach((caller) => caller.reject(error)),
     );
   };

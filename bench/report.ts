@@ -114,8 +114,14 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
   if (relayRuns.length) lines.push(`- relay CPU per 2xx: ${spread(relayRuns.map((m) => m.cpuMicrosPerRequest), int)} µs (target <= ${RELAY_CPU_TARGET_US} µs)`);
 
   settings.compare.forEach((checkout, i) => {
-    const compared = ratio('relay', `relay-compare-${i + 1}`);
-    if (compared) lines.push(`- relay / relay from ${checkout}: ${compared}`);
+    const key = `relay-compare-${i + 1}`;
+    const compared = ratio('relay', key);
+    if (!compared) return;
+    // The receive thread is the one a request waits on: its share of the CPU per 2xx, each build's.
+    const mainThread = (runs: Measurement[]) => spread(runs.map((m) => m.mainThreadMicrosPerRequest), int);
+    lines.push(
+      `- relay / relay from ${checkout}: ${compared}; main thread CPU µs/2xx ${mainThread(relayRuns)} against ${mainThread(byKey.get(key) ?? [])}`,
+    );
   });
   const quiet = ratio('relay', 'relay-quiet');
   if (quiet) {

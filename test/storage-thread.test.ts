@@ -3,7 +3,7 @@
 // a write lock held elsewhere stalls only that thread (the receive thread keeps answering) and ends
 // in 503s, and a SIGTERM answers what was handed over before the connection closes.
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -13,8 +13,9 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sqliteFile } from './support/databases.js';
 import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
-import { startStorageThread } from '../src/store/write/storage-thread.js';
+import { startStorageThread, type StorageThread } from '../src/store/write/storage-thread.js';
 import type { NewDelivery } from '../src/store/write/delivery-sql.js';
+import { packDeliveries, unpackDeliveries } from '../src/store/write/packed-deliveries.js';
 
 beforeAll(requireBuild);
 
@@ -52,6 +53,92 @@ function holdWriteLock(file: string) {
     sqlite.close();
   };
 }
+
+function newDelivery(id: string, extra: Partial<NewDelivery> = {}): NewDelivery {
+  const createdAt = '2026-11-26T10:00:00.000Z';
+  return {
+    event: { id, type: 'box.state_changed', createdAt, createdAtIso: createdAt, boxId: 'box_1', boxName: null, state: 'running', previousState: 'starting', payload: `{"id":"${id}"}` },
+    receivedAt: 1_764_151_200_123,
+    attempt: null,
+    sinks: ['nats'],
+    ...extra,
+  };
+}
+
+/**
+ * A stand-in for the thread's module that speaks its protocol: it writes down each message it gets
+ * (as unpacked by the built relay) in the file named by its `file`, answers each delivery by its id
+ * (`evt_dup` a duplicate, `evt_full` a full disk, others new), and exits when told to close.
+ */
+function scriptedThread(onCommit: () => void = () => {}): { thread: StorageThread; messages(): { part: string; method: string; transferred: boolean; deliveries: NewDelivery[] }[] } {
+  const script = join(tmpdir(), `storage-scripted-${process.pid}.mjs`);
+  const unpack = new URL('../dist/src/store/write/packed-deliveries.js', import.meta.url);
+  writeFileSync(script, `import { appendFileSync } from 'node:fs';
+    import { parentPort, workerData } from 'node:worker_threads';
+    import { unpackDeliveries } from '${unpack.href}';
+    const full = { message: 'storage unavailable', name: 'StorageUnavailableError', code: 'storage_unavailable', cause: { message: 'database or disk is full', name: 'SqliteError', code: 'SQLITE_FULL' } };
+    const outcome = ({ event }) => event.id === 'evt_full' ? { error: full } : { duplicate: event.id === 'evt_dup', payloadDiffers: false };
+    parentPort.postMessage({ kind: 'ready' });
+    parentPort.on('message', (message) => {
+      if (message.kind === 'close') process.exit(0);
+      if (message.kind !== 'call') return;
+      const [packed] = message.args;
+      const deliveries = unpackDeliveries(packed);
+      appendFileSync(workerData.file, JSON.stringify({ part: message.part, method: message.method, transferred: packed instanceof Uint8Array, deliveries }) + '\\n');
+      parentPort.postMessage({ kind: 'answer', id: message.id, value: deliveries.map(outcome) });
+    });`);
+  const file = sqliteFile();
+  writeFileSync(file, '');
+  const thread = startStorageThread({ file, synchronous: 'FULL', busyTimeoutMs: 1000 }, { onCommit, onLost: () => {}, script: pathToFileURL(script) });
+  const messages = () =>
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as ReturnType<ReturnType<typeof scriptedThread>['messages']>[number]);
+  return { thread, messages };
+}
+
+describe('the deliveries handed to the storage thread', () => {
+  it('cross as one message a turn, one transferred buffer, and each caller gets its own outcome from the one answer', async () => {
+    let commits = 0;
+    const { thread, messages } = scriptedThread(() => commits++);
+    await thread.started;
+    const handed = [newDelivery('evt_new'), newDelivery('evt_dup'), newDelivery('evt_full')];
+    const [stored, duplicate, full] = await Promise.allSettled(handed.map((delivery) => thread.record(delivery)));
+    expect(stored).toEqual({ status: 'fulfilled', value: { duplicate: false, payloadDiffers: false } });
+    expect(duplicate).toEqual({ status: 'fulfilled', value: { duplicate: true, payloadDiffers: false } });
+    // Its own error, with the cause that crossed (the disk full), as the receiver's 503.
+    expect(full).toMatchObject({ status: 'rejected', reason: { code: 'storage_unavailable', cause: { code: 'storage_unavailable', cause: { code: 'SQLITE_FULL' } } } });
+    expect(commits).toBe(1);
+    expect(messages()).toEqual([{ part: 'deliveries', method: 'record', transferred: true, deliveries: handed }]);
+    // The next turn's deliveries are the next message.
+    await thread.record(newDelivery('evt_later'));
+    expect(messages().map((message) => message.deliveries.map((delivery) => delivery.event.id))).toEqual([['evt_new', 'evt_dup', 'evt_full'], ['evt_later']]);
+    await thread.close();
+  });
+
+  it('handed over in the turn close() is called in are sent first, and answered before the thread ends', async () => {
+    const { thread, messages } = scriptedThread();
+    await thread.started;
+    const records = [thread.record(newDelivery('evt_a')), thread.record(newDelivery('evt_b'))];
+    await thread.close();
+    await expect(Promise.all(records)).resolves.toEqual([
+      { duplicate: false, payloadDiffers: false },
+      { duplicate: false, payloadDiffers: false },
+    ]);
+    expect(messages()).toHaveLength(1);
+  });
+
+  it('are packed with every field: UTF-8 beyond ASCII, nulls, an origin, a trace, no sinks or several', () => {
+    const deliveries = [
+      newDelivery('evt_ü', { event: { ...newDelivery('x').event, id: 'evt_ü', boxName: 'Küche 🚀', payload: '{"name":"Küche 🚀","q":"\\"","n":null}' } }),
+      newDelivery('evt_2', { event: { ...newDelivery('x').event, id: 'evt_2', boxId: null, state: null, previousState: null }, attempt: 3, sinks: [], origin: 'history', traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
+      newDelivery('evt_3', { sinks: ['nats', 'hook:a', 'hook:b'] }),
+    ];
+    expect(unpackDeliveries(packDeliveries(deliveries))).toEqual(deliveries);
+    expect(unpackDeliveries(packDeliveries([]))).toEqual([]);
+  });
+});
 
 describe('the storage thread', () => {
   it('answers each delivery after its commit: another connection sees every 200 as it arrives, a repeat is a duplicate', async () => {
@@ -137,8 +224,13 @@ describe('the storage thread', () => {
       { onCommit: () => {}, onLost: (error) => lost.push(error), script: pathToFileURL(script) },
     );
     await thread.started;
-    const handed = { event: { id: 'evt_crash' }, receivedAt: 0, attempt: null, sinks: [] } as unknown as NewDelivery;
-    await expect(thread.record(handed)).rejects.toMatchObject({ code: 'storage_unavailable' });
+    const handed = newDelivery('evt_crash');
+    // Every delivery of the turn it died in is refused, each with its own 503.
+    const turn = await Promise.allSettled([thread.record(handed), thread.record(newDelivery('evt_crash_2'))]);
+    expect(turn).toMatchObject([
+      { status: 'rejected', reason: { code: 'storage_unavailable' } },
+      { status: 'rejected', reason: { code: 'storage_unavailable' } },
+    ]);
     expect(lost.map((error) => (error as { code?: string }).code)).toEqual(['storage_unavailable']);
     await expect(thread.record(handed)).rejects.toMatchObject({ code: 'storage_unavailable' });
     await thread.close();

@@ -1,4 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
+import type { SerializedError } from '../../threads/errors.js';
+import type { RecordResult } from './delivery-sql.js';
 import type { SqliteFileWriter } from './sqlite-writer.js';
 
 /** What the storage thread opens: the SQLite file the main thread has migrated. */
@@ -9,11 +11,20 @@ export interface StorageData {
 }
 
 /**
- * What the storage thread serves on every port it has: the deliveries, each handed over as it comes,
- * and the writes of every connection that does not write itself (the main thread's, the fan-out
- * worker's); its writer commits those of one turn of its event loop together.
+ * What the storage thread serves on every port it has: the writes of every connection that does not
+ * write itself (the main thread's, the fan-out worker's); its writer commits those of one turn of its
+ * event loop together.
  */
 export type StorageCalls = SqliteFileWriter;
+
+/** One delivery's outcome in a turn's answer: its own result, or its own error. */
+export type Recorded = RecordResult | { error: SerializedError };
+
+/** The deliveries the main thread was handed in one turn of its loop, in one message. */
+export interface DeliveryTurns {
+  /** `packed` by `packDeliveries` (its buffer transferred); answered once all are settled, each outcome in their order. */
+  record(packed: Uint8Array): Promise<Recorded[]>;
+}
 
 /** Another thread's own port to the storage thread (`link`), which the main thread hears of. */
 export interface StorageLinks {
@@ -21,7 +32,7 @@ export interface StorageLinks {
   drained(id: number): Promise<void>;
 }
 
-export type StorageParts = { storage: StorageCalls; links: StorageLinks };
+export type StorageParts = { storage: StorageCalls; deliveries: DeliveryTurns; links: StorageLinks };
 
 /** Besides the calls: the thread is ready (its connection open); a port for another thread; close. */
 export type FromStorage = { kind: 'ready' };

@@ -6,7 +6,8 @@ import { CrossedError } from '../../threads/errors.js';
 import { openDatabase, type Database, type DatabaseOptions } from '../engines/database.js';
 import { routeWrites } from '../engines/route-writes.js';
 import type { SqliteWriter } from '../engines/sqlite-writes.js';
-import type { DeliveryWriter } from './delivery-sql.js';
+import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.js';
+import { packDeliveries } from './packed-deliveries.js';
 import type { FromStorage, StorageData, StorageParts, ToStorage } from './storage-messages.js';
 
 /** Another thread's own port to the storage thread, so its writes go there without a hop through this thread. */
@@ -39,12 +40,12 @@ export interface StorageThreadOptions {
 }
 
 /**
- * The one write connection to a SQLite file, in a thread of its own (storage-worker.ts). Each
- * delivery is handed over as it comes, and so is every write of the connections that only read (this
- * thread's, the fan-out worker's through its own `link`): the thread's writer groups those of one
- * turn of its event loop in one commit, and each caller's promise settles when the answer comes,
- * after the commit. A thread that has exited fails every call with StorageUnavailableError (for a
- * delivery a 503: the sender retries; /readyz reports it).
+ * The one write connection to a SQLite file, in a thread of its own (storage-worker.ts). The
+ * deliveries of one turn of this thread's loop cross in one message, and every write of the
+ * connections that only read (this thread's, the fan-out worker's through its own `link`) as it
+ * comes: the thread's writer groups those of one turn of its event loop in one commit, and each
+ * caller's promise settles when the answer comes, after the commit. A thread that has exited fails
+ * every call with StorageUnavailableError (for a delivery a 503: the sender retries; /readyz reports it).
  */
 export function startStorageThread(
   data: StorageData,
@@ -77,10 +78,44 @@ export function startStorageThread(
   // Whoever awaits `started` hears of a failure; the calls made meanwhile fail with it too.
   started.catch(() => {});
 
+  // Transport coalescing, not a second commit queue: the deliveries handed over within one turn of
+  // this loop cross in one message, packed in one buffer that is transferred (not cloned object by
+  // object), and come back in one answer, each with its own outcome. Which of them commit together
+  // is the storage thread's writer's alone (its turn), as for every other write.
+  type Waiting = { resolve(result: RecordResult): void; reject(error: Error): void };
+  let turn: { deliveries: NewDelivery[]; waiting: Waiting[] } | undefined;
+  const sendTurn = (): void => {
+    if (!turn) return;
+    const { deliveries, waiting } = turn;
+    turn = undefined;
+    const answered = (async () => {
+      const packed = packDeliveries(deliveries);
+      return calls.call('deliveries', 'record', [packed], [packed.buffer]);
+    })();
+    answered.then(
+      (outcomes) =>
+        waiting.forEach((caller, i) => {
+          const outcome = outcomes[i] ?? { error: { message: 'the storage thread gave no outcome for this delivery' } };
+          if ('error' in outcome) caller.reject(new CrossedError(outcome.error));
+          else caller.resolve(outcome);
+        }),
+      (error: Error) => waiting.forEach((caller) => caller.reject(error)),
+    );
+  };
+  const handOver = (delivery: NewDelivery) =>
+    new Promise<RecordResult>((resolve, reject) => {
+      if (!turn) {
+        turn = { deliveries: [], waiting: [] };
+        setImmediate(sendTurn);
+      }
+      turn.deliveries.push(delivery);
+      turn.waiting.push({ resolve, reject });
+    });
+
   return {
     started,
     record: async (delivery) => {
-      const result = await refused(storage.record(delivery));
+      const result = await refused(handOver(delivery));
       if (!result.duplicate) onCommit();
       return result;
     },
@@ -95,6 +130,8 @@ export function startStorageThread(
     async close() {
       closing = true;
       if (gone) return;
+      // What was handed over in this turn goes first: the thread answers it before it closes.
+      sendTurn();
       // Not `once`, which rejects on an 'error': a thread that failed is closed all the same.
       const exited = new Promise((resolve) => worker.once('exit', resolve));
       worker.postMessage({ kind: 'close' } satisfies ToStorage);

@@ -4,10 +4,12 @@
 import { once } from 'node:events';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { serveParts, type Served } from '../../threads/calls.js';
+import { serializeError } from '../../threads/errors.js';
 import { deferAutocheckpoint } from '../engines/checkpointer.js';
 import { openDatabase } from '../engines/database.js';
 import { createSqliteWriter } from './sqlite-writer.js';
-import type { FromStorage, StorageData, StorageLinks, ToStorage } from './storage-messages.js';
+import { unpackDeliveries } from './packed-deliveries.js';
+import type { DeliveryTurns, FromStorage, Recorded, StorageData, StorageLinks, ToStorage } from './storage-messages.js';
 import { WRITER_TRANSACTIONS } from './writer-transactions.js';
 
 const port = parentPort;
@@ -30,7 +32,20 @@ const links: StorageLinks = {
     drained.delete(id);
   },
 };
-served.add(serveParts(port, { storage, links }));
+// A turn's deliveries are handed to the writer together, so they are in one commit (its turn) and
+// settle together: the one answer waits for none of them longer than its own commit.
+const deliveries: DeliveryTurns = {
+  record: (packed) =>
+    Promise.all(
+      unpackDeliveries(packed).map((delivery) =>
+        storage.record(delivery).then(
+          (result): Recorded => result,
+          (error: unknown): Recorded => ({ error: serializeError(error) }),
+        ),
+      ),
+    ),
+};
+served.add(serveParts(port, { storage, deliveries, links }));
 
 port.on('message', (message: ToStorage) => {
   switch (message.kind) {

@@ -166,10 +166,16 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       }
       await setAsideUnserved();
       if (!deps.exclusive) {
-        serveTimer = setInterval(
-          () => void setAsideUnserved().catch((error: unknown) => log.error({ err: error }, 'could not announce the sinks served here; trying again')),
-          serveIntervalMs(tuning.unservedGraceMs),
-        ).unref();
+        // One pass at a time: a set-aside of a large backlog outlasts the interval, and passes side by
+        // side only wait on each other's cursor locks.
+        let passing = false;
+        serveTimer = setInterval(() => {
+          if (passing) return;
+          passing = true;
+          void setAsideUnserved()
+            .catch((error: unknown) => log.error({ err: error }, 'could not announce the sinks served here; trying again'))
+            .finally(() => (passing = false));
+        }, serveIntervalMs(tuning.unservedGraceMs)).unref();
       }
       // Each lane takes its partitions of the log before it reads.
       await Promise.all(lanes.map((lane) => lane.renew()));

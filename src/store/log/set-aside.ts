@@ -59,8 +59,9 @@ export const SET_ASIDE_LOG_STEP: NamedTransaction<SetAsideStep, { changed: numbe
     const { rows } = yield sql`SELECT ${logHead(database)} AS seq, ${leaseClock(database)(now)} AS at`.compile(db);
     const [current] = rows as [{ seq: number; at: number }];
     const head = atStart ?? Number(current.seq);
+    // In one order, so two steps (of two replicas) never lock the same cursors crosswise.
     const free = (yield sql`SELECT part, seq FROM log_cursors WHERE sink = ${sink} AND seq < ${head}
-      AND (lease_until IS NULL OR lease_until <= ${current.at}) ${lock}`.compile(db)).rows as { part: number; seq: number }[];
+      AND (lease_until IS NULL OR lease_until <= ${current.at}) ORDER BY part ${lock}`.compile(db)).rows as { part: number; seq: number }[];
     if (free.length === 0) return { changed: 0, done: true, head };
     const from = Math.min(...free.map((cursor) => Number(cursor.seq)));
     // The step ends after `batchSize` entries of the log (of any partition) past the furthest-behind cursor.

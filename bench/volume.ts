@@ -288,7 +288,7 @@ async function runJob(
     fanout: false,
     env,
     port,
-    // SQLite sets a removed sink's work aside before the relay listens.
+    // Builds before 2026-11-26 set a removed sink's work aside on SQLite before the relay listened.
     startTimeoutMs: settings.jobTimeoutMs + 60_000,
     ...(build.checkout ? { checkout: build.checkout } : {}),
   });

@@ -58,9 +58,10 @@ describe('admin API additions for the console (contract section 6)', () => {
       { sink: 'good', status: 'pending', attempts: 0, lastError: null, updatedAt: now },
       { sink: 'gone', status: 'pending', attempts: 0, lastError: null, updatedAt: now },
     ]);
-    // The only process of its SQLite file: work of a sink it does not serve is set aside at start.
+    // The only process of its SQLite file: work of a sink it does not serve is set aside from its start.
     await t.relay.start();
     await allDelivered(t, 'good');
+    await waitFor(async () => (await deliveries())[1].status === 'set_aside', 'the work of gone set aside');
     expect(await deliveries()).toEqual([
       { sink: 'good', status: 'delivered', attempts: 1, lastError: null, updatedAt: now },
       { sink: 'gone', status: 'set_aside', attempts: 0, lastError: 'sink not configured', updatedAt: now },

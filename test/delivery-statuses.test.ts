@@ -87,9 +87,9 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
     const { deliveryId } = await before.post();
     await before.close();
 
-    // SQLite: the only process of its file sets aside at start. PostgreSQL: only once no replica has
-    // served `gone` for the grace (the default ten minutes; nothing announced it, so it counts from
-    // this start), as each replica checks at its start and then in its heartbeat.
+    // SQLite: the only process of its file sets aside from its start (beside its lanes). PostgreSQL:
+    // only once no replica has served `gone` for the grace (the default ten minutes; nothing announced
+    // it, so it counts from this start), as each replica checks from its start and then in its heartbeat.
     const after = await relay({ database, hooks: [hook('kept', receiver.url)] });
     await allDelivered(after, 'kept');
     if (engine.name === 'postgres') {
@@ -103,6 +103,7 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
       // The next replica to start finds nobody served it for the grace.
       await relay({ database, hooks: [hook('kept', receiver.url)] });
     }
+    await waitFor(async () => (await statusesOf(after, deliveryId)).gone === 'set_aside', 'the work of gone set aside');
     expect(await deliveriesOf(after, deliveryId)).toEqual([
       { sink: 'gone', status: 'set_aside', attempts: 0, lastError: 'sink not configured', updatedAt: expect.any(String) },
       { sink: 'kept', status: 'delivered', attempts: 1, lastError: null, updatedAt: expect.any(String) },

@@ -66,7 +66,7 @@ describe('one writer per SQLite file', () => {
       expect(held.map((p) => p.part)).toContain(part);
       await fanout.log.advanceCursors({ sink: 'hook', owner: 'worker-1', now, cursors: [{ part, seq: Number(seq) }], mark: true });
       await createAttemptLog(worker).recordDelivered(Array.from({ length: 500 }, (_, i) => attempt(d.id, i)));
-      expect(await setAsideLog(worker, 'gone', now)).toBe(1);
+      expect(await setAsideLog(worker, 'gone', now)).toEqual({ changed: 1, done: true });
 
       // The main thread's admin writes: a pause, audited in the same transaction.
       const audit = { at: now, action: 'pause' as const, target: 'hook', by: '127.0.0.1', detail: {} };

@@ -141,7 +141,7 @@ describe.each(engines)('outbox on $name', (engine) => {
   it('sets aside work of sinks no longer configured, out of the pending counts, and listed as dead letters', async () => {
     await open();
     await recordWork(store, { receivedAt: T0, sinks: ['nats', 'alerts', 'gone'] });
-    expect(await outbox.exceptions.setAsideUnserved({ configured: ['nats', 'alerts'], graceMs: 0, now: T0 + 1 })).toEqual({ setAside: { gone: 1 }, failed: [] });
+    expect(await outbox.exceptions.setAsideUnserved({ configured: ['nats', 'alerts'], graceMs: 0, now: T0 + 1 })).toEqual({ setAside: { gone: 1 }, failed: [], more: false });
     expect(await outbox.exceptions.countBySink('pending')).toEqual({ nats: 1, alerts: 1 });
     expect(await outbox.exceptions.countBySink('deadLetters')).toEqual({ gone: 1 });
     const [dead] = await outbox.exceptions.listDeadLetters({ limit: 10 });
@@ -149,10 +149,10 @@ describe.each(engines)('outbox on $name', (engine) => {
     expect((await status(dead!.id)).status).toBe('set_aside');
     // A leased row is its holder's to settle: left alone until the lease ends.
     await outbox.exceptions.claim({ sink: 'nats', owner: 'peer', now: T0 + 2, leaseMs: 1000, limit: 1 });
-    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 2 })).toEqual({ setAside: { alerts: 1 }, failed: [] });
+    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 2 })).toEqual({ setAside: { alerts: 1 }, failed: [], more: false });
     await leasesRunOut(1000);
-    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 3 })).toEqual({ setAside: { nats: 1 }, failed: [] });
-    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 1003 })).toEqual({ setAside: {}, failed: [] });
+    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 3 })).toEqual({ setAside: { nats: 1 }, failed: [], more: false });
+    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 1003 })).toEqual({ setAside: {}, failed: [], more: false });
     // Set-aside work is retried (once its sink is configured again) and discarded as dead letters are.
     expect(await outbox.exceptions.retryDeadLetters({ sink: 'gone', configured: ['gone'], now: T0 + 2000 })).toBe(1);
     expect(await outbox.exceptions.discardDeadLetters({ sink: 'nats', now: T0 + 2000 })).toBe(1);
@@ -171,7 +171,7 @@ describe.each(engines)('outbox on $name', (engine) => {
     await outbox.exceptions.addExceptions([{ deliveryId: first, sink: 'gone', status: 'dead', attempts: 3, nextAttemptAt: T0, lastError: 'http_500', boxId: null, traceparent: null, now: T0 }]);
     expect(await outbox.exceptions.countBySink('pending')).toEqual({ nats: 1, gone: 1 });
 
-    expect(await outbox.exceptions.setAsideUnserved({ configured: ['nats'], graceMs: 0, now: T0 + 5 })).toEqual({ setAside: { gone: 1 }, failed: [] });
+    expect(await outbox.exceptions.setAsideUnserved({ configured: ['nats'], graceMs: 0, now: T0 + 5 })).toEqual({ setAside: { gone: 1 }, failed: [], more: false });
     expect(await outbox.exceptions.countBySink('pending')).toEqual({ nats: 1 });
     const deadLetters = await outbox.exceptions.listDeadLetters({ sink: 'gone', limit: 10 });
     expect(deadLetters.map((d) => [d.eventId, d.lastError])).toEqual([
@@ -179,7 +179,7 @@ describe.each(engines)('outbox on $name', (engine) => {
       [second, SINK_NOT_CONFIGURED],
     ]);
     // The cursors moved past it: nothing more to set aside, and retention may take the events.
-    expect(await outbox.exceptions.setAsideUnserved({ configured: ['nats'], graceMs: 0, now: T0 + 6 })).toEqual({ setAside: {}, failed: [] });
+    expect(await outbox.exceptions.setAsideUnserved({ configured: ['nats'], graceMs: 0, now: T0 + 6 })).toEqual({ setAside: {}, failed: [], more: false });
   });
 
   it('lists dead letters by page and sink, retries and discards them', async () => {

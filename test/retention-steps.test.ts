@@ -189,12 +189,35 @@ describe.each(engines)('setting aside the work of sinks no replica serves, on $n
     const writes = statements.filter((s) => /^\s*(INSERT INTO outbox|UPDATE "?outbox"?)/i.test(s.sql));
     expect(writes.filter((s) => s.rows > BATCH).map((s) => `${s.rows} rows: ${s.sql}`)).toEqual([]);
     expect(writes.filter((s) => s.rows > 0).length).toBeGreaterThanOrEqual(Math.ceil(20 / BATCH));
-    expect(result).toEqual({ setAside: { gone: 20 }, failed: [] });
+    expect(result).toEqual({ setAside: { gone: 20 }, failed: [], more: false });
     const db = store.database.kysely;
     const rows = await db.selectFrom('outbox').select(['status', 'sink']).execute();
     expect(rows.filter((r) => r.status === 'set_aside')).toHaveLength(20);
     // Its cursors passed its log: nothing is left to set aside, and nothing is pending for it.
-    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 200, batchSize: BATCH })).toEqual({ setAside: {}, failed: [] });
+    expect(await outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 200, batchSize: BATCH })).toEqual({ setAside: {}, failed: [], more: false });
+    expect(await outbox.exceptions.countBySink('pending')).toEqual({});
+    expect(await outbox.exceptions.countBySink('deadLetters')).toEqual({ gone: 20 });
+  });
+
+  it('stops at the step limit, says more is left, and the next calls set aside the rest', async () => {
+    store = await openStore({ url: await engine.url() });
+    await backlog('gone', 10);
+    const outbox = createFanoutStore(store.database);
+    const call = () => outbox.exceptions.setAsideUnserved({ configured: [], graceMs: 0, now: T0 + 100, batchSize: BATCH, maxSteps: 1 });
+
+    // One step of its pending rows (a batch) and one of its log (a batch of entries, not all of them its own).
+    const first = await call();
+    expect(first).toEqual({ setAside: { gone: expect.any(Number) }, failed: [], more: true });
+    expect(first.setAside.gone).toBeGreaterThan(BATCH);
+    expect(first.setAside.gone).toBeLessThanOrEqual(2 * BATCH);
+    let total = first.setAside.gone!;
+    for (let calls = 1; ; calls++) {
+      expect(calls).toBeLessThan(20);
+      const next = await call();
+      total += next.setAside.gone ?? 0;
+      if (!next.more) break;
+    }
+    expect(total).toBe(20);
     expect(await outbox.exceptions.countBySink('pending')).toEqual({});
     expect(await outbox.exceptions.countBySink('deadLetters')).toEqual({ gone: 20 });
   });

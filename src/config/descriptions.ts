@@ -72,7 +72,7 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   outboxLeaseMs:
     'the longest run of one event\'s attempts in process before further retries are scheduled in the database; unset: per sink, its quick retries\' attempt timeouts and waits plus 30 s. Leases on fan-out work last 8 s (or this, if shorter) and are renewed while their replica lives, so a replica that dies hands its work to the others within about 10 s. Keep it above twice the longest attempt timeout (the relay warns at start)',
   unservedSinkGrace:
-    'pending work for a sink this replica does not serve is left to the replicas that serve it, and set aside as dead letters once none has served it for this long (SQLite: at start)',
+    'pending work for a sink this replica does not serve is left to the replicas that serve it, and set aside as dead letters once none has served it for this long (SQLite: from the start, beside the deliveries)',
   attempts:
     'which delivery attempts are recorded for `GET /admin/events/:id/attempts` and sink health (contract section 16): `all`, `failed` (failures only; health counts successes from the delivery counts) or `off`',
   fanoutThread:

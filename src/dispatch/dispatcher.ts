@@ -71,6 +71,9 @@ export interface Dispatcher {
 
 export type WakeScope = 'log' | 'all';
 
+/** Steps per sink in one call of a set-aside pass (by default 10,000 rows): a stop waits for one call, seconds at most. */
+const SET_ASIDE_STEPS_PER_CALL = 20;
+
 /** A replica says which sinks it serves several times per grace period, so one late heartbeat never looks like none. */
 const serveIntervalMs = (graceMs: number): number => Math.max(1000, Math.min(30_000, graceMs / 4));
 
@@ -134,47 +137,56 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const served = deps.sinks.map((s) => s.name);
 
   /**
-   * Says which sinks this replica serves, and sets aside work of a sink none serves any more. The
-   * only process of a database (SQLite) knows at start that no one else serves it; replicas wait
-   * for a grace period without a replica that does, so a rolling update that adds or removes a hook
-   * leaves a peer's work alone.
+   * Sets aside work of a sink no replica serves any more. The only process of a database (SQLite)
+   * knows at start that no one else serves it; replicas wait for a grace period without a replica
+   * that does, so a rolling update that adds or removes a hook leaves a peer's work alone. It runs
+   * beside the lanes and the receiver (a backlog of millions takes minutes), one pass at a time, in
+   * calls of a few steps so a stop waits for one call only.
    */
-  const setAsideUnserved = async (): Promise<void> => {
-    const now = clock.now();
-    if (!deps.exclusive) await store.exceptions.announceServed(served, now);
+  let setAsidePass: Promise<void> | undefined;
+  const setAsideUnserved = (): void => {
+    if (setAsidePass) return;
     const graceMs = deps.exclusive ? 0 : tuning.unservedGraceMs;
-    const { setAside, failed } = await store.exceptions.setAsideUnserved({ configured: served, graceMs, now });
-    for (const { sink, step, message } of failed) {
-      log.error({ sink, step }, `${message}; what was set aside stays so, and the rest is tried again ${deps.exclusive ? 'at the next start' : 'at the next pass'}`);
-    }
-    for (const [sink, rows] of Object.entries(setAside)) {
-      log.warn(
-        { sink, rows },
-        `pending work for sink ${sink}, which no replica serves${graceMs > 0 ? ` (none has for ${graceMs / 1000} s)` : ''}, is set aside as ` +
-          `dead letters; if the sink is still wanted, run with a config that has it: boxrelay dead-letters retry --all --sink ${sink}`,
-      );
-    }
+    const setAside: Record<string, number> = {};
+    const failed = new Map<string, { step: string; message: string }>();
+    setAsidePass = (async () => {
+      for (let more = true; more && !stopping.signal.aborted; ) {
+        const call = await store.exceptions.setAsideUnserved({ configured: served, graceMs, now: clock.now(), batchSize: tuning.setAsideBatch, maxSteps: SET_ASIDE_STEPS_PER_CALL });
+        for (const [sink, rows] of Object.entries(call.setAside)) setAside[sink] = (setAside[sink] ?? 0) + rows;
+        for (const { sink, step, message } of call.failed) failed.set(sink, { step, message });
+        more = call.more;
+      }
+    })()
+      .catch((error: unknown) => log.error({ err: error }, 'could not look for work of sinks no replica serves'))
+      .finally(() => {
+        setAsidePass = undefined;
+        for (const [sink, { step, message }] of failed) {
+          log.error({ sink, step }, `${message}; what was set aside stays so, and the rest is tried again ${deps.exclusive ? 'at the next start' : 'at the next pass'}`);
+        }
+        for (const [sink, rows] of Object.entries(setAside)) {
+          log.warn(
+            { sink, rows },
+            `pending work for sink ${sink}, which no replica serves${graceMs > 0 ? ` (none has for ${graceMs / 1000} s)` : ''}, is set aside as ` +
+              `dead letters; if the sink is still wanted, run with a config that has it: boxrelay dead-letters retry --all --sink ${sink}`,
+          );
+        }
+      });
   };
+  /** Says which sinks this replica serves (a heartbeat that other replicas' grace reads). */
+  const announceServed = () => store.exceptions.announceServed(served, clock.now());
 
   return {
     owner,
-    /** Frees stale leases, announces its sinks and sets aside unserved work, then starts every lane and the poll. */
+    /** Frees stale leases or announces its sinks, starts every lane and the poll, then sets aside unserved work beside them. */
     async start(): Promise<void> {
       if (deps.exclusive) {
         const released = await store.exceptions.releaseAll();
         if (released > 0) log.info({ rows: released }, 'released leases left by the previous run');
-      }
-      await setAsideUnserved();
-      if (!deps.exclusive) {
-        // One pass at a time: a set-aside of a large backlog outlasts the interval, and passes side by
-        // side only wait on each other's cursor locks.
-        let passing = false;
+      } else {
+        await announceServed();
         serveTimer = setInterval(() => {
-          if (passing) return;
-          passing = true;
-          void setAsideUnserved()
-            .catch((error: unknown) => log.error({ err: error }, 'could not announce the sinks served here; trying again'))
-            .finally(() => (passing = false));
+          announceServed().catch((error: unknown) => log.error({ err: error }, 'could not announce the sinks served here; trying again'));
+          setAsideUnserved();
         }, serveIntervalMs(tuning.unservedGraceMs)).unref();
       }
       // Each lane takes its partitions of the log before it reads.
@@ -182,6 +194,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       running = true;
       pollTimer = setInterval(poll, tuning.pollMs).unref();
       wake();
+      setAsideUnserved();
     },
     wake,
     sinkStateChanged(sink) {
@@ -200,6 +213,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       stopping.abort();
       clearInterval(pollTimer);
       clearInterval(serveTimer);
+      await setAsidePass;
       const cutTimer = setTimeout(() => cut.abort(), graceMs);
       // A claim that was under way may still start rows: they see the stop and are released.
       await settled();

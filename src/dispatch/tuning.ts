@@ -1,3 +1,5 @@
+import { SET_ASIDE_BATCH } from '../store/log/set-aside.js';
+
 /** Timing of fan-out, injectable so tests run on tiny delays. */
 export interface DispatchTuning {
   /** Safety-net poll: work committed elsewhere (CLI, other replicas), expired leases, due retries. */
@@ -41,6 +43,8 @@ export interface DispatchTuning {
   recoverAfterMs: number;
   /** Pending work of a sink that no replica has served for this long is set aside (BOXRELAY_UNSERVED_SINK_GRACE). */
   unservedGraceMs: number;
+  /** Rows (or log entries) that one set-aside step moves, each step its own transaction. */
+  setAsideBatch: number;
 }
 
 /**
@@ -66,6 +70,7 @@ export const defaultTuning: DispatchTuning = {
   holdMs: 8000,
   recoverAfterMs: 60_000,
   unservedGraceMs: 600_000,
+  setAsideBatch: SET_ASIDE_BATCH,
 };
 
 /** Exponential backoff is jittered (x0.8..1.2) so retries of one outage do not arrive together. */

@@ -4,7 +4,7 @@ import { leaseClock } from '../engines/database-clock.js';
 import { DEAD_LETTER, LEASE_CLEARED, SINK_NOT_CONFIGURED, type Claim, type ClaimedRow, type Delivered, type Settled } from './rows.js';
 import type { Schema } from '../schema.js';
 import { createBacklogCount } from '../log/count-backlogs.js';
-import { SET_ASIDE_BATCH, SetAsideError, inSteps, setAsideLog } from '../log/set-aside.js';
+import { SET_ASIDE_BATCH, SetAsideError, inSteps, setAsideLog, type StepsRun } from '../log/set-aside.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 
 /** Claiming and leasing fan-out rows, and writing back what their attempts did. */
@@ -60,6 +60,8 @@ export interface NewException {
 export interface UnservedSetAside {
   setAside: Record<string, number>;
   failed: { sink: string; step: string; message: string }[];
+  /** Some sink's work was left at the step limit: call again for the rest. */
+  more: boolean;
 }
 
 export interface UnservedWork {
@@ -70,6 +72,8 @@ export interface UnservedWork {
   now: number;
   /** Rows (and log entries) set aside per transaction; `SET_ASIDE_BATCH` unless given. */
   batchSize?: number;
+  /** Steps per sink and kind of work in this call, so a caller can stop between calls; no limit unless given. */
+  maxSteps?: number;
 }
 
 /** Pending rows, as a literal: the partial indexes of pending work serve it on both engines. */
@@ -106,19 +110,24 @@ export function createOutboxClaims(database: Database): OutboxClaims {
   };
 
   /** A sink's pending rows no lease holds become set aside, `batchSize` rows a statement (through the partial index of pending rows). */
-  const setAsidePendingRows = (sink: string, now: number, batchSize: number): Promise<number> =>
-    inSteps(sink, 'its pending rows', async () => {
-      const rows = await db
-        .updateTable('outbox')
-        .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...LEASE_CLEARED })
-        .where('id', 'in', (eb) =>
-          eb.selectFrom('outbox').select('id').where(PENDING).where('sink', '=', sink).where(leaseFree(now)).limit(batchSize),
-        )
-        .where(PENDING)
-        .executeTakeFirst();
-      const changed = Number(rows.numUpdatedRows);
-      return { changed, done: changed < batchSize };
-    });
+  const setAsidePendingRows = (sink: string, now: number, batchSize: number, maxSteps: number): Promise<StepsRun> =>
+    inSteps(
+      sink,
+      'its pending rows',
+      async () => {
+        const rows = await db
+          .updateTable('outbox')
+          .set({ status: 'set_aside', last_error: SINK_NOT_CONFIGURED, updated_at: now, ...LEASE_CLEARED })
+          .where('id', 'in', (eb) =>
+            eb.selectFrom('outbox').select('id').where(PENDING).where('sink', '=', sink).where(leaseFree(now)).limit(batchSize),
+          )
+          .where(PENDING)
+          .executeTakeFirst();
+        const changed = Number(rows.numUpdatedRows);
+        return { changed, done: changed < batchSize };
+      },
+      maxSteps,
+    );
 
   return {
     /**
@@ -346,7 +355,7 @@ export function createOutboxClaims(database: Database): OutboxClaims {
      * goes in steps of a bounded number of rows, each step its own short transaction; a sink whose
      * step fails is told in `failed` (what was set aside before stays so), and the others go on.
      */
-    async setAsideUnserved({ configured, graceMs, now, batchSize = SET_ASIDE_BATCH }: UnservedWork): Promise<UnservedSetAside> {
+    async setAsideUnserved({ configured, graceMs, now, batchSize = SET_ASIDE_BATCH, maxSteps = Infinity }: UnservedWork): Promise<UnservedSetAside> {
       const pendingSinks = await db
         .selectFrom('outbox')
         .select('sink')
@@ -360,14 +369,17 @@ export function createOutboxClaims(database: Database): OutboxClaims {
         .distinct()
         .$if(configured.length > 0, (q) => q.where('sink', 'not in', configured))
         .execute();
-      const result: UnservedSetAside = { setAside: {}, failed: [] };
+      const result: UnservedSetAside = { setAside: {}, failed: [], more: false };
       for (const sink of new Set([...pendingSinks, ...loggedSinks].map((row) => row.sink))) {
         try {
           if (graceMs > 0 && (await servedWithinGrace(sink, graceMs, now))) continue;
           // Counted step by step: what a step set aside stays so when a later one fails.
-          const count = (rows: number) => void (rows > 0 && (result.setAside[sink] = (result.setAside[sink] ?? 0) + rows));
-          count(await setAsidePendingRows(sink, now, batchSize));
-          count(await setAsideLog(database, sink, now, batchSize));
+          const count = ({ changed, done }: StepsRun) => {
+            if (changed > 0) result.setAside[sink] = (result.setAside[sink] ?? 0) + changed;
+            if (!done) result.more = true;
+          };
+          count(await setAsidePendingRows(sink, now, batchSize, maxSteps));
+          count(await setAsideLog(database, sink, now, batchSize, maxSteps));
         } catch (error) {
           const failure = error instanceof SetAsideError ? error : new SetAsideError(sink, 'the grace of its last server', error);
           result.failed.push({ sink, step: failure.step, message: failure.message });

@@ -23,18 +23,27 @@ export class SetAsideError extends RelayError {
   }
 }
 
-/** Runs `step` until it says it is done, with a turn of the event loop between two runs; a failure names the sink and the step. */
-export async function inSteps(sink: string, name: string, step: () => Promise<{ changed: number; done: boolean }>): Promise<number> {
-  let total = 0;
-  for (;;) {
-    let outcome: { changed: number; done: boolean };
+/** How far a run of steps got: what it changed, and whether it reached the end or stopped at its limit. */
+export interface StepsRun {
+  changed: number;
+  done: boolean;
+}
+
+/**
+ * Runs `step` until it says it is done or `maxSteps` have run, with a turn of the event loop between
+ * two runs; a failure names the sink and the step.
+ */
+export async function inSteps(sink: string, name: string, step: () => Promise<StepsRun>, maxSteps = Infinity): Promise<StepsRun> {
+  let changed = 0;
+  for (let run = 1; ; run++) {
+    let outcome: StepsRun;
     try {
       outcome = await step();
     } catch (error) {
       throw new SetAsideError(sink, name, error);
     }
-    total += outcome.changed;
-    if (outcome.done) return total;
+    changed += outcome.changed;
+    if (outcome.done || run >= maxSteps) return { changed, done: outcome.done };
     await turn();
   }
 }
@@ -69,10 +78,12 @@ export const SET_ASIDE_LOG_STEP: NamedTransaction<SetAsideStep, { changed: numbe
       ORDER BY seq LIMIT 1 OFFSET ${batchSize - 1}`.compile(db);
     const upTo = ends.length > 0 ? Number((ends[0] as { seq: number }).seq) : head;
     const parts = sql.join(free.map(({ part }) => part));
+    // `d.seq > from` as a constant: without it PostgreSQL's planner cannot bound the range by the
+    // cursors' positions, and at a million entries scans the whole log past the statement timeout.
     const { changed } = yield sql`INSERT INTO outbox (delivery_id, sink, status, attempts, next_attempt_at, last_error, created_at, updated_at, box_id, trace_parent)
       SELECT d.id, ${sink}, 'set_aside', 0, ${now}, ${SINK_NOT_CONFIGURED}, ${now}, ${now}, d.box_id, d.trace_parent
       FROM log_cursors c JOIN deliveries d ON d.part = c.part
-      WHERE c.sink = ${sink} AND c.part IN (${parts}) AND d.seq > c.seq AND d.seq <= ${upTo} AND ${routedWithoutRow(sink)}
+      WHERE c.sink = ${sink} AND c.part IN (${parts}) AND d.seq > ${from} AND d.seq > c.seq AND d.seq <= ${upTo} AND ${routedWithoutRow(sink)}
       ORDER BY d.seq`.compile(db);
     yield sql`UPDATE log_cursors SET seq = ${upTo}, updated_at = ${now} WHERE sink = ${sink} AND part IN (${parts}) AND seq < ${upTo}`.compile(db);
     return { changed, done: upTo >= head, head };
@@ -85,13 +96,18 @@ export const SET_ASIDE_LOG_STEP: NamedTransaction<SetAsideStep, { changed: numbe
  * and those cursors move on, up to the head as it was at the call. In steps of at most `batchSize`
  * log entries, each its own transaction: the free cursors are locked first and only they are moved,
  * over the entries set aside in the same transaction, so a partition taken between two steps keeps
- * its cursor and its entries.
+ * its cursor and its entries. At most `maxSteps` steps: the caller calls again for the rest.
  */
-export async function setAsideLog(database: Database, sink: string, now: number, batchSize = SET_ASIDE_BATCH): Promise<number> {
+export async function setAsideLog(database: Database, sink: string, now: number, batchSize = SET_ASIDE_BATCH, maxSteps = Infinity): Promise<StepsRun> {
   let head: number | undefined;
-  return inSteps(sink, 'the log past its cursors', async () => {
-    const step = await transact(database, SET_ASIDE_LOG_STEP, { sink, now, batchSize, head });
-    head = step.head;
-    return step;
-  });
+  return inSteps(
+    sink,
+    'the log past its cursors',
+    async () => {
+      const step = await transact(database, SET_ASIDE_LOG_STEP, { sink, now, batchSize, head });
+      head = step.head;
+      return step;
+    },
+    maxSteps,
+  );
 }

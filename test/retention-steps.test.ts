@@ -4,7 +4,7 @@ import { DAY_MS } from '../src/clock.js';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
-import { batchPace } from '../src/store/retention/batches.js';
+import { TARGET_BATCH_MS, batchPace } from '../src/store/retention/batches.js';
 import { pruneExpired, RETENTION_STEPS } from '../src/store/retention/prune.js';
 import type { Schema } from '../src/store/schema.js';
 import { openStore, type Store } from '../src/store/store.js';
@@ -265,6 +265,16 @@ describe('the pace of retention batches', () => {
     expect(pace.size).toBe(2500);
     for (let batch = 0; batch < 20; batch++) pace.took(1000);
     expect(pace.size).toBe(1);
+  });
+
+  it('on PostgreSQL, where a batch holds no lock a delivery waits for, keeps batches of up to 100 ms', () => {
+    const pace = batchPace(5000, { targetMs: TARGET_BATCH_MS.postgres });
+    pace.took(45);
+    expect(pace.size).toBe(100);
+    pace.took(80);
+    expect(pace.size).toBe(100);
+    pace.took(120);
+    expect(pace.size).toBe(50);
   });
 
   it('never takes more than a smaller most per batch, from the first batch on', () => {

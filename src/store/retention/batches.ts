@@ -14,8 +14,14 @@ export interface BatchContext {
   removed(rows: number): void;
 }
 
-/** A batch that commits within this long is about right: the next is as large. */
-const TARGET_BATCH_MS = 20;
+/**
+ * A batch that commits within this long is about right: the next is as large. On SQLite a batch holds
+ * the one writer, which commits the deliveries too, so it stays short. On PostgreSQL a batch locks only
+ * expired rows no delivery writes; what it takes from the intake is shared CPU and I/O, which the rest
+ * after each batch halves, so it may run longer (a target of 20 ms there collapsed the batches to a
+ * few rows on a busy machine, and a pass over a million deliveries never ended).
+ */
+export const TARGET_BATCH_MS = { sqlite: 20, postgres: 100 } as const;
 
 /** The least rest between two batches: a timer, so every callback pending runs in between. */
 const MIN_PAUSE_MS = 2;
@@ -31,15 +37,15 @@ export interface BatchPace {
   took(ms: number): void;
 }
 
-export function batchPace(most: number, first = Math.min(most, 50)): BatchPace {
+export function batchPace(most: number, { targetMs = TARGET_BATCH_MS.sqlite, first = Math.min(most, 50) }: { targetMs?: number; first?: number } = {}): BatchPace {
   let size = first;
   return {
     get size() {
       return size;
     },
     took(ms) {
-      if (ms < TARGET_BATCH_MS / 2) size = Math.min(most, size * 2);
-      else if (ms > TARGET_BATCH_MS) size = Math.max(1, Math.floor(size / 2));
+      if (ms < targetMs / 2) size = Math.min(most, size * 2);
+      else if (ms > targetMs) size = Math.max(1, Math.floor(size / 2));
     },
   };
 }

@@ -7,7 +7,7 @@ import type { Database } from '../engines/database.js';
 import { executeUnsynced } from '../engines/unsynced.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
 import { trimAttemptsBeyondKept } from '../attempts/prune-attempts.js';
-import { batchPace, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
+import { TARGET_BATCH_MS, batchPace, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
 
 export interface PruneOptions {
   /** Epoch ms. */
@@ -220,7 +220,7 @@ export async function pruneExpired(database: Database, options: PruneOptions): P
     removed[step.name] = 0;
     const context: StepContext = {
       database,
-      pace: batchPace(options.batchSize ?? MOST_PER_BATCH),
+      pace: batchPace(options.batchSize ?? MOST_PER_BATCH, { targetMs: TARGET_BATCH_MS[database.dialect] }),
       signal,
       cutoff,
       now: options.now,

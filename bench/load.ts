@@ -14,6 +14,8 @@ export interface LoadSettings {
   signal?: AbortSignal;
   /** Every answer, as it arrives. */
   onResponse?(statusCode: number, latencyMs: number): void;
+  /** Every request that got no answer (refused, reset, timed out), as it ends. */
+  onError?(): void;
 }
 
 export interface LoadResult {
@@ -83,7 +85,7 @@ export function runLoad(port: number, settings: LoadSettings): Promise<LoadResul
  * sends its quota for the second back to back at the second's start, then idles, so its latencies
  * are those of a burst at full speed.
  */
-async function pacedLoad(port: number, { seconds, connections, rate, signal, onResponse }: LoadSettings & { rate: number }): Promise<LoadResult> {
+async function pacedLoad(port: number, { seconds, connections, rate, signal, onResponse, onError }: LoadSettings & { rate: number }): Promise<LoadResult> {
   // autocannon's timeout, so that an error means the same for both.
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1, headersTimeout: 10_000, bodyTimeout: 10_000 });
   const latencies: number[] = [];
@@ -108,6 +110,7 @@ async function pacedLoad(port: number, { seconds, connections, rate, signal, onR
     } catch (error) {
       errors++;
       firstError ??= error instanceof Error ? error.message : String(error);
+      onError?.();
       return;
     }
     const atNs = process.hrtime.bigint();

@@ -54,8 +54,10 @@ interface JobResult {
   durationMs: number | null;
   detail: string;
   intake: AnswersSummary;
-  /** Requests that got no answer in the whole run (refused while the relay did not listen, or timed out). */
+  /** Requests that got no answer (refused, reset, timed out) once the relay listened. */
   errors: number;
+  /** The set-aside ended before the relay listened: it held the start, every request meanwhile refused. */
+  beforeListening: boolean;
   /** The same intake in the seconds before the job (none for the set-aside, which comes with the start). */
   control: AnswersSummary | undefined;
   rssMaxMb: number;
@@ -293,6 +295,7 @@ async function runJob(
     ...(build.checkout ? { checkout: build.checkout } : {}),
   });
   const answers: Answer[] = [];
+  const erroredAt: number[] = [];
   const stopLoad = new AbortController();
   let load: Promise<LoadResult> | undefined;
   let loadStartedAt = 0;
@@ -304,6 +307,7 @@ async function runJob(
       rate: settings.rate,
       signal: stopLoad.signal,
       onResponse: (status, latencyMs) => answers.push({ at: Date.now(), status, latencyMs: Math.round(latencyMs * 10) / 10 }),
+      onError: () => erroredAt.push(Date.now()),
     });
   };
   // The set-aside comes with a start: the intake is aimed at the port before the relay listens (a restart's gap counts).
@@ -341,13 +345,16 @@ async function runJob(
           : job === 'replay'
             ? await replayJob(internalPort, timeoutMs)
             : await setAsideJob(copy, spawnedAt + (postgres ? SET_ASIDE_GRACE_S * 1000 : 0), setAsideRows(settings), timeoutMs);
-      if (job === 'set-aside') span.detail += `; listening ${((listeningAt - spawnedAt) / 1000).toFixed(1)} s after start`;
+      if (job === 'set-aside') {
+        const refused = erroredAt.filter((at) => at < listeningAt).length;
+        span.detail += `; listening ${((listeningAt - spawnedAt) / 1000).toFixed(1)} s after start (${int(refused)} requests refused until then)`;
+      }
     }
     const end = span.endedAt ?? Date.now();
     // A second more: answers held up by the job's last step arrive after it.
     await sleep(1000);
     stopLoad.abort();
-    const result = await load;
+    await load;
     return {
       engine: store.engine,
       build: build.label,
@@ -355,7 +362,8 @@ async function runJob(
       durationMs: span.endedAt === null ? null : (span.durationMs ?? span.endedAt - span.startedAt),
       detail: span.detail,
       intake: summarizeAnswers(answers, span.startedAt, end + 1000),
-      errors: result?.errors ?? 0,
+      errors: erroredAt.filter((at) => at >= listeningAt).length,
+      beforeListening: job === 'set-aside' && span.endedAt !== null && span.endedAt <= listeningAt,
       control: job === 'set-aside' ? undefined : summarizeAnswers(answers, loadStartedAt + 2000, span.startedAt - 1),
       rssMaxMb: rss.maxMb(span.startedAt, end + 1000),
     };
@@ -374,6 +382,7 @@ function verdict(r: JobResult, timeoutMs: number): string {
     r.intake.p99 >= TARGET.p99Ms && `p99 ≥ ${TARGET.p99Ms} ms`,
     r.intake.max > TARGET.maxMs && `an answer over ${TARGET.maxMs / 1000} s`,
     (r.intake.non2xx > 0 || r.errors > 0) && 'non-2xx or errors',
+    r.beforeListening && 'set aside before the relay listened',
     r.job === 'health' && r.durationMs >= TARGET.healthMs && `health ≥ ${TARGET.healthMs / 1000} s`,
     r.rssMaxMb > TARGET.rssMb && `RSS > ${TARGET.rssMb} MB`,
   ].filter(Boolean);
@@ -415,12 +424,12 @@ export async function runVolume(ctx: Context, settings: VolumeSettings, compare:
       `${RETENTION_DAYS}-day window), the console's 24-hour health of every sink (${HEALTH_ROUNDS} rounds, ${CONSOLE_REFRESH_MS / 1000} s apart; ` +
       `its duration is the slowest answer), \`POST /admin/replay\` of ${RETENTION_DAYS} days for one hook (until it answers), and the ` +
       `set-aside of the paused hook's backlog when the relay starts without it (until every row is listed; the intake is aimed at the ` +
-      `relay from its start, so requests refused before it listens count as errors; PostgreSQL with a ${SET_ASIDE_GRACE_S} s grace, from its end). ` +
+      `relay from its start: the requests refused until it listens are told apart, and a set-aside done before it listens misses the target; PostgreSQL with a ${SET_ASIDE_GRACE_S} s grace, from its end). ` +
       `Other jobs start after the relay's first retention pass (a window longer than the store: it removes nothing). Each job is ` +
       `stopped after ${settings.jobTimeoutMs / 1000} s. Intake: answers that arrived while the job ran (and 1 s after); control: the ` +
       'same intake in the seconds before it. RSS: the largest VmRSS sample while the job ran.',
     '',
-    '| engine | build | job | duration | job | intake answers | p50 ms | p99 ms | max ms | non-2xx / errors | control p99 / max ms | RSS max MB | target |',
+    '| engine | build | job | duration | job | intake answers | p50 ms | p99 ms | max ms | non-2xx / errors once listening | control p99 / max ms | RSS max MB | target |',
     '|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|',
     ...results.map(
       (r) =>

@@ -6,7 +6,11 @@ export interface DispatchTuning {
   pollMs: number;
   /** Rows claimed, or log entries read, by one query at most. */
   batchSize: number;
-  /** The least time between two stores of how far a lane has settled the log (a crash sends again what settled since the last). */
+  /**
+   * The least time between two stores of how far a lane has settled the log (a crash sends again what
+   * settled since the last). Every store is a write transaction (on PostgreSQL a call to the main
+   * thread too): at 10 ms three lanes made some 300 a second at an intake of 100/s.
+   */
   cursorStoreMs: number;
   /** In-process retries (p-retry) of a fresh event's retryable failure, before waits move to the database. */
   quickRetries: number;
@@ -58,7 +62,7 @@ export const RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 1_800_000, 7_200_000
 export const defaultTuning: DispatchTuning = {
   pollMs: 2000,
   batchSize: 100,
-  cursorStoreMs: 10,
+  cursorStoreMs: 100,
   quickRetries: 2,
   quickMinDelayMs: 500,
   quickFactor: 2,

@@ -46,6 +46,42 @@ async function twoReplicas(hookUrl: string, timeoutMs: number): Promise<{ a: Rel
   return { a, b, db };
 }
 
+interface Span {
+  id: string;
+  box: string;
+  start: number;
+  end: number;
+}
+
+/** A hook answering 200 after `delayMs` (changeable), keeping each request's span, to find two requests for one box at once. */
+async function spannedHook(delayMs: number) {
+  const hook = { url: '', delayMs, requests: [] as Span[] };
+  hook.url = (
+    await server((req) => {
+      const event = JSON.parse(req.body) as { id: string; subject: string };
+      const start = performance.now();
+      hook.requests.push({ id: event.id, box: event.subject, start, end: start + hook.delayMs });
+      return { status: 200, delayMs: hook.delayMs };
+    })
+  ).url;
+  return hook;
+}
+
+/**
+ * Per box: one request at a time (none started before the one before it was answered), in accepted
+ * order (a repeat only ever the box's latest event again, never an older one after a newer), every
+ * accepted event sent.
+ */
+function expectOneAtATimeInOrder(requests: Span[], accepted: Map<string, string[]>): void {
+  for (const [box, ids] of accepted) {
+    const forBox = requests.filter((r) => r.box === box);
+    for (let i = 1; i < forBox.length; i++) expect(forBox[i]!.start, `${box}: request ${i} overlapped the one before`).toBeGreaterThanOrEqual(forBox[i - 1]!.end - 1);
+    const order = forBox.map((r) => ids.indexOf(r.id));
+    for (let i = 1; i < order.length; i++) expect(order[i]!, `${box}: ${JSON.stringify(order)}`).toBeGreaterThanOrEqual(order[i - 1]!);
+    expect(new Set(order)).toEqual(new Set(ids.map((_, i) => i)));
+  }
+}
+
 describe('per-box order across two replicas on PostgreSQL', () => {
   it('holds when one replica is SIGKILLed mid-run: each box its events in accepted order, none lost', { timeout: 60_000 }, async () => {
     // Until the kill the hook takes its time (within the attempt timeout), so the replica that dies
@@ -109,15 +145,8 @@ describe('per-box order across two replicas on PostgreSQL', () => {
   });
 
   it('holds when one replica is stopped (SIGSTOP) past its leases and continues: it starts nothing it no longer holds', { timeout: 90_000 }, async () => {
-    // Each request's span at the hook, to find two requests for one box at once.
-    const requests: { id: string; box: string; start: number; end: number }[] = [];
-    let delayMs = 300;
-    const hook = await server((req) => {
-      const event = JSON.parse(req.body) as { id: string; subject: string };
-      const start = performance.now();
-      requests.push({ id: event.id, box: event.subject, start, end: start + delayMs });
-      return { status: 200, delayMs };
-    });
+    const hook = await spannedHook(300);
+    const { requests } = hook;
     const { a, b, db } = await twoReplicas(hook.url, 5000);
     const accepted = new Map<string, string[]>();
     const seconds = Math.floor(Date.now() / 1000);
@@ -141,33 +170,19 @@ describe('per-box order across two replicas on PostgreSQL', () => {
 
     a.child.kill('SIGCONT');
     // A works again (what it is given now is delivered): whatever it had under way when stopped has had its turn by then.
-    delayMs = 15;
+    hook.delayMs = 15;
     await postRound(a);
     // Before the fix A wrote its timed-out attempts down as retries of events B had delivered, sent
     // 25-35 s later after the box's newer events: this wait then ran out.
     await waitFor(() => allSettled(db), 'every event to be delivered once A continued', 30_000);
 
-    for (const [box, ids] of accepted) {
-      const forBox = requests.filter((r) => r.box === box);
-      // One at a time: no request for the box started before the one before it was answered.
-      for (let i = 1; i < forBox.length; i++) expect(forBox[i]!.start, `${box}: request ${i} overlapped the one before`).toBeGreaterThanOrEqual(forBox[i - 1]!.end - 1);
-      // In accepted order; a repeat only ever the box's latest event again, never an older one after a newer.
-      const order = forBox.map((r) => ids.indexOf(r.id));
-      for (let i = 1; i < order.length; i++) expect(order[i]!, `${box}: ${JSON.stringify(order)}`).toBeGreaterThanOrEqual(order[i - 1]!);
-      expect(new Set(order)).toEqual(new Set(ids.map((_, i) => i)));
-    }
+    expectOneAtATimeInOrder(requests, accepted);
     for (const relay of [a, b]) expect(await new Promise((resolve) => { relay.child.once('exit', resolve); relay.child.kill('SIGTERM'); })).toBe(0);
   });
 
   it('holds for replayed work (outbox rows) when the replica that claimed it is stopped past its leases: it sends none of it after it continues', { timeout: 90_000 }, async () => {
-    const requests: { id: string; box: string; start: number; end: number }[] = [];
-    let delayMs = 15;
-    const hook = await server((req) => {
-      const event = JSON.parse(req.body) as { id: string; subject: string };
-      const start = performance.now();
-      requests.push({ id: event.id, box: event.subject, start, end: start + delayMs });
-      return { status: 200, delayMs };
-    });
+    const hook = await spannedHook(15);
+    const { requests } = hook;
     const { a, b, db } = await twoReplicas(hook.url, 5000);
     const seconds = Math.floor(Date.now() / 1000);
     const accepted = new Map<string, string[]>();
@@ -178,7 +193,7 @@ describe('per-box order across two replicas on PostgreSQL', () => {
     const firstSends = requests.length;
 
     // A replay queues every event again as outbox rows; A claims them, with requests in flight and the rest queued behind their boxes.
-    delayMs = 300;
+    hook.delayMs = 300;
     const replay = await fetch(`http://127.0.0.1:${a.internalPort}/admin/replay`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
@@ -191,19 +206,12 @@ describe('per-box order across two replicas on PostgreSQL', () => {
 
     a.child.kill('SIGCONT');
     const continuedAt = performance.now();
-    delayMs = 15;
+    hook.delayMs = 15;
     const newer = await post(a, 'bx_0', seconds);
     await waitFor(() => allSettled(db), 'the newer event delivered once A continued', 30_000);
     // The replayed rows were B's by then: A started none of them again (nor any stale retry of them).
     expect(requests.filter((r) => r.start >= continuedAt).map((r) => r.id)).toEqual([newer]);
-    const replayed = requests.slice(firstSends).filter((r) => r.id !== newer);
-    for (const [box, ids] of accepted) {
-      const forBox = replayed.filter((r) => r.box === box);
-      for (let i = 1; i < forBox.length; i++) expect(forBox[i]!.start, `${box}: request ${i} overlapped the one before`).toBeGreaterThanOrEqual(forBox[i - 1]!.end - 1);
-      const order = forBox.map((r) => ids.indexOf(r.id));
-      for (let i = 1; i < order.length; i++) expect(order[i]!, `${box}: ${JSON.stringify(order)}`).toBeGreaterThanOrEqual(order[i - 1]!);
-      expect(new Set(order)).toEqual(new Set(ids.map((_, i) => i)));
-    }
+    expectOneAtATimeInOrder(requests.slice(firstSends).filter((r) => r.id !== newer), accepted);
     for (const relay of [a, b]) expect(await new Promise((resolve) => { relay.child.once('exit', resolve); relay.child.kill('SIGTERM'); })).toBe(0);
   });
 });

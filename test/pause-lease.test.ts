@@ -308,8 +308,9 @@ describe.each(engines)('the bookkeeping after a delivery, on $name', ({ url }) =
         },
       }),
     });
-    // The hook failed before: its next delivery ends the run of failures (a write).
+    // The hook failed before (another replica saw it, and says so): its next delivery ends the run of failures (a write).
     await createSinkStates(t.store.database).failed('h', Date.now());
+    t.dispatcher.sinkStateChanged('h');
     await t.post('bx_f');
     await waitFor(() => tries >= 3, 'the write to hold');
     await t.dispatcher.settled();

@@ -45,42 +45,6 @@ async function twoReplicas(hookUrl: string, timeoutMs: number): Promise<{ a: Rel
   return { a, b, db };
 }
 
-interface Span {
-  id: string;
-  box: string;
-  start: number;
-  end: number;
-}
-
-/** A hook answering 200 after `delayMs` (changeable), keeping each request's span, to find two requests for one box at once. */
-async function spannedHook(delayMs: number) {
-  const hook = { url: '', delayMs, requests: [] as Span[] };
-  hook.url = (
-    await server((req) => {
-      const event = JSON.parse(req.body) as { id: string; subject: string };
-      const start = performance.now();
-      hook.requests.push({ id: event.id, box: event.subject, start, end: start + hook.delayMs });
-      return { status: 200, delayMs: hook.delayMs };
-    })
-  ).url;
-  return hook;
-}
-
-/**
- * Per box: one request at a time (none started before the one before it was answered), in accepted
- * order (a repeat only ever the box's latest event again, never an older one after a newer), every
- * accepted event sent.
- */
-function expectOneAtATimeInOrder(requests: Span[], accepted: Map<string, string[]>): void {
-  for (const [box, ids] of accepted) {
-    const forBox = requests.filter((r) => r.box === box);
-    for (let i = 1; i < forBox.length; i++) expect(forBox[i]!.start, `${box}: request ${i} overlapped the one before`).toBeGreaterThanOrEqual(forBox[i - 1]!.end - 1);
-    const order = forBox.map((r) => ids.indexOf(r.id));
-    for (let i = 1; i < order.length; i++) expect(order[i]!, `${box}: ${JSON.stringify(order)}`).toBeGreaterThanOrEqual(order[i - 1]!);
-    expect(new Set(order)).toEqual(new Set(ids.map((_, i) => i)));
-  }
-}
-
 describe('per-box order across two replicas on PostgreSQL', () => {
   it('holds when one replica is SIGKILLed mid-run: each box its events in accepted order, none lost', { timeout: 60_000 }, async () => {
     // Until the kill the hook takes its time (within the attempt timeout), so the replica that dies
@@ -144,8 +108,15 @@ describe('per-box order across two replicas on PostgreSQL', () => {
   });
 
   it('holds when one replica is stopped (SIGSTOP) past its leases and continues: it starts nothing it no longer holds', { timeout: 90_000 }, async () => {
-    const hook = await spannedHook(300);
-    const { requests } = hook;
+    // Each request's span at the hook, to find two requests for one box at once.
+    const requests: { id: string; box: string; start: number; end: number }[] = [];
+    let delayMs = 300;
+    const hook = await server((req) => {
+      const event = JSON.parse(req.body) as { id: string; subject: string };
+      const start = performance.now();
+      requests.push({ id: event.id, box: event.subject, start, end: start + delayMs });
+      return { status: 200, delayMs };
+    });
     const { a, b, db } = await twoReplicas(hook.url, 5000);
     const accepted = new Map<string, string[]>();
     const seconds = Math.floor(Date.now() / 1000);
@@ -169,13 +140,21 @@ describe('per-box order across two replicas on PostgreSQL', () => {
 
     a.child.kill('SIGCONT');
     // A works again (what it is given now is delivered): whatever it had under way when stopped has had its turn by then.
-    hook.delayMs = 15;
+    delayMs = 15;
     await postRound(a);
     // Before the fix A wrote its timed-out attempts down as retries of events B had delivered, sent
     // 25-35 s later after the box's newer events: this wait then ran out.
     await waitFor(() => allSettled(db), 'every event to be delivered once A continued', 30_000);
 
-    expectOneAtATimeInOrder(requests, accepted);
+    for (const [box, ids] of accepted) {
+      const forBox = requests.filter((r) => r.box === box);
+      // One at a time: no request for the box started before the one before it was answered.
+      for (let i = 1; i < forBox.length; i++) expect(forBox[i]!.start, `${box}: request ${i} overlapped the one before`).toBeGreaterThanOrEqual(forBox[i - 1]!.end - 1);
+      // In accepted order; a repeat only ever the box's latest event again, never an older one after a newer.
+      const order = forBox.map((r) => ids.indexOf(r.id));
+      for (let i = 1; i < order.length; i++) expect(order[i]!, `${box}: ${JSON.stringify(order)}`).toBeGreaterThanOrEqual(order[i - 1]!);
+      expect(new Set(order)).toEqual(new Set(ids.map((_, i) => i)));
+    }
     for (const relay of [a, b]) expect(await new Promise((resolve) => { relay.child.once('exit', resolve); relay.child.kill('SIGTERM'); })).toBe(0);
   });
 });

@@ -4,7 +4,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/schema.js';
 import { createDeliveryTally } from './dispatch/delivery-tally.js';
 import { createAttemptRecorder } from './dispatch/attempt-recorder.js';
-import { createFanoutThread } from './dispatch/fanout-thread.js';
+import { createFanoutThread, type FanoutThreadDeps } from './dispatch/fanout-thread.js';
 import { createInlineFanout, createSinks, type Fanout } from './dispatch/fanout.js';
 import { createOperations } from './dispatch/operations.js';
 import { createOperatorEvents } from './dispatch/operator-events.js';
@@ -52,7 +52,7 @@ import { leaseClock } from './store/engines/database-clock.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/retention/prune-schedule.js';
 import { createSecretsStore } from './store/state/secrets-store.js';
-import { databaseOptionsOf } from './store/engines/database.js';
+import { databaseOptionsOf, isPostgresUrl, splitPool, type DatabaseOptions } from './store/engines/database.js';
 import { addSinkMinutes } from './store/state/stats.js';
 import { openStore, type Store } from './store/store.js';
 import { createStorageFailureLog } from './store/engines/storage-failures.js';
@@ -257,7 +257,7 @@ function openRelayStore({
   wake: () => void;
 }): Promise<Store> {
   return openStore({
-    ...databaseOptionsOf(config),
+    ...receiverDatabaseOptions(config),
     // With the fan-out in its thread, no SQLite work of the hot path is left on this one.
     storageThread: config.fanoutThread === 'worker',
     onCommit: wake,
@@ -267,6 +267,18 @@ function openRelayStore({
       onFatal(error);
     },
   });
+}
+
+/** On PostgreSQL the fan-out worker has a pool of its own, out of the configured size. */
+function receiverDatabaseOptions(config: Config): DatabaseOptions {
+  const options = databaseOptionsOf(config);
+  return config.fanoutThread === 'worker' && isPostgresUrl(options.url) ? splitPool(options).receiver : options;
+}
+
+/** The worker's own connections: to a SQLite file with a link to its storage thread, or a pool of PostgreSQL's. */
+function fanoutDatabase(config: Config, store: Store): Pick<FanoutThreadDeps, 'ownDatabase'> {
+  if (store.link) return { ownDatabase: { options: databaseOptionsOf(config), link: store.link } };
+  return store.database.dialect === 'postgres' ? { ownDatabase: { options: splitPool(databaseOptionsOf(config)).fanout } } : {};
 }
 
 /** Every accepted signing secret (environment, file, database); none closes the store and refuses to start. */
@@ -387,7 +399,7 @@ function createRelayFanout({
       exclusive,
       tracing: tracing.enabled,
       parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
-      ...(store.link ? { ownDatabase: { options: databaseOptionsOf(config), link: store.link } } : {}),
+      ...fanoutDatabase(config, store),
       metrics: dispatchMetrics,
       countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
       sinkNames,

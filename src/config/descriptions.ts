@@ -22,8 +22,8 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
     'how long a SQLite write waits for a lock held by another process (e.g. a CLI command) before the delivery is answered `503`; the wait blocks the event loop, so keep it short',
   databaseTimeoutMs:
     'PostgreSQL: the longest wait for a connection, a free pool slot, one statement\'s answer, or a delivery\'s wait for its group\'s statement to start, after which the delivery is answered `503`; migrations are not bounded by it',
-  databasePoolSize: 'PostgreSQL: the pooled connections per replica (admin API, fan-out); the delivery writer and the log sequencer each have one more of their own',
-  databaseMaxWaiting: 'PostgreSQL: queries (admin API, fan-out) that may wait for a pool slot; one more is refused at once. Deliveries never wait for the pool: they are committed in groups on a connection of their own',
+  databasePoolSize: 'PostgreSQL: the pooled connections per replica, half for the fan-out thread (its log reads, claims and attempts), the rest for the admin API and retention (at least one each); the delivery writer and the log sequencer each have one more of their own',
+  databaseMaxWaiting: 'PostgreSQL: queries that may wait for a slot of either pool (the admin API and retention, the fan-out); one more is refused at once. Deliveries never wait for the pool: they are committed in groups on a connection of their own',
   retentionDays: 'stored deliveries older than this are pruned; this is also the dedup window',
   natsUrl: 'e.g. `nats://127.0.0.1:4222`; unset: the NATS sink is off',
   natsSubjectPrefix: 'first subject token(s): `<prefix>.<type>.<boxId>`',

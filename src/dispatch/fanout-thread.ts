@@ -21,11 +21,11 @@ export interface FanoutThreadDeps {
   /** Served to the worker on this thread's database connection. */
   parts: ServedParts;
   /**
-   * A SQLite file with its storage thread: the worker opens a connection of its own that only reads,
-   * for the log, exceptions and attempts, and sends their writes to the storage thread over a link
-   * of its own (a new one for each worker started).
+   * The worker's own connections for the log, exceptions and attempts. A SQLite file with its storage
+   * thread: a connection that only reads, its writes sent to the storage thread over a link of its
+   * own (`link`, a new one for each worker started). PostgreSQL: a pool of its own.
    */
-  ownDatabase?: { options: DatabaseOptions; link(): StorageLink };
+  ownDatabase?: { options: DatabaseOptions; link?(): StorageLink };
   /** This thread's registry's counters, which the worker's reports add to. */
   metrics: DispatchMetrics;
   /** Adds the worker's count of transform errors to this thread's `boxrelay_transform_errors_total`. */
@@ -49,9 +49,10 @@ const STOP_MARGIN_MS = 5000;
 const NOT_RUNNING: DependencyStatus = { state: 'down', error: 'the fan-out worker is not running' };
 
 /**
- * The fan-out in a worker thread, so the receive thread only receives. The worker's storage calls
- * run here (on a SQLite file only the pauses, sink states and operator events: the log, exceptions
- * and attempts go through its own connection and its link to the storage thread); its metrics and sink status come in batches. A worker that crashes is restarted; the rows
+ * The fan-out in a worker thread, so the receive thread only receives. The worker's calls of the
+ * pauses, sink states and operator events run here; the log, exceptions and attempts go through its
+ * own connections (on a SQLite file, writes by its link to the storage thread; else here too). Its
+ * metrics and sink status come in batches. A worker that crashes is restarted; the rows
  * it held are released as soon as the calls it had under way here have ended.
  */
 export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
@@ -85,7 +86,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   const spawn = (): Promise<void> =>
     new Promise((resolve, reject) => {
       const owner = leaseOwner();
-      const link = deps.ownDatabase?.link();
+      const link = deps.ownDatabase?.link?.();
       const thread = new Worker(new URL('./fanout-worker.js', import.meta.url), {
         resourceLimits: { maxOldGenerationSizeMb: deps.config.fanoutHeapMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
         // The OS thread's name too: `top -H` (and the bench) tell the fan-out's CPU from the receiver's.
@@ -95,7 +96,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
           exclusive: deps.exclusive,
           tracing: deps.tracing,
           owner,
-          ...(deps.ownDatabase && link ? { ownDatabase: { options: deps.ownDatabase.options, storage: link.port } } : {}),
+          ...(deps.ownDatabase ? { ownDatabase: { options: deps.ownDatabase.options, ...(link ? { storage: link.port } : {}) } } : {}),
         } satisfies WorkerData,
         transferList: link ? [link.port] : [],
       });
@@ -108,6 +109,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       /** Rows a worker that exited without stopping (a crash, or terminated at stop) still holds. */
       const handBack = async () => {
         // A claim still under way (here, or in the storage thread) when it died would lease rows after their release.
+        // One on its own PostgreSQL connection may still commit after it: those rows wait for their lease to end.
         await Promise.all([served.answered(), link?.drained()]);
         const rows = await deps.parts.exceptions.releaseAll(owner);
         if (rows > 0) log.info({ rows }, 'released the rows the fan-out worker held');

@@ -1,6 +1,7 @@
 // The fan-out worker thread's entry (BOXRELAY_FANOUT_THREAD=worker): the dispatcher, unchanged,
-// with its sinks, tracing and logger; its storage seams are its own connection to a SQLite file (that
-// only reads, its writes sent to the storage thread), else calls served by the main thread.
+// with its sinks, tracing and logger; its storage seams are its own connections (to a SQLite file,
+// that only read, its writes sent to the storage thread; or a PostgreSQL pool), else calls served by
+// the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../log.js';
@@ -8,6 +9,7 @@ import { createTracing, tracingOff } from '../tracing/tracing.js';
 import { createAttemptLog } from '../store/attempts/record-attempts.js';
 import { createFanoutStore } from '../store/fanout-store.js';
 import { openLinkedDatabase } from '../store/write/storage-thread.js';
+import { openDatabase } from '../store/engines/database.js';
 import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
@@ -40,7 +42,11 @@ const { sinks, buses } = createSinks({
 });
 const caller = callerOver<ServedParts>(port);
 const recorder = createMetricsRecorder();
-const database = ownDatabase && openLinkedDatabase(ownDatabase.options, ownDatabase.storage);
+const database =
+  ownDatabase &&
+  (ownDatabase.storage
+    ? openLinkedDatabase(ownDatabase.options, ownDatabase.storage)
+    : openDatabase({ ...ownDatabase.options, onConnectionError: (error) => logger.warn({ err: error }, 'a database connection of the fan-out failed; the next query reconnects') }));
 const store = database ? createFanoutStore(database) : { log: caller.remote('log'), exceptions: caller.remote('exceptions') };
 
 const fanout = createInlineFanout({

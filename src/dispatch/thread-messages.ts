@@ -35,11 +35,11 @@ export interface WorkerData {
   /** Names the worker's leases, so the main thread can free them if the worker dies. */
   owner: string;
   /**
-   * A SQLite file: the worker reads the log, its claims and its attempts through a connection of its
-   * own that only reads (WAL), and sends its writes (cursor moves, claims, settles, attempts) straight
-   * to the storage thread over `storage`, not through the main thread.
+   * The worker's own connections for the log, its claims and its attempts, not through the main
+   * thread. A SQLite file: one that only reads (WAL), its writes (cursor moves, claims, settles,
+   * attempts) sent to the storage thread over `storage`. PostgreSQL: a pool.
    */
-  ownDatabase?: { options: DatabaseOptions; storage: MessagePort };
+  ownDatabase?: { options: DatabaseOptions; storage?: MessagePort };
 }
 
 /** Counts and durations recorded in the worker since its last report, applied to the main thread's registry. */

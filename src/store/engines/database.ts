@@ -24,6 +24,8 @@ export interface DatabaseOptions {
   onConnectionError?: (error: Error) => void;
 }
 
+const DEFAULT_POOL_SIZE = 10;
+
 /** The database settings of the configuration, as `serve` and every command open it. */
 export function databaseOptionsOf(
   config: Pick<Config, 'database' | 'sqliteSynchronous' | 'busyTimeoutMs' | 'databaseTimeoutMs' | 'databasePoolSize' | 'databaseMaxWaiting'>,
@@ -36,6 +38,17 @@ export function databaseOptionsOf(
     poolSize: config.databasePoolSize,
     maxWaiting: config.databaseMaxWaiting,
   };
+}
+
+/**
+ * PostgreSQL with the fan-out in its worker thread: the worker has a pool of its own (so its queries
+ * are not written and read on the thread that answers webhooks), taken out of `poolSize`, so a replica
+ * opens no more connections than the setting says.
+ */
+export function splitPool(options: DatabaseOptions): { receiver: DatabaseOptions; fanout: DatabaseOptions } {
+  const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
+  const fanout = Math.max(1, Math.floor(poolSize / 2));
+  return { receiver: { ...options, poolSize: Math.max(1, poolSize - fanout) }, fanout: { ...options, poolSize: fanout } };
 }
 
 /** Refused at once rather than queued: every pool slot is taken and enough queries already wait. */
@@ -131,7 +144,7 @@ export function openDatabase(options: DatabaseOptions): Database {
  * client's query_timeout, as the server cannot enforce anything while frozen; statement_timeout
  * and idle_in_transaction_session_timeout on the server side), and the queue of waiting queries.
  */
-function openPostgres({ url, timeoutMs, poolSize = 10, maxWaiting = 100, onConnectionError = () => {} }: DatabaseOptions): Database {
+function openPostgres({ url, timeoutMs, poolSize = DEFAULT_POOL_SIZE, maxWaiting = 100, onConnectionError = () => {} }: DatabaseOptions): Database {
   const timeouts = timeoutMs && {
     connectionTimeoutMillis: timeoutMs,
     query_timeout: timeoutMs,

@@ -19,6 +19,7 @@ import * as attemptsBeyondKept from './017_attempts_beyond_kept.js';
 import * as attemptMinutes from './018_attempt_minutes.js';
 import * as oneLiveRow from './019_one_live_row.js';
 import * as unrecordedRouting from './020_unrecorded_routing.js';
+import * as cursorMovesInPlace from './021_cursor_moves_in_place.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -45,4 +46,5 @@ export const migrations: Record<string, Migration> = {
   '018_attempt_minutes': attemptMinutes,
   '019_one_live_row': oneLiveRow,
   '020_unrecorded_routing': unrecordedRouting,
+  '021_cursor_moves_in_place': cursorMovesInPlace,
 };

@@ -4,10 +4,9 @@ import { DAY_MS } from '../../clock.js';
 import { describeError, RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { Database } from '../engines/database.js';
-import { executeUnsynced } from '../engines/unsynced.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
 import { trimAttemptsBeyondKept } from '../attempts/prune-attempts.js';
-import { TARGET_BATCH_MS, batchPace, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
+import { TARGET_BATCH_MS, batchPace, commitBatch, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
 
 export interface PruneOptions {
   /** Epoch ms. */
@@ -104,16 +103,15 @@ async function pruneDeliveries(context: StepContext): Promise<void> {
     after = { received_at: Number(last.received_at), id: last.id };
     const ids = expired.map((d) => d.id);
     // Its rows go first, then the deliveries that have none left (a replay may have queued one meanwhile: that one stays).
-    await executeUnsynced(database, kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']));
-    const removed = await executeUnsynced(
-      database,
+    const [, removed] = await commitBatch(database, [
+      kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']),
       kysely
         .deleteFrom('deliveries')
         .where('id', 'in', ids)
         .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
         .returning('id'),
-    );
-    return { removed: removed.length, more: expired.length >= batchSize };
+    ]);
+    return { removed: removed?.rows.length ?? 0, more: expired.length >= batchSize };
   });
 }
 
@@ -148,16 +146,15 @@ async function forgetBoxes(context: StepContext): Promise<void> {
     after = full ? batch[batch.length - 1]!.id : end;
     if (batch.length === 0) return { removed: 0, more: end !== undefined };
     // Checked again: an event or a replay may have come for the box since.
-    const removed = await executeUnsynced(
-      database,
+    const [removed] = await commitBatch(database, [
       kysely
         .deleteFrom('boxes')
         .where('id', 'in', batch.map((box) => box.id))
         .where('last_seen_at', '<', cutoff)
         .where(forgettable('boxes'))
         .returning('id'),
-    );
-    return { removed: removed.length, more: full || end !== undefined };
+    ]);
+    return { removed: removed?.rows.length ?? 0, more: full || end !== undefined };
   });
 }
 
@@ -203,12 +200,10 @@ const STEP_ATTEMPTS = 3;
  * the log), so retention never loses undelivered events. Removing a delivery ends its dedup
  * protection: the dedup window is the retention period.
  *
- * Every statement is bounded by the batch size and stands alone (no transaction), as the SQLite
- * connection is shared with the group-commit writer; the event loop runs between batches. Each
- * commits without an fsync of its own (a delete lost to a power failure is only done again on the
- * next run), as an fsync per batch would stall the receive path. The pages they dirty are copied
- * into the database file by the background checkpointer (src/store/engines/checkpointer.ts), not on
- * this connection. A step that fails is tried again, then told and left for the next pass: the
+ * Every batch is bounded by the pace and commits on its own, with the configured sync (on SQLite in
+ * the writer's group commit: the sync of its WAL frames counts in its time, so the pace keeps it
+ * short); the event loop runs between batches. The pages they dirty are copied into the database
+ * file by the background checkpointer (src/store/engines/checkpointer.ts), not on this connection. A step that fails is tried again, then told and left for the next pass: the
  * steps after it run all the same.
  */
 export async function pruneExpired(database: Database, options: PruneOptions): Promise<PruneResult> {

@@ -1,30 +1,19 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemClock, type Clock } from '../src/clock.js';
-import { configSchema } from '../src/config/schema.js';
-import { createDispatcher, type Dispatcher } from '../src/dispatch/dispatcher.js';
-import { createSinks } from '../src/dispatch/fanout.js';
-import { createOperatorEvents } from '../src/dispatch/operator-events.js';
-import { createPauses, type Pauses } from '../src/dispatch/pauses.js';
-import type { DispatchTuning } from '../src/dispatch/tuning.js';
-import { createLogger } from '../src/log.js';
-import { createSinkRouter } from '../src/sinks/route.js';
-import type { Sink } from '../src/sinks/sink.js';
-import { createFanoutStore, type FanoutStore } from '../src/store/fanout-store.js';
-import { createSinkStates, type SinkStates } from '../src/store/state/sink-state.js';
-import { openStore, type Store } from '../src/store/store.js';
-import { tracingOff } from '../src/tracing/tracing.js';
+import type { Pauses } from '../src/dispatch/pauses.js';
+import { createFanoutStore } from '../src/store/fanout-store.js';
+import { createSinkStates } from '../src/store/state/sink-state.js';
+import { dispatchHarness, type Harness, type HarnessOptions, type WrapSink } from './support/dispatch-harness.js';
 import { ManualClock } from './support/clock.js';
 import { engines } from './support/databases.js';
 import { recordEvent, waitFor } from './support/fanout.js';
 import { hookServer, type HookServer } from './support/hook-server.js';
 import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js';
 
-const SECRET = 'whsec_dGVzdC1zZWNyZXQtZm9yLXBhdXNlLWxlYXNl';
-
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
+const harness = (options: HarnessOptions): Promise<Harness> => dispatchHarness(cleanups, options);
 
 /** A gate a test opens by hand. */
 function gate(): { opened: Promise<void>; open(): void } {
@@ -32,9 +21,6 @@ function gate(): { opened: Promise<void>; open(): void } {
   const opened = new Promise<void>((resolve) => (open = resolve));
   return { opened, open };
 }
-
-/** Wraps the one sink under test (after its attempt is counted as started). */
-type WrapSink = (sink: Sink, index: () => number) => Sink['deliver'];
 
 /** Holds the sink's first attempt until `release`: `sent` once it reached the sink. */
 function holdFirstAttempt(before: () => unknown = () => {}): { sent: Promise<void>; release(): void; wrap: WrapSink } {
@@ -54,87 +40,6 @@ function holdFirstAttempt(before: () => unknown = () => {}): { sent: Promise<voi
   };
 }
 
-interface Harness {
-  store: Store;
-  dispatcher: Dispatcher;
-  pauses: Pauses;
-  /** Event ids as their attempts started (reached the sink), in order. */
-  started: string[];
-  post(boxId: string): Promise<string>;
-}
-
-interface HarnessOptions {
-  url: string;
-  config: Record<string, unknown>;
-  clock?: Clock;
-  tuning?: Partial<DispatchTuning>;
-  /** Wraps the one sink under test (after its attempt is counted as started). */
-  wrap?: WrapSink;
-  wrapStore?: (store: FanoutStore) => FanoutStore;
-  wrapStates?: (states: SinkStates) => SinkStates;
-}
-
-/** One dispatcher in this thread on a real store, with the configured sink (its attempts counted as they start). */
-async function harness({ url, config: overrides, clock = systemClock, tuning = {}, wrap, wrapStore = (s) => s, wrapStates = (s) => s }: HarnessOptions): Promise<Harness> {
-  let dispatcher: Dispatcher | undefined;
-  // On PostgreSQL an event is read once numbered, after its commit.
-  const store = await openStore({ url, onCommit: () => dispatcher?.wake('log') });
-  cleanups.push(() => store.close());
-  const logger = createLogger('silent');
-  const config = configSchema.parse({ secrets: [SECRET], ...overrides });
-  const { sinks, buses } = createSinks({ config, clock, logger });
-  for (const bus of buses) bus.start();
-  cleanups.push(() => Promise.all(sinks.map((sink) => sink.close())));
-  const [real] = sinks as [Sink];
-  const started: string[] = [];
-  const deliver = wrap?.(real, () => started.length) ?? real.deliver;
-  const counted: Sink = { ...real, deliver: (event, signal, options) => (started.push(event.id), deliver(event, signal, options)) };
-
-  const fanoutStore = createFanoutStore(store.database);
-  const sinkStates = createSinkStates(store.database);
-  const sinksFor = createSinkRouter({ buses: [], hooks: config.hooks, source: config.source });
-  const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
-  const exclusive = store.database.dialect === 'sqlite';
-  const pauses = createPauses({
-    sinkStates,
-    makeDue: fanoutStore.exceptions.makeDue,
-    operatorEvents,
-    clock,
-    logger,
-    changed: async (sink) => dispatcher?.sinkStateChanged(sink),
-    replicated: !exclusive,
-  });
-  const running = createDispatcher({
-    store: wrapStore(fanoutStore),
-    sinks: [counted],
-    clock,
-    logger,
-    metrics: { sinkDeliveries: { inc() {} }, sinkDeliveryDuration: { observe() {} } },
-    source: config.source,
-    exclusive,
-    sinkStates: wrapStates(sinkStates),
-    pauses,
-    operatorEvents,
-    tracing: tracingOff,
-    tuning: { pollMs: 60_000, ...tuning },
-  });
-  if (buses.length > 0) await waitFor(() => real.up(), 'the bus to connect');
-  dispatcher = running;
-  await running.start();
-  cleanups.push(() => running.stop(1000));
-  return {
-    store,
-    dispatcher: running,
-    pauses,
-    started,
-    async post(boxId) {
-      const id = await recordEvent(store, { receivedAt: clock.now(), boxId, sinks: [counted.name], secret: SECRET });
-      running.wake('log');
-      return id;
-    },
-  };
-}
-
 async function hook(answer?: Parameters<typeof hookServer>[0]): Promise<HookServer> {
   const server = await hookServer(answer);
   cleanups.push(() => server.close());
@@ -143,18 +48,16 @@ async function hook(answer?: Parameters<typeof hookServer>[0]): Promise<HookServ
 
 describe.each(engines)('once a pause is answered no attempt starts, on $name', ({ url }) => {
   it('per-box: the entries waiting behind a box held open wait for the resume, then go in order', async () => {
-    const target = await hook();
-    const first = holdFirstAttempt();
-    const t = await harness({
-      url: await url(),
-      config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] },
-      wrap: first.wrap,
-    });
+    const answered = gate();
+    const requested = gate();
+    const target = await hook((_request, index) => (index === 0 ? (requested.open(), { status: 200, until: answered.opened }) : 200));
+    const t = await harness({ url: await url(), config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] } });
     const ids = [await t.post('bx_a'), await t.post('bx_a'), await t.post('bx_a')];
-    await first.sent;
+    // The box is held open by its first request, which left before the pause.
+    await requested.opened;
 
     expect(await t.pauses.pauseByOperator('h')).toBe(true);
-    first.release();
+    answered.open();
     await target.received(1);
     await t.dispatcher.settled();
     expect(t.started).toEqual([ids[0]]);
@@ -162,6 +65,28 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
     expect(await t.pauses.resume('h', 'operator')).toBe(true);
     t.dispatcher.wake('all');
     const requests = await target.received(3);
+    expect(requests.map((r) => (JSON.parse(r.body) as { id: string }).id)).toEqual(ids);
+  });
+
+  it('an attempt admitted before the pause whose request had not left (held in the sink): it waits too', async () => {
+    const target = await hook();
+    const first = holdFirstAttempt();
+    const t = await harness({
+      url: await url(),
+      config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] },
+      wrap: first.wrap,
+    });
+    const ids = [await t.post('bx_w'), await t.post('bx_w')];
+    await first.sent;
+
+    expect(await t.pauses.pauseByOperator('h')).toBe(true);
+    first.release();
+    await t.dispatcher.settled();
+    expect(target.requests).toHaveLength(0);
+
+    expect(await t.pauses.resume('h', 'operator')).toBe(true);
+    t.dispatcher.wake('all');
+    const requests = await target.received(2);
     expect(requests.map((r) => (JSON.parse(r.body) as { id: string }).id)).toEqual(ids);
   });
 
@@ -224,42 +149,71 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
     const ids = [await t.post('bx_n'), await t.post('bx_n'), await t.post('bx_n')];
     await first.sent;
     expect(await t.pauses.pauseByOperator('nats')).toBe(true);
+    // Admitted before the pause, held before its publish: it waits with the rest.
     first.release();
-    await published.received(1);
     await t.dispatcher.settled();
+    await client.nc.flush();
+    expect(published.messages).toHaveLength(0);
     expect(t.started).toEqual([ids[0]]);
 
     expect(await t.pauses.resume('nats', 'operator')).toBe(true);
     t.dispatcher.wake('all');
-    await published.received(3);
+    const messages = await published.received(3);
+    expect(messages.map((m) => (m.json() as { id: string }).id)).toEqual(ids);
   });
 });
 
 describe.each(engines)('no attempt starts from a lease run out by the holder\'s clock, on $name', ({ url }) => {
-  it('an entry waiting behind its box, its partition taken over meanwhile: not sent here', async () => {
-    const target = await hook();
-    const clock = new ManualClock();
-    const first = holdFirstAttempt();
-    const t = await harness({
-      url: await url(),
-      clock,
-      config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] },
-      wrap: first.wrap,
-    });
-    const ids = [await t.post('bx_l'), await t.post('bx_l')];
-    await first.sent;
-    // A stall: the lease runs out by this process's clock, and another holder takes the partition
-    // and moves past the box's events.
+  /** A stall: the lease runs out by this process's clock, and another holder takes the partition and moves past the box's events. */
+  const stallAndTakeOver = async (t: Harness, clock: ManualClock) => {
     clock.advance(10 * 60_000);
     await t.store.database.kysely
       .updateTable('log_cursors')
       .set({ lease_owner: 'another', lease_until: clock.now() + 60 * 60_000, seq: 1_000_000 })
       .where('sink', '=', 'h')
       .execute();
-    first.release();
+  };
+
+  it('an entry waiting behind its box, its partition taken over meanwhile: not sent here', async () => {
+    const answered = gate();
+    const requested = gate();
+    const target = await hook(() => (requested.open(), { status: 200, until: answered.opened }));
+    const clock = new ManualClock();
+    const t = await harness({ url: await url(), clock, config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] } });
+    const ids = [await t.post('bx_l'), await t.post('bx_l')];
+    // The stall comes while the first request is with the receiver.
+    await requested.opened;
+    await stallAndTakeOver(t, clock);
+    answered.open();
     await target.received(1);
     await t.dispatcher.settled();
     expect(t.started).toEqual([ids[0]]);
+  });
+
+  it('a stall between the admission and the request (a slow transform, a paused process): the request does not leave', async () => {
+    const target = await hook();
+    const clock = new ManualClock();
+    let stalled: Promise<void> | undefined;
+    const t: Harness = await harness({
+      url: await url(),
+      clock,
+      config: { hooks: [{ name: 'h', url: target.url, ordering: 'per-box', concurrency: 4 }] },
+      // Admitted, then stalled past the lease before the sink's request: the hook asks once more as it sends.
+      wrap: (sink) => async (event, signal, options) => {
+        stalled ??= stallAndTakeOver(t, clock);
+        await stalled;
+        return sink.deliver(event, signal, options);
+      },
+    });
+    await t.post('bx_s');
+    await t.post('bx_s');
+    await waitFor(() => t.started.length >= 1, 'the first attempt to reach the sink');
+    await stalled;
+    await t.dispatcher.settled();
+    // The holder that took the partition over sends them; nothing left this process.
+    expect(target.requests).toHaveLength(0);
+    expect(t.started).toHaveLength(1);
+    await target.received(0);
   });
 
   it('a lease run out by the clock alone: renewed before the next attempt starts', async () => {
@@ -287,7 +241,8 @@ describe.each(engines)('no attempt starts from a lease run out by the holder\'s 
     clock.advance(10 * 60_000);
     first.release();
     await target.received(2);
-    expect(order).toEqual(['renewed', 'sent']);
+    // The held attempt reaches its request past its lease: admitted anew (renewed) before it leaves; then the next.
+    expect(order).toEqual(['renewed', 'sent', 'sent']);
   });
 });
 

@@ -22,9 +22,20 @@ export type TriedOutcome = Exclude<Outcome, { kind: 'held' | 'lost' }>;
 /** Whether an attempt may start now; else why not: the sink is paused, the lease is another's, the relay stops. */
 export type Admission = 'go' | 'paused' | 'lost' | 'stopping';
 
-/** An attempt refused as it was about to start (see `AttemptRun.admit`): neither an attempt nor a failure. */
+/**
+ * Whether an attempt may start: `admit` before each one (it may wait for a read of the pause state or a
+ * renewal of the lease), then `now`, synchronously, as its request leaves. `stale`: what admitted it
+ * no longer holds (a stall since, or a wait inside the sink, let the lease run out by this process's
+ * clock, or the pause state's read fall out of the fence): it is admitted anew, then made.
+ */
+export interface AttemptGate {
+  admit(): Promise<Admission>;
+  now(): Admission | 'stale';
+}
+
+/** An attempt refused as it was about to start (see `AttemptGate`): neither an attempt nor a failure. */
 export class AttemptRefused extends Error {
-  constructor(readonly admission: Exclude<Admission, 'go'>) {
+  constructor(readonly admission: Exclude<Admission, 'go'> | 'stale') {
     super(`the attempt did not start (${admission})`);
   }
 }
@@ -43,15 +54,16 @@ export interface AttemptRun {
   /** Passed to the sink: cuts an attempt in flight (after the stop grace). */
   cut: AbortSignal;
   /**
-   * Asked immediately before each attempt starts (in-process retries too); absent: always `go`. A
-   * rejection ends the run with it, the outcome not written down.
+   * Asked before each attempt starts (in-process retries too); absent: always `go`. A refusal ends
+   * the run with it, the outcome not written down.
    */
-  admit?(): Promise<Admission>;
+  gate?: AttemptGate;
   /**
-   * One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span); `admitted` asks
-   * `admit` again, rejecting with AttemptRefused, for a sink that makes the attempt wait before its request.
+   * One attempt on the sink (the dispatcher wraps `sink.deliver` in its trace span). `admitted` asks
+   * the gate's `admit` again, for a sink that makes the attempt wait before its request; `starting`
+   * its `now`, as the request leaves; each throws AttemptRefused on a refusal.
    */
-  send(signal: AbortSignal, admitted: () => Promise<void>): Promise<Exchange | void | 'skipped'>;
+  send(signal: AbortSignal, admitted: () => Promise<void>, starting: () => void): Promise<Exchange | void | 'skipped'>;
   /** Each attempt's duration in seconds. */
   observe(seconds: number): void;
   /**
@@ -92,7 +104,11 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
   /** Why the next attempt did not start: the run makes no more. */
   let refused: Exclude<Admission, 'go'> | undefined;
   const admitted = async () => {
-    const admission = (await run.admit?.()) ?? 'go';
+    const admission = (await run.gate?.admit()) ?? 'go';
+    if (admission !== 'go') throw new AttemptRefused(admission);
+  };
+  const starting = () => {
+    const admission = run.gate?.now() ?? 'go';
     if (admission !== 'go') throw new AttemptRefused(admission);
   };
   const recordFailure = async (failure: SinkFailure, at: number, durationMs: number) => {
@@ -103,11 +119,12 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     }
   };
 
-  const attemptOnce = async () => {
+  const attemptOnce = async (): Promise<void> => {
     try {
       await admitted();
     } catch (error) {
-      if (error instanceof AttemptRefused) refused = error.admission;
+      // `admit` answers no `stale`: it waits until it knows.
+      if (error instanceof AttemptRefused) refused = error.admission as Exclude<Admission, 'go'>;
       else unrecorded = { error };
       throw error;
     }
@@ -115,7 +132,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     const at = run.now();
     const started = performance.now();
     try {
-      const sent = await run.send(run.cut, admitted);
+      const sent = await run.send(run.cut, admitted, starting);
       skipped = sent === 'skipped';
       delivered = true;
       const durationMs = performance.now() - started;
@@ -126,6 +143,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
       if (error instanceof AttemptRefused) {
         // Refused after a wait inside the sink: no request was made.
         attempts--;
+        if (error.admission === 'stale') return attemptOnce();
         refused = error.admission;
         throw error;
       }

@@ -61,7 +61,7 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
       return { stateChanged: false, settled };
     }
     const leaseUntil = () => heldUntil.get(row.id) ?? null;
-    const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state, () => ctx.admit(trial, leaseUntil));
+    const { verdict, changed } = await ctx.tryEvent(sink, { ...workOfRow(row), payload: row.payload }, ctx.workMs, trial, state, ctx.gate(trial, leaseUntil));
     return { stateChanged: changed, settled: await settle(row, verdict) };
   };
 
@@ -84,6 +84,7 @@ export function createExceptionsLane(ctx: LaneContext, delivered: DeliveredRows)
               heldUntil.delete(row.id);
             })
             .then(async ({ stateChanged, settled }) => {
+              ctx.rowsWritten();
               if (stateChanged) ctx.forgetState();
               // No longer ours as claimed (a claim made meanwhile may have leased it here again): due for a claim that sends it.
               if (!settled) await store.exceptions.release([row.id], owner);

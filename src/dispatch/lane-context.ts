@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { Sink } from '../sinks/sink.js';
 import type { FanoutStore } from '../store/fanout-store.js';
-import type { Admission } from './attempt.js';
+import type { AttemptGate } from './attempt.js';
 import type { Judge } from './judge.js';
 import type { TryEvent } from './try-event.js';
 import type { DispatchTuning } from './tuning.js';
@@ -33,13 +33,16 @@ export interface LaneContext {
   occupy(task: () => Promise<void>, context: Record<string, unknown>): void;
   /** The sink's pause state may have changed: read it again before the next claim. */
   forgetState(): void;
+  /** A piece of work wrote or settled an outbox row of the sink: when the next is due is read again. */
+  rowsWritten(): void;
   /** Counts pauses and resumes told to the lane: a read or a claim under way across one is stale. */
   stateVersion(): number;
   /**
-   * Asked immediately before each attempt starts: `go` once the sink's pause state, read within the
-   * pause fence, lets it and its lease runs (renewed first when it ran out by this process's clock).
+   * What each attempt of a piece of work asks before it starts: `admit` says `go` once the sink's
+   * pause state, read within the pause fence, lets it and its lease runs (renewed first when it ran
+   * out by this process's clock); `now` checks the same as the request leaves, without waiting.
    */
-  admit(trial: Trial, leaseUntil: LeaseUntil): Promise<Admission>;
+  gate(trial: Trial, leaseUntil: LeaseUntil): AttemptGate;
   /**
    * Asked before the outcome of work done under a lease is written down: false once the lease went
    * to another holder (that one does the work again; writing it here would be a stale row, sent later

@@ -67,6 +67,12 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   let wakeQueued = false;
   /** Outbox rows may be due: set by the poll, a due timer and wakes other than a commit; cleared when a claim finds fewer than it asked for. */
   let rowsMaybeDue = true;
+  /**
+   * The sink's outbox rows may have changed since the due time was last read: a wake other than a
+   * commit (the poll, an operator, a pause), or a row this lane wrote. A commit alone changes none,
+   * so the read is not made again for each new delivery.
+   */
+  let dueMaybeMoved = true;
   let dueTimer: NodeJS.Timeout | undefined;
   /** The poll asked for the leases to be renewed. */
   let renewDue = false;
@@ -148,6 +154,16 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     }
   };
 
+  /** `admit`'s answer checked again without waiting: `stale` when it would have to wait (a renewal, a read of the state). */
+  const admitNow = (trial: Trial, leaseUntil: LeaseUntil): Admission | 'stale' => {
+    if (stopping.aborted) return 'stopping';
+    const until = leaseUntil();
+    if (until === null) return 'lost';
+    if (clock.now() >= until || !stateFresh()) return 'stale';
+    const current = state as SinkState;
+    return (trial === 'probe' ? current.paused_by !== 'failures' : current.paused_at !== null) ? 'paused' : 'go';
+  };
+
   const hasRoom = () => deps.running() && !stopping.aborted && busy < sink.concurrency && (sink.onUp === undefined || sink.up());
 
   /**
@@ -187,8 +203,9 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
       inFlight.add(running);
     },
     forgetState,
+    rowsWritten: () => void (dueMaybeMoved = true),
     stateVersion: () => stateChanges,
-    admit,
+    gate: (trial, leaseUntil) => ({ admit: () => admit(trial, leaseUntil), now: () => admitNow(trial, leaseUntil) }),
     stillHeld,
   };
   const rows = createExceptionsLane(context, deps.delivered);
@@ -264,7 +281,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
           if (renewDue) await renew();
         }
       } while (wokenWhileClaiming && !stopping.aborted);
-      if (hasRoom() && claimable() > 0 && state?.paused_at == null) await armDueTimer();
+      if (dueMaybeMoved && hasRoom() && claimable() > 0 && state?.paused_at == null) await armDueTimer();
     } catch (error) {
       log.error({ err: error, sink: sink.name }, 'could not claim fan-out work; retrying at the next poll');
     } finally {
@@ -278,6 +295,8 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
 
   /** Retries due before the next poll are not left to wait for it. */
   const armDueTimer = async () => {
+    // Cleared before the read: a row written while it is under way marks it again.
+    dueMaybeMoved = false;
     const due = await rows.nextDueAt();
     clearTimeout(dueTimer);
     if (due === null || stopping.aborted) return;
@@ -286,7 +305,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   };
 
   const wake = (scope: WakeScope = 'log') => {
-    if (scope === 'all') rowsMaybeDue = true;
+    if (scope === 'all') rowsMaybeDue = dueMaybeMoved = true;
     if (wakeQueued || !deps.running() || stopping.aborted) return;
     wakeQueued = true;
     setImmediate(() => {

@@ -136,7 +136,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
       // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
       if (behind) return waitAsRow(entry, clock.now(), 'write down an event that waits behind its box');
       // A failed attempt that could not be recorded is made again (its outcome counts only once recorded).
-      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state, () => ctx.admit(trial, leaseOf(entry))), context);
+      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state, ctx.gate(trial, leaseOf(entry))), context);
       if (tried === STOPPED) return 'undone';
       if (tried.changed) ctx.forgetState();
       return settle(entry, tried.verdict);
@@ -145,6 +145,8 @@ export function createLogLane(ctx: LaneContext): LogLane {
       partitions.settle(entry);
       cursorMoved();
     }
+    // Any other fate wrote an outbox row.
+    if (fate !== 'undone' && fate !== 'delivered') ctx.rowsWritten();
     return fate;
   };
 

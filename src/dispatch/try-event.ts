@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Exchange, Sink } from '../sinks/sink.js';
 import type { SinkState } from '../store/state/sink-state.js';
 import type { Tracing } from '../tracing/tracing.js';
-import { attemptDelivery, type Admission } from './attempt.js';
+import { attemptDelivery, type AttemptGate } from './attempt.js';
 import type { AttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import type { Judge } from './judge.js';
@@ -12,7 +12,7 @@ import { STOPPED, type UntilStored } from './until-stored.js';
 import type { Trial, Verdict, Work } from './work.js';
 
 /**
- * Attempts one event on a sink, each attempt started only once `admit` says so; `changed` when that
+ * Attempts one event on a sink, each attempt started only once `gate` says so; `changed` when that
  * may have changed the sink's pause state.
  */
 export type TryEvent = (
@@ -21,7 +21,7 @@ export type TryEvent = (
   workMs: number,
   trial: Trial,
   state: SinkState,
-  admit: () => Promise<Admission>,
+  gate: AttemptGate,
 ) => Promise<{ verdict: Verdict; changed: boolean }>;
 
 export interface TryEventDeps {
@@ -43,20 +43,22 @@ export interface TryEventDeps {
 }
 
 export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics, stopping, cut, attempts, untilStored }: TryEventDeps): TryEvent {
-  return async (sink, work, workMs, trial, state, admit) => {
+  return async (sink, work, workMs, trial, state, gate) => {
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
-    const send = async (signal: AbortSignal, admitted: () => Promise<void>): Promise<Exchange | void | 'skipped'> => {
+    const send = async (signal: AbortSignal, admitted: () => Promise<void>, starting: () => void): Promise<Exchange | void | 'skipped'> => {
       const fromOutbox = work.rowId !== undefined;
+      // Asked here for every sink; a sink with work of its own before its request (a hook) asks again then.
+      starting();
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
-      if (!tracing.enabled) return sink.deliver(event, signal, { fromOutbox, admit: admitted });
+      if (!tracing.enabled) return sink.deliver(event, signal, { fromOutbox, admit: admitted, starting });
       const span = tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
         'boxrelay.sink': sink.name,
         'boxrelay.delivery_id': event.id,
         'boxrelay.event_type': event.type,
       });
       try {
-        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, fromOutbox, admit: admitted });
+        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, fromOutbox, admit: admitted, starting });
         span.end();
         return sent;
       } catch (error) {
@@ -70,7 +72,7 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
       event,
       attempts: work.attempts,
       workMs,
-      admit,
+      gate,
       // A probe is one attempt: it tells whether the sink is back, not more.
       tuning: trial === 'probe' ? { ...tuning, quickRetries: 0 } : tuning,
       now: () => clock.now(),

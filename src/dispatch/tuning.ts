@@ -8,8 +8,8 @@ export interface DispatchTuning {
   batchSize: number;
   /**
    * The least time between two stores of how far a lane has settled the log (a crash or a stall sends
-   * again what settled since the last). Every store is a write transaction (on PostgreSQL a call to the
-   * main thread too: three lanes make some 300 a second at an intake of 100/s); 100 ms measured
+   * again what settled since the last). Every store is a write transaction (three lanes make some 170
+   * to 300 a second at an intake of 100/s); 100 ms measured
    * retention faster beside intake, but doubled the copies after a SIGKILL and let a stalled replica's
    * unstored moves be sent again after newer events, so it stays at 10 ms.
    */

@@ -105,6 +105,8 @@ export function busSink<M>(driver: BusDriver<M>): Bus {
     async deliver(event, _signal, trace) {
       if (status.state !== 'ok') throw new BusDownError(driver.name);
       const message = driver.message(event, eventJson(event), trace?.traceparent);
+      // The last word before the publish (a lease run out since the admission, a pause told meanwhile).
+      trace?.starting?.();
       const published = driver.publish(message).catch((error: unknown) => Promise.reject(driver.classify(error, message)));
       await answeredWithin(published, driver.ackTimeoutMs, () => new BusNoAnswerError(driver.name, driver.ackTimeoutMs)).catch((error: unknown) =>
         Promise.reject(asSinkFailure(error)),

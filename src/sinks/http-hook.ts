@@ -145,6 +145,8 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
         failure.exchange = { request: sent, status, response };
         return failure;
       };
+      // After the transform, the signing and any wait of the rate gate: the last word before the request.
+      trace?.starting?.();
       const timeout = AbortSignal.timeout(hook.timeoutMs);
       let response: Response;
       try {

@@ -300,6 +300,8 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       if (current.name !== 'ready') throw new BusDownError(NATS_SINK);
       const { connection } = current.session;
       const { subject, payload, headers } = natsMessage(prefix, event, connection.info?.max_payload, trace?.traceparent);
+      // The last word before the publish (a lease run out since the admission, a pause told meanwhile).
+      trace?.starting?.();
       if (!jetStreamMode) {
         const denialsBefore = denials.count();
         connection.publish(subject, payload, { headers });

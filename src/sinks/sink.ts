@@ -24,6 +24,11 @@ export interface AttemptContext {
    * meanwhile, or its lease lost) passes through unchanged and nothing is sent.
    */
   admit?: (() => Promise<void>) | undefined;
+  /**
+   * The same, synchronous, asked by a sink immediately before its request leaves (nothing awaited in
+   * between): throws when the lease ran out by this process's clock or the sink was paused meanwhile.
+   */
+  starting?: (() => void) | undefined;
 }
 
 /** Where fan-out goes: a bus (NATS, RabbitMQ, ...; see bus.ts) or one outgoing HTTP hook. */

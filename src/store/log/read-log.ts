@@ -28,20 +28,21 @@ export interface LogPage {
   seenUpTo: Position;
 }
 
+/** The newest position given (on PostgreSQL, numbered in commit order: a snapshot that sees one sees all before it). */
+const HEAD = sql<number>`(SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE seq IS NOT NULL)`;
+
 /**
  * Up to `limit` entries after `after`, in log order: only of the reader's partitions, routed to the
  * sink, and without an outbox row of it (an exception written before a crash let the cursor be
- * stored is not sent again from the log). The head is read first: every position up to it is given
- * and committed, so a page that is not full has seen the log up to it.
+ * stored is not sent again from the log). One statement, so one snapshot, reads the head too (a row
+ * of its own, after the page): every position up to it is given and committed, so a page that is
+ * not full has seen the log up to it.
  */
 export async function readLog(database: Database, { sink, parts, after, limit }: LogRead): Promise<LogPage> {
   const db = database.kysely;
   if (parts.length === 0) return { entries: [], seenUpTo: after };
-  const { rows: heads } = await sql<{ head: number }>`SELECT COALESCE(MAX(seq), 0) AS head FROM deliveries WHERE seq IS NOT NULL`.execute(db);
-  const head = Number(heads[0]?.head ?? 0);
-  if (head <= after.seq) return { entries: [], seenUpTo: after };
   const { rows } = await sql<{
-    seq: number;
+    seq: number | null;
     part: number;
     id: string;
     sinks: string | null;
@@ -49,19 +50,26 @@ export async function readLog(database: Database, { sink, parts, after, limit }:
     payload: string;
     origin: string | null;
     trace_parent: string | null;
-  }>`SELECT d.seq, d.part, d.id, d.sinks, d.box_id, d.payload, d.origin, d.trace_parent FROM deliveries d
-    WHERE d.seq > ${after.seq} AND d.seq <= ${head} AND d.part IN (${sql.join(parts)}) AND ${routedWithoutRow(sink)}
-    ORDER BY d.seq LIMIT ${limit}`.execute(db);
-  const entries = rows.map((row) => ({
-    seq: Number(row.seq),
-    part: row.part,
-    id: row.id,
-    sinks: row.sinks,
-    boxId: row.box_id,
-    payload: row.payload,
-    origin: row.origin,
-    traceparent: row.trace_parent,
-  }));
+    head: number;
+  }>`SELECT * FROM (SELECT d.seq, d.part, d.id, d.sinks, d.box_id, d.payload, d.origin, d.trace_parent, ${HEAD} AS head FROM deliveries d
+      WHERE d.seq > ${after.seq} AND d.seq <= ${HEAD} AND d.part IN (${sql.join(parts)}) AND ${routedWithoutRow(sink)}
+      ORDER BY d.seq LIMIT ${limit}) AS page
+    UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${HEAD}`.execute(db);
+  const head = Number(rows.find((row) => row.seq === null)?.head ?? 0);
+  const entries = rows
+    .filter((row) => row.seq !== null)
+    .map((row) => ({
+      seq: Number(row.seq),
+      part: row.part,
+      id: row.id,
+      sinks: row.sinks,
+      boxId: row.box_id,
+      payload: row.payload,
+      origin: row.origin,
+      traceparent: row.trace_parent,
+    }))
+    // UNION ALL promises no order of its own.
+    .sort((a, b) => a.seq - b.seq);
   const last = entries[entries.length - 1];
-  return { entries, seenUpTo: entries.length === limit && last ? { seq: last.seq } : { seq: head } };
+  return { entries, seenUpTo: entries.length === limit && last ? { seq: last.seq } : { seq: Math.max(head, after.seq) } };
 }

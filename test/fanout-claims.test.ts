@@ -125,4 +125,37 @@ describe('WAL checkpoints', () => {
       writer.close();
     }
   });
+
+  it('checkpoints again soon after one that found many new frames (a burst of writes), not after the quiet interval', async () => {
+    const file = sqliteFile();
+    const writer = new BetterSqlite3(file);
+    writer.pragma('journal_mode = WAL');
+    writer.pragma('wal_autocheckpoint = 0');
+    writer.exec('CREATE TABLE t (v TEXT)');
+    const insert = writer.prepare('INSERT INTO t (v) VALUES (?)');
+    writer.transaction(() => {
+      for (let i = 0; i < 2000; i++) insert.run('x'.repeat(1000));
+    })();
+    const results: CheckpointResult[] = [];
+    let second: () => void = () => {};
+    const twice = new Promise<void>((resolve) => (second = resolve));
+    // The quiet interval outlasts the test: a second checkpoint within it is the burst's.
+    const checkpointer = startCheckpointer({
+      file,
+      synchronous: 'FULL',
+      intervalMs: 10 * 60_000,
+      busyIntervalMs: 1,
+      onCheckpoint: (result) => {
+        results.push(result);
+        if (results.length === 2) second();
+      },
+    });
+    try {
+      await twice;
+      expect(results[0]!.log).toBeGreaterThan(256);
+    } finally {
+      await checkpointer.stop();
+      writer.close();
+    }
+  });
 });

@@ -13,6 +13,8 @@ export interface CheckpointerOptions {
   file: string;
   synchronous: 'FULL' | 'EXTRA' | 'NORMAL';
   intervalMs?: number;
+  /** The interval after a checkpoint that found many new frames (a burst of writes: retention, a drain). */
+  busyIntervalMs?: number;
   /** Each checkpoint's result, or why it failed (the next one tries again). */
   onCheckpoint?: (result: CheckpointResult) => void;
   onError?: (error: Error) => void;
@@ -37,9 +39,15 @@ const STOP_TIMEOUT_MS = 5000;
 /*
  * Under steady writes a PASSIVE checkpoint rarely ends with the whole WAL copied (frames arrive while
  * it runs), so the WAL file is not restarted by it: the serving connection's safety net then copies
- * what came since the worker's last checkpoint, and its next write starts the WAL over. Checkpoints a
- * quarter of a second apart keep that remainder, done on the event loop, small.
+ * what came since the worker's last checkpoint, and its next write starts the WAL over. That remainder
+ * is copied and synced inside a commit, so it must stay small: a quarter of a second of an intake's
+ * writes is, but not of retention's deletes (some 60 MB of WAL a second at a million stored: every
+ * second or two a commit of the storage thread took 65-230 ms, and the deliveries queued behind it).
+ * So after a checkpoint that found many new frames the next comes sooner.
  */
+
+/** New WAL frames (pages) since the last checkpoint beyond which the next runs after `busyIntervalMs`. */
+const BUSY_FRAMES = 256;
 
 /**
  * The worker: its own connection, a PASSIVE checkpoint every interval (it never blocks the writer or
@@ -52,15 +60,25 @@ const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('synchronous = ' + workerData.synchronous);
 // A checkpoint copies committed pages; this connection writes no row (the storage thread is the one writer).
 db.pragma('query_only = ON');
-const timer = setInterval(() => {
+let framesBefore = 0;
+let timer;
+const checkpoint = () => {
+  let busy = false;
   try {
-    parentPort.postMessage({ result: db.pragma('wal_checkpoint(PASSIVE)')[0] });
+    const result = db.pragma('wal_checkpoint(PASSIVE)')[0];
+    // A WAL started over since holds fewer frames than the last count.
+    busy = (result.log >= framesBefore ? result.log - framesBefore : result.log) >= workerData.busyFrames;
+    framesBefore = result.log;
+    parentPort.postMessage({ result });
   } catch (error) {
     parentPort.postMessage({ error: String(error && error.message) });
   }
-}, workerData.intervalMs);
+  timer = setTimeout(checkpoint, busy ? workerData.busyIntervalMs : workerData.intervalMs);
+};
+// The first soon: a WAL the last run left may be long.
+timer = setTimeout(checkpoint, workerData.busyIntervalMs);
 parentPort.on('message', () => {
-  clearInterval(timer);
+  clearTimeout(timer);
   db.close();
   parentPort.close();
 });
@@ -70,13 +88,13 @@ parentPort.on('message', () => {
  * WAL checkpoints in a worker thread, off the event loop that answers webhooks. Checkpoints copy
  * committed pages only: durability is the commits' (synchronous as configured), not theirs.
  */
-export function startCheckpointer({ file, synchronous, intervalMs = 250, onCheckpoint = () => {}, onError = () => {} }: CheckpointerOptions): {
+export function startCheckpointer({ file, synchronous, intervalMs = 250, busyIntervalMs = 50, onCheckpoint = () => {}, onError = () => {} }: CheckpointerOptions): {
   stop(): Promise<void>;
 } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(WORKER, {
     eval: true,
-    workerData: { driver, file, synchronous, intervalMs },
+    workerData: { driver, file, synchronous, intervalMs, busyIntervalMs, busyFrames: BUSY_FRAMES },
     resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
   });
   worker.unref();

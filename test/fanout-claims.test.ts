@@ -92,7 +92,12 @@ describe('WAL checkpoints', () => {
     }
   });
 
-  it('copy the committed WAL into the database file in the background', async () => {
+  /** A WAL file of `rows` uncheckpointed rows of `bytes` each, and a checkpointer over it that resolves `until` once its results satisfy it. */
+  async function checkpointed(
+    { rows, bytes }: { rows: number; bytes: number },
+    intervals: { intervalMs: number; busyIntervalMs?: number },
+    until: (results: CheckpointResult[]) => boolean,
+  ): Promise<CheckpointResult[]> {
     const file = sqliteFile();
     const writer = new BetterSqlite3(file);
     writer.pragma('journal_mode = WAL');
@@ -100,62 +105,40 @@ describe('WAL checkpoints', () => {
     writer.exec('CREATE TABLE t (v TEXT)');
     const insert = writer.prepare('INSERT INTO t (v) VALUES (?)');
     writer.transaction(() => {
-      for (let i = 0; i < 2000; i++) insert.run('x'.repeat(200));
+      for (let i = 0; i < rows; i++) insert.run('x'.repeat(bytes));
     })();
     const results: CheckpointResult[] = [];
     const errors: Error[] = [];
     let done: () => void = () => {};
-    const copied = new Promise<void>((resolve) => (done = resolve));
+    const reached = new Promise<void>((resolve) => (done = resolve));
     const checkpointer = startCheckpointer({
       file,
       synchronous: 'FULL',
-      intervalMs: 10,
+      ...intervals,
       onCheckpoint: (result) => {
         results.push(result);
-        if (result.log > 0 && result.checkpointed === result.log) done();
+        if (until(results)) done();
       },
       onError: (error) => errors.push(error),
     });
     try {
-      await copied;
+      await reached;
       expect(errors).toEqual([]);
-      expect(results.at(-1)?.log).toBeGreaterThan(100);
+      return results;
     } finally {
       await checkpointer.stop();
       writer.close();
     }
+  }
+
+  it('copy the committed WAL into the database file in the background', async () => {
+    const results = await checkpointed({ rows: 2000, bytes: 200 }, { intervalMs: 10 }, (all) => all.at(-1)!.log > 0 && all.at(-1)!.checkpointed === all.at(-1)!.log);
+    expect(results.at(-1)?.log).toBeGreaterThan(100);
   });
 
   it('checkpoints again soon after one that found many new frames (a burst of writes), not after the quiet interval', async () => {
-    const file = sqliteFile();
-    const writer = new BetterSqlite3(file);
-    writer.pragma('journal_mode = WAL');
-    writer.pragma('wal_autocheckpoint = 0');
-    writer.exec('CREATE TABLE t (v TEXT)');
-    const insert = writer.prepare('INSERT INTO t (v) VALUES (?)');
-    writer.transaction(() => {
-      for (let i = 0; i < 2000; i++) insert.run('x'.repeat(1000));
-    })();
-    const results: CheckpointResult[] = [];
-    let second: () => void = () => {};
-    const twice = new Promise<void>((resolve) => (second = resolve));
     // The quiet interval outlasts the test: a second checkpoint within it is the burst's.
-    const checkpointer = startCheckpointer({
-      file,
-      synchronous: 'FULL',
-      intervalMs: 10 * 60_000,
-      busyIntervalMs: 1,
-      onCheckpoint: (result) => {
-        results.push(result);
-        if (results.length === 2) second();
-      },
-    });
-    try {
-      await twice;
-      expect(results[0]!.log).toBeGreaterThan(256);
-    } finally {
-      await checkpointer.stop();
-      writer.close();
-    }
+    const results = await checkpointed({ rows: 2000, bytes: 1000 }, { intervalMs: 10 * 60_000, busyIntervalMs: 1 }, (all) => all.length === 2);
+    expect(results[0]!.log).toBeGreaterThan(256);
   });
 });

@@ -121,6 +121,9 @@ describe.each(engines)('replay in steps on $name', (engine) => {
       if (ticking) setImmediate(tick);
     };
     setImmediate(tick);
+    // Started from a timer callback, as every later step is: started in a check phase, the first step
+    // and the second (a timer, which runs before the next check phase) would count as one turn.
+    await new Promise((resolve) => setTimeout(resolve, 1));
     const routedPerTurn = new Map<number, number>();
     const counted: Replay['sinksFor'] = (type, event) => {
       routedPerTurn.set(turn, (routedPerTurn.get(turn) ?? 0) + Buffer.byteLength(event?.payload ?? ''));

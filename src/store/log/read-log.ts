@@ -51,7 +51,7 @@ export async function readLog(database: Database, { sink, parts, after, limit }:
     origin: string | null;
     trace_parent: string | null;
     head: number;
-  }>`SELECT * FROM (SELECT d.seq, d.part, d.id, d.sinks, d.box_id, d.payload, d.origin, d.trace_parent, ${HEAD} AS head FROM deliveries d
+  }>`SELECT * FROM (SELECT d.seq, d.part, d.id, d.sinks, d.box_id, d.payload, d.origin, d.trace_parent, CAST(NULL AS bigint) AS head FROM deliveries d
       WHERE d.seq > ${after.seq} AND d.seq <= ${HEAD} AND d.part IN (${sql.join(parts)}) AND ${routedWithoutRow(sink)}
       ORDER BY d.seq LIMIT ${limit}) AS page
     UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${HEAD}`.execute(db);

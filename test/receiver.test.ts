@@ -2,7 +2,6 @@ import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { keysOf } from '../src/verify/secrets.js';
 import { signDelivery } from '../src/verify/signature.js';
 import { engines } from './support/databases.js';
 import { pendingCount } from './support/fanout-relay.js';
@@ -77,9 +76,10 @@ for (const engine of engines) {
     });
 
     it('verifies with the whole secret string and with the base64 key after whsec_', async () => {
-      const [utf8Key, base64Key] = keysOf(SECRET);
-      expect(base64Key).toBeDefined();
-      for (const key of [utf8Key, base64Key] as Buffer[]) {
+      // The keys are derived here as the contract words them, not by the code under test.
+      const utf8Key = Buffer.from(SECRET, 'utf8');
+      const base64Key = Buffer.from(SECRET.slice('whsec_'.length), 'base64');
+      for (const key of [utf8Key, base64Key]) {
         const d = delivery({ timestamp: t.clock.seconds });
         const signature = signDelivery(key, d.id, String(t.clock.seconds), d.body);
         expect((await send({ ...d, headers: { ...d.headers, 'X-Service-Signature': signature } })).status).toBe(200);

@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import { InvalidSignatureError, StorageUnavailableError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import { computeSignature, matchesAny, parseSignatureHeader } from './signature.js';
@@ -33,9 +34,10 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
  * The HMAC keys of one secret: the UTF-8 bytes of the whole string (the contract's rule) and, when
  * what follows `whsec_` is base64, its decoded bytes (the Standard Webhooks rule).
  */
-export function keysOf(secret: string): Buffer[] {
+export function keysOf(secret: string): KeyObject[] {
   const standard = standardWebhooksKey(secret);
-  return standard ? [Buffer.from(secret, 'utf8'), standard] : [Buffer.from(secret, 'utf8')];
+  const utf8 = createSecretKey(Buffer.from(secret, 'utf8'));
+  return standard ? [utf8, createSecretKey(standard)] : [utf8];
 }
 
 /** The Standard Webhooks key of a `whsec_<base64>` secret; undefined for any other form. */
@@ -64,7 +66,7 @@ export interface SecretRingOptions {
 export class SecretRing {
   private databaseSecrets: SigningSecret[] = [];
   private lastDatabaseRead = Number.NEGATIVE_INFINITY;
-  private readonly keyCache = new Map<string, Buffer[]>();
+  private readonly keyCache = new Map<string, KeyObject[]>();
   private readonly refreshMs: number;
   private reading: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -161,7 +163,7 @@ export class SecretRing {
     return undefined;
   }
 
-  private keysFor(secret: string): Buffer[] {
+  private keysFor(secret: string): KeyObject[] {
     let keys = this.keyCache.get(secret);
     if (!keys) {
       keys = keysOf(secret);

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { MalformedSignatureError } from '../errors.js';
 
 const V1_VALUE = /^[0-9a-fA-F]{64}$/;
@@ -19,8 +19,11 @@ export function parseSignatureHeader(header: string): Buffer[] {
   return candidates;
 }
 
-/** HMAC-SHA256 over `deliveryId.timestamp.rawBody`, on the exact raw bytes. */
-export function computeSignature(key: Buffer, deliveryId: string, timestamp: string, body: Buffer): Buffer {
+/**
+ * HMAC-SHA256 over `deliveryId.timestamp.rawBody`, on the exact raw bytes. The receiver passes a
+ * prepared KeyObject: from a Buffer, Node builds one for every call (about 10 µs of a request's CPU).
+ */
+export function computeSignature(key: KeyObject | Buffer, deliveryId: string, timestamp: string, body: Buffer): Buffer {
   return createHmac('sha256', key).update(`${deliveryId}.${timestamp}.`).update(body).digest();
 }
 
@@ -34,6 +37,6 @@ export function matchesAny(expected: Buffer, candidates: Buffer[]): boolean {
 }
 
 /** `v1=<hex>` for the upstream's scheme; used by `send-test`, tests and the benchmark. */
-export function signDelivery(secretKey: Buffer, deliveryId: string, timestamp: string, body: Buffer): string {
+export function signDelivery(secretKey: KeyObject | Buffer, deliveryId: string, timestamp: string, body: Buffer): string {
   return `v1=${computeSignature(secretKey, deliveryId, timestamp, body).toString('hex')}`;
 }

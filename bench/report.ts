@@ -12,6 +12,9 @@ export interface FanoutResult {
   eventsPerSecond: number | null;
 }
 
+/** The relay's worker threads by OS thread name (Node names a worker's thread after its `name` option). */
+export const WORKER_THREADS = ['storage', 'checkpointer', 'fanout'];
+
 export interface Measurement {
   key: string;
   label: string;
@@ -23,6 +26,8 @@ export interface Measurement {
   machineMicrosPerRequest: number;
   /** The target's main thread's CPU time per 2xx (the fan-out may run in a worker thread). */
   mainThreadMicrosPerRequest: number;
+  /** The same of each named worker thread (`WORKER_THREADS`); 0 for a build that does not name it. */
+  workerThreadMicrosPerRequest: Record<string, number>;
   fanout: FanoutResult | undefined;
   /** Bytes the target wrote to stdout (the relay's log), warm-up included. */
   logBytes: number;
@@ -119,8 +124,10 @@ export function renderReport({ settings, measurements, startedAt, machine, fanou
     if (!compared) return;
     // The receive thread is the one a request waits on: its share of the CPU per 2xx, each build's.
     const mainThread = (runs: Measurement[]) => spread(runs.map((m) => m.mainThreadMicrosPerRequest), int);
+    const workers = (runs: Measurement[]) => WORKER_THREADS.map((name) => `${name} ${int(median(runs.map((m) => m.workerThreadMicrosPerRequest[name] ?? 0)))}`).join(', ');
     lines.push(
-      `- relay / relay from ${checkout}: ${compared}; main thread CPU µs/2xx ${mainThread(relayRuns)} against ${mainThread(byKey.get(key) ?? [])}`,
+      `- relay / relay from ${checkout}: ${compared}; main thread CPU µs/2xx ${mainThread(relayRuns)} against ${mainThread(byKey.get(key) ?? [])}; ` +
+        `worker threads ${workers(relayRuns)} against ${workers(byKey.get(key) ?? [])}`,
     );
   });
   const quiet = ratio('relay', 'relay-quiet');

@@ -26,7 +26,7 @@ import { prefill } from './prefill.js';
 import { runPruneUnderLoad } from './prune-under-load.js';
 import { runStatsQuery } from './stats-query.js';
 import { machineBusySeconds, runNode } from './processes.js';
-import { renderReport, type FanoutResult, type Measurement } from './report.js';
+import { renderReport, WORKER_THREADS, type FanoutResult, type Measurement } from './report.js';
 import { readSettings } from './settings.js';
 import { renderReceiveSteps, runReceiveSteps, type StepFigure } from './receive-steps.js';
 import { baseline, relay, type Context, type Target } from './targets.js';
@@ -102,9 +102,11 @@ async function measure(target: Target, round: number): Promise<Measurement> {
     const loadavgBefore = loadavg()[0] as number;
     log(`bench: ${target.label}, round ${round + 1}: ${settings.seconds} s at ${settings.connections} connections`);
     const [cpuBefore, machineBefore, mainBefore] = [running.server.cpuSeconds(), machineBusySeconds(), running.server.mainThreadCpuSeconds()];
+    const threadsBefore = WORKER_THREADS.map((name) => running.server.threadCpuSeconds(name));
     const result: LoadResult = await runLoad(running.server.port, load);
     const cpuSeconds = running.server.cpuSeconds() - cpuBefore;
     const mainThreadSeconds = running.server.mainThreadCpuSeconds() - mainBefore;
+    const threadSeconds = WORKER_THREADS.map((name, i) => running.server.threadCpuSeconds(name) - threadsBefore[i]!);
     const machineSeconds = machineBusySeconds() - machineBefore;
     // With no warm-up, whether anything reaches NATS is only known after the measured load.
     if (fanout && fanoutWorks === undefined) fanoutWorks = result.accepted > 0 && (await fanout.counter.anyWithin(5000));
@@ -126,6 +128,7 @@ async function measure(target: Target, round: number): Promise<Measurement> {
       cpuMicrosPerRequest: (cpuSeconds * 1e6) / Math.max(1, result.accepted),
       machineMicrosPerRequest: (machineSeconds * 1e6) / Math.max(1, result.accepted),
       mainThreadMicrosPerRequest: (mainThreadSeconds * 1e6) / Math.max(1, result.accepted),
+      workerThreadMicrosPerRequest: Object.fromEntries(WORKER_THREADS.map((name, i) => [name, (threadSeconds[i]! * 1e6) / Math.max(1, result.accepted)])),
       fanout: fanoutResult,
       logBytes: running.server.stdoutBytes(),
       requests: before + result.accepted,

@@ -146,7 +146,7 @@ describe('WAL checkpoints', () => {
   });
 
   it('keeps the quiet interval after a burst that leaves the WAL far from that checkpoint', async () => {
-    // A checkpoint every 50 ms during a steady intake cost some 45 µs of CPU per delivery. A timer never
+    // A checkpoint every 50 ms during a steady intake doubled the checkpointer's CPU. A timer never
     // fires early, so a second checkpoint sooner than the quiet interval can only be a busy one.
     const intervalMs = 300;
     const results = await checkpointed({ rows: 2000, bytes: 1000 }, { intervalMs, busyIntervalMs: 1 }, (all) => all.length === 2);

@@ -47,7 +47,7 @@ const STOP_TIMEOUT_MS = 5000;
  * at a million stored: every second or two a commit of the storage thread took 65-230 ms, and the
  * deliveries queued behind it). So when the frames coming at the rate of the last interval could take
  * the WAL past the safety net before the next quiet checkpoint, the next comes sooner. Only then: a
- * checkpoint every 50 ms all the time cost the intake some 45 µs of CPU per delivery at 3,000 a second.
+ * checkpoint every 50 ms all the time doubled the checkpointer's CPU at 3,500 deliveries a second (14 against 7 µs each).
  */
 /**
  * The worker: its own connection, a PASSIVE checkpoint every interval (it never blocks the writer or

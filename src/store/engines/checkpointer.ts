@@ -13,10 +13,8 @@ export interface CheckpointerOptions {
   file: string;
   synchronous: 'FULL' | 'EXTRA' | 'NORMAL';
   intervalMs?: number;
-  /** The interval while the WAL nears the serving connection's own checkpoint (see `SOON` below). */
+  /** The interval after a checkpoint that found many new frames (a burst of writes: retention, a drain). */
   busyIntervalMs?: number;
-  /** The serving connection's `wal_autocheckpoint`, which the WAL is kept from reaching with much uncopied. */
-  autocheckpointPages?: number;
   /** Each checkpoint's result, or why it failed (the next one tries again). */
   onCheckpoint?: (result: CheckpointResult) => void;
   onError?: (error: Error) => void;
@@ -40,15 +38,19 @@ const STOP_TIMEOUT_MS = 5000;
 
 /*
  * Under steady writes a PASSIVE checkpoint rarely ends with the whole WAL copied (frames arrive while
- * it runs), so the WAL file is not restarted by it: it grows until the serving connection's safety net
- * copies what came since the worker's last checkpoint, and its next write starts the WAL over. That
- * remainder is copied and synced inside a commit, so it must stay small: a quarter of a second of an
- * intake's writes is (few pages, rewritten), but not of retention's deletes (some 60 MB of WAL a second
- * at a million stored: every second or two a commit of the storage thread took 65-230 ms, and the
- * deliveries queued behind it). So when the frames coming at the rate of the last interval could take
- * the WAL past the safety net before the next quiet checkpoint, the next comes sooner. Only then: a
- * checkpoint every 50 ms all the time doubled the checkpointer's CPU at 3,500 deliveries a second (14 against 7 µs each).
+ * it runs), so the WAL file is not restarted by it: the serving connection's safety net then copies
+ * what came since the worker's last checkpoint, and its next write starts the WAL over. That remainder
+ * is copied and synced inside a commit, so it must stay small: a quarter of a second of an intake's
+ * writes is, but not of retention's deletes (some 60 MB of WAL a second at a million stored: every
+ * second or two a commit of the storage thread took 65-230 ms, and the deliveries queued behind it).
+ * So after a checkpoint that found many new frames the next comes sooner. That holds under a steady
+ * intake too (some 7 µs of CPU a delivery at 3,500 a second); quick checkpoints only while the WAL
+ * neared the safety net halved that, but retention's intake could not be shown to stay as low.
  */
+
+/** New WAL frames (pages) since the last checkpoint beyond which the next runs after `busyIntervalMs`. */
+const BUSY_FRAMES = 256;
+
 /**
  * The worker: its own connection, a PASSIVE checkpoint every interval (it never blocks the writer or
  * readers). Plain CommonJS run by `eval`, so it needs no file of its own next to the compiled code.
@@ -60,24 +62,20 @@ const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('synchronous = ' + workerData.synchronous);
 // A checkpoint copies committed pages; this connection writes no row (the storage thread is the one writer).
 db.pragma('query_only = ON');
-// The WAL's length at the last checkpoint's start; none yet, so the first sees no rate.
-let last;
+let framesBefore = 0;
 let timer;
 const checkpoint = () => {
-  let soon = false;
+  let busy = false;
   try {
-    const at = Date.now();
     const result = db.pragma('wal_checkpoint(PASSIVE)')[0];
     // A WAL started over since holds fewer frames than the last count.
-    const frames = last === undefined ? 0 : result.log >= last.log ? result.log - last.log : result.log;
-    const framesPerMs = last === undefined ? 0 : frames / Math.max(1, at - last.at);
-    soon = result.log + framesPerMs * workerData.intervalMs >= workerData.autocheckpointPages;
-    last = { log: result.log, at };
+    busy = (result.log >= framesBefore ? result.log - framesBefore : result.log) >= workerData.busyFrames;
+    framesBefore = result.log;
     parentPort.postMessage({ result });
   } catch (error) {
     parentPort.postMessage({ error: String(error && error.message) });
   }
-  timer = setTimeout(checkpoint, soon ? workerData.busyIntervalMs : workerData.intervalMs);
+  timer = setTimeout(checkpoint, busy ? workerData.busyIntervalMs : workerData.intervalMs);
 };
 // The first soon: a WAL the last run left may be long.
 timer = setTimeout(checkpoint, workerData.busyIntervalMs);
@@ -92,15 +90,7 @@ parentPort.on('message', () => {
  * WAL checkpoints in a worker thread, off the event loop that answers webhooks. Checkpoints copy
  * committed pages only: durability is the commits' (synchronous as configured), not theirs.
  */
-export function startCheckpointer({
-  file,
-  synchronous,
-  intervalMs = 250,
-  busyIntervalMs = 50,
-  autocheckpointPages = SERVING_AUTOCHECKPOINT_PAGES,
-  onCheckpoint = () => {},
-  onError = () => {},
-}: CheckpointerOptions): {
+export function startCheckpointer({ file, synchronous, intervalMs = 250, busyIntervalMs = 50, onCheckpoint = () => {}, onError = () => {} }: CheckpointerOptions): {
   stop(): Promise<void>;
 } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
@@ -108,7 +98,7 @@ export function startCheckpointer({
     eval: true,
     // The OS thread's name too: `top -H` and the bench tell each thread's CPU apart.
     name: 'checkpointer',
-    workerData: { driver, file, synchronous, intervalMs, busyIntervalMs, autocheckpointPages },
+    workerData: { driver, file, synchronous, intervalMs, busyIntervalMs, busyFrames: BUSY_FRAMES },
     resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
   });
   worker.unref();

@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
-import { engines, postgresSchema } from './support/databases.js';
+import { engines } from './support/databases.js';
+import { ownPostgres } from './support/postgres-server.js';
 
 /** The partitions of a sink's log are shared fairly among the live processes that read it (contract: replicas). */
 describe.each(engines)('log partitions on $name', (engine) => {
@@ -60,10 +61,12 @@ describe.each(engines)('log partitions on $name', (engine) => {
 
 describe('cursor moves on PostgreSQL', () => {
   it('leave the cursors\' table small without a vacuum: each move is an update in place (HOT), pruned as the page is read', async () => {
-    const { database } = await openMigrated({ url: await postgresSchema() });
+    // A server of its own, with autovacuum off as an operator may run it: nothing vacuums this table.
+    // On a shared server any other client's transaction open meanwhile (another test file's, run
+    // beside this one) keeps every version until it ends, however the table is built.
+    const server = await ownPostgres({ autovacuum: 'off' });
+    const { database } = await openMigrated({ url: server.url });
     try {
-      // As an operator may run it (autovacuum off, or behind a busy server): nothing vacuums this table.
-      await sql`ALTER TABLE log_cursors SET (autovacuum_enabled = false)`.execute(database.kysely);
       const outbox = createFanoutStore(database);
       const now = Date.now();
       const { held } = await outbox.log.acquireParts({ sink: 'h', owner: 'a', now, leaseMs: 600_000, readerTtlMs: 600_000 });
@@ -78,6 +81,7 @@ describe('cursor moves on PostgreSQL', () => {
       expect(new Set(cursors.map((c) => Number(c.seq) - moves))).toEqual(new Set(held.map((h) => h.seq)));
     } finally {
       await database.close();
+      await server.close();
     }
   });
 });

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
@@ -63,5 +64,43 @@ describe.each(engines)('openMigrated on $name', (engine) => {
     await breakIt();
     await expect(openMigrated({ url })).rejects.toBeInstanceOf(MigrationError);
     expect(await leftOpen()).toBe(false);
+  });
+});
+
+describe('openMigrated on a PostgreSQL server shared with other applications', () => {
+  it('starts while another application creates and drops schemas of its own, and looks at no schema but its own', async () => {
+    const url = await postgresSchema();
+    const other = new pg.Client(POSTGRES_URL);
+    await other.connect();
+    const prefix = `other_app_${randomBytes(4).toString('hex')}`;
+    let churning = true;
+    let churned = 0;
+    // Schemas come and go as the relay starts: what Kysely's own introspection, listing every schema
+    // and then looking each up again by name, failed on ("schema ... does not exist").
+    const churn = (async () => {
+      while (churning) {
+        const schema = `${prefix}_${churned++}`;
+        await other.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.t (x int); DROP SCHEMA ${schema} CASCADE`);
+      }
+    })();
+    const kept = `${prefix}_kept`;
+    await other.query(`CREATE SCHEMA ${kept}; CREATE TABLE ${kept}.kysely_migration (name text)`);
+    try {
+      for (let start = 0; start < 10; start++) {
+        const { database } = await openMigrated({ url });
+        const tables = await database.kysely.introspection.getTables({ withInternalKyselyTables: true });
+        const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(database.kysely);
+        await database.close();
+        expect(tables.map((table) => table.name)).toContain('kysely_migration');
+        // Another application's table of the same name is not the relay's record of its migrations.
+        expect(new Set(tables.map((table) => table.schema))).toEqual(new Set([rows[0]!.schema]));
+      }
+    } finally {
+      churning = false;
+      await churn;
+      await other.query(`DROP SCHEMA ${kept} CASCADE`);
+      await other.end();
+    }
+    expect(churned).toBeGreaterThan(0);
   });
 });

@@ -1,11 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import { Kysely, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../../config/schema.js';
 import { describeError, RelayError } from '../../errors.js';
 import type { Schema } from '../schema.js';
+import { RelayPostgresDialect } from './schema-introspector.js';
 import type { SqliteWriter } from './sqlite-writes.js';
 import { statementCache } from './statement-cache.js';
 
@@ -178,7 +179,7 @@ function openPostgres({ url, timeoutMs, poolSize = DEFAULT_POOL_SIZE, maxWaiting
     },
     end: () => pool.end(),
   };
-  const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: bounded }) });
+  const kysely = new Kysely<Schema>({ dialect: new RelayPostgresDialect({ pool: bounded }) });
   return {
     dialect: 'postgres',
     kysely,

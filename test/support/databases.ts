@@ -32,8 +32,7 @@ const created: string[] = [];
 
 /**
  * Drops the schemas this test file made (test/support/setup.ts, after each file). Left in place they
- * add up (hundreds a run), and every migration run lists the tables of all of them (Kysely's
- * introspection), so every schema left slows the opening of every relay on PostgreSQL.
+ * add up, hundreds a run, on the machine's one server.
  */
 export async function dropCreatedSchemas(): Promise<void> {
   if (created.length === 0) return;

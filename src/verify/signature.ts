@@ -37,6 +37,6 @@ export function matchesAny(expected: Buffer, candidates: Buffer[]): boolean {
 }
 
 /** `v1=<hex>` for the upstream's scheme; used by `send-test`, tests and the benchmark. */
-export function signDelivery(secretKey: KeyObject | Buffer, deliveryId: string, timestamp: string, body: Buffer): string {
+export function signDelivery(secretKey: Buffer, deliveryId: string, timestamp: string, body: Buffer): string {
   return `v1=${computeSignature(secretKey, deliveryId, timestamp, body).toString('hex')}`;
 }

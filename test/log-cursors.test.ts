@@ -65,7 +65,10 @@ describe('cursor moves on PostgreSQL', () => {
     // On a shared server any other client's transaction open meanwhile (another test file's, run
     // beside this one) keeps every version until it ends, however the table is built.
     const server = await ownPostgres({ autovacuum: 'off' });
-    const { database } = await openMigrated({ url: server.url });
+    const { database } = await openMigrated({ url: server.url }).catch(async (error: unknown) => {
+      await server.close();
+      throw error;
+    });
     try {
       const outbox = createFanoutStore(database);
       const now = Date.now();

@@ -74,13 +74,16 @@ describe('openMigrated on a PostgreSQL server shared with other applications', (
     await other.connect();
     const prefix = `other_app_${randomBytes(4).toString('hex')}`;
     let churning = true;
-    let churned = 0;
-    // Schemas come and go as the relay starts: what Kysely's own introspection, listing every schema
-    // and then looking each up again by name, failed on ("schema ... does not exist").
+    // Schemas come and go, each committed on its own, as the relay starts: Kysely's own introspection,
+    // listing every schema and then looking each up again by name, failed on one dropped between the
+    // two ("schema ... does not exist"). That race is met only by chance; what always fails on that
+    // introspection is the other application's schema in its answer (below).
     const churn = (async () => {
-      while (churning) {
-        const schema = `${prefix}_${churned++}`;
-        await other.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.t (x int); DROP SCHEMA ${schema} CASCADE`);
+      for (let n = 0; churning; n++) {
+        const schema = `${prefix}_${n}`;
+        await other.query(`CREATE SCHEMA ${schema}`);
+        await other.query(`CREATE TABLE ${schema}.t (x int)`);
+        await other.query(`DROP SCHEMA ${schema} CASCADE`);
       }
     })();
     const kept = `${prefix}_kept`;
@@ -101,6 +104,5 @@ describe('openMigrated on a PostgreSQL server shared with other applications', (
       await other.query(`DROP SCHEMA ${kept} CASCADE`);
       await other.end();
     }
-    expect(churned).toBeGreaterThan(0);
   });
 });

@@ -1,4 +1,14 @@
-import { PostgresDialect, sql, type DatabaseIntrospector, type Kysely, type SchemaMetadata, type TableMetadata } from 'kysely';
+import {
+  DEFAULT_MIGRATION_LOCK_TABLE,
+  DEFAULT_MIGRATION_TABLE,
+  PostgresDialect,
+  sql,
+  type DatabaseIntrospector,
+  type DatabaseMetadataOptions,
+  type Kysely,
+  type SchemaMetadata,
+  type TableMetadata,
+} from 'kysely';
 
 /**
  * What Kysely's migrator asks of PostgreSQL (do its own tables exist?), answered from the relay's
@@ -10,22 +20,27 @@ import { PostgresDialect, sql, type DatabaseIntrospector, type Kysely, type Sche
 export class RelaySchemaIntrospector implements DatabaseIntrospector {
   constructor(private readonly db: Kysely<unknown>) {}
 
+  /** The relay's schema, when it exists (`current_schema()` names the first of the search_path that does). */
   async getSchemas(): Promise<SchemaMetadata[]> {
-    const { rows } = await sql<SchemaMetadata>`SELECT coalesce(current_schema(), 'public') AS name`.execute(this.db);
+    const { rows } = await sql<SchemaMetadata>`
+      SELECT nspname AS name FROM pg_catalog.pg_namespace WHERE nspname = coalesce(current_schema(), 'public')`.execute(this.db);
     return rows;
   }
 
-  async getTables(): Promise<TableMetadata[]> {
+  /** The relay schema's tables and views by name; the migrator reads no columns, so none are listed. */
+  async getTables(options: DatabaseMetadataOptions = { withInternalKyselyTables: false }): Promise<TableMetadata[]> {
     const { rows } = await sql<{ name: string; schema: string; kind: string }>`
       SELECT c.relname AS name, n.nspname AS schema, c.relkind AS kind
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
       WHERE n.nspname = coalesce(current_schema(), 'public') AND c.relkind IN ('r', 'v', 'p')`.execute(this.db);
-    // The migrator only looks for a table's name in its schema: no columns are read.
-    return rows.map(({ name, schema, kind }) => ({ name, schema, isView: kind === 'v', columns: [] }));
+    const kyselys = [DEFAULT_MIGRATION_TABLE, DEFAULT_MIGRATION_LOCK_TABLE];
+    return rows
+      .filter(({ name }) => options.withInternalKyselyTables || !kyselys.includes(name))
+      .map(({ name, schema, kind }) => ({ name, schema, isView: kind === 'v', columns: [] }));
   }
 
-  async getMetadata(): Promise<{ tables: TableMetadata[] }> {
-    return { tables: await this.getTables() };
+  async getMetadata(options?: DatabaseMetadataOptions): Promise<{ tables: TableMetadata[] }> {
+    return { tables: await this.getTables(options) };
   }
 }
 

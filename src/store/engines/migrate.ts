@@ -2,6 +2,7 @@ import { DEFAULT_MIGRATION_TABLE, Migrator, sql, type MigrationResult, type Migr
 import { migrations } from '../../../migrations/index.js';
 import { describeError, RelayError } from '../../errors.js';
 import { DatabaseOpenError, databaseLocation, openDatabase, type Database, type DatabaseOptions } from './database.js';
+import { RELAY_SCHEMA } from './schema-introspector.js';
 
 export class MigrationError extends RelayError {
   readonly code = 'migration_failed';
@@ -86,8 +87,8 @@ export async function openReachable(options: DatabaseOptions): Promise<Database>
 }
 
 async function currentSchema(database: Database): Promise<string> {
-  const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(database.kysely);
-  return rows[0]?.schema ?? 'public';
+  const { rows } = await sql<{ schema: string }>`SELECT ${RELAY_SCHEMA} AS schema`.execute(database.kysely);
+  return rows[0]!.schema;
 }
 
 /** The migrations the database records as applied (Kysely's table, where migrateToLatest keeps it); none for a new database. */

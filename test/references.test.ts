@@ -33,7 +33,32 @@ describe('generated references (npm run docs)', () => {
 });
 
 describe('the contract (docs/relay-contract.md) against the references', () => {
-  const named = contractNames(contract);
+  /**
+   * Names of contract sections 21 and 22 that are not built yet: each is taken off as it is built,
+   * and the list must end empty. A name listed here that the code has fails the test below.
+   */
+  const NOT_YET_BUILT = new Set([
+    'BOXRELAY_ACCOUNTS_FILE',
+    'BOXRELAY_BACKUP_DIR',
+    'BOXRELAY_BACKUP_INTERVAL',
+    'BOXRELAY_BACKUP_KEEP',
+    'backup_last_success_timestamp_seconds',
+    'database_bytes',
+    'sink_failure_ratio',
+    'storage_free_bytes',
+    'config check',
+  ]);
+  const contracted = contractNames(contract);
+  const named = {
+    variables: contracted.variables.filter((name) => !NOT_YET_BUILT.has(name)),
+    metrics: contracted.metrics.filter((name) => !NOT_YET_BUILT.has(name)),
+    verbs: contracted.verbs.filter((name) => !NOT_YET_BUILT.has(name)),
+  };
+
+  it('lists as not yet built only names the code lacks', async () => {
+    const built = new Set([...configVariableNames(), ...(await relayMetrics()).map(({ name }) => name.replace(/^boxrelay_/, '')), ...cliVerbs()]);
+    expect([...NOT_YET_BUILT].filter((name) => built.has(name)), 'built: take them off NOT_YET_BUILT').toEqual([]);
+  });
 
   it('names no configuration variable the configuration reference lacks', () => {
     const listed = new Set(configVariableNames());

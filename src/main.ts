@@ -24,6 +24,7 @@ import { replayRoutes } from './http/admin/replay.js';
 import { sinkRoutes } from './http/admin/sinks.js';
 import { logRoutes } from './http/admin/log.js';
 import { statsRoutes } from './http/admin/stats.js';
+import { versionRoutes } from './http/admin/version.js';
 import { createAdminRouter } from './http/admin/router.js';
 import { createConsoleRouter } from './http/console/console-app.js';
 import { createInternalApp } from './http/internal-app.js';
@@ -49,6 +50,8 @@ import { unnumberedFor } from './store/log/sequencer.js';
 import { createAttemptLog } from './store/attempts/record-attempts.js';
 import { pruneExpired } from './store/retention/prune.js';
 import { leaseClock } from './store/engines/database-clock.js';
+import { newestMigration } from './store/engines/migrate.js';
+import { packageVersion } from './package-version.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/retention/prune-schedule.js';
 import { createSecretsStore } from './store/state/secrets-store.js';
@@ -476,6 +479,7 @@ function adminRoutes({
     attemptRoutes({ kysely, operations }),
     sinkHealthRoutes({ kysely, clock, sinks: sinkNames, flush: async () => inlineAttempts?.flush() }),
     statsRoutes({ kysely, clock, flush: tally.flush }),
+    versionRoutes({ version: packageVersion(), node: process.version, schema: () => newestMigration(store.database) }),
   ];
 }
 

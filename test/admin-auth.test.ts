@@ -12,6 +12,7 @@ const ADMIN_PATHS: ['get' | 'delete' | 'post', string][] = [
   ['delete', '/admin/dead-letters/1'],
   ['post', '/admin/dead-letters/1/retry'],
   ['post', '/admin/replay'],
+  ['get', '/admin/version'],
   ['get', '/admin/anything'],
 ];
 
@@ -25,6 +26,7 @@ const ADMIN_ROUTES: [string, string[]][] = [
   ['/admin/dead-letters/1/retry', ['post']],
   ['/admin/replay', ['post']],
   ['/admin/log', ['get']],
+  ['/admin/version', ['get']],
 ];
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 

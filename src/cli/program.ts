@@ -18,7 +18,7 @@ import { exitMisconfigured } from './misconfigured.js';
 import { reconcileOnce } from './reconcile.js';
 import { sendTest } from './send-test.js';
 import { storeCommand } from './store-copy.js';
-import { packageVersion } from './version.js';
+import { packageVersion } from '../package-version.js';
 import {
   UpstreamNotConfiguredError,
   listWebhooks,

@@ -103,3 +103,8 @@ export async function appliedMigrations(database: Database): Promise<string[]> {
   const { rows } = await sql<{ name: string }>`SELECT name FROM ${table} ORDER BY name`.execute(database.kysely);
   return rows.map((row) => row.name);
 }
+
+/** The newest migration the database records as applied (their names sort in order); null for a new database. */
+export async function newestMigration(database: Database): Promise<string | null> {
+  return (await appliedMigrations(database)).at(-1) ?? null;
+}

@@ -1,0 +1,168 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The user docs against the code: no internal work items (an operator cannot look them up), and
+ * every admin route they name is one the relay serves. The routes are read from where they are
+ * registered (src/http/admin/), never listed by hand.
+ */
+
+const repoRoot = join(import.meta.dirname, '..');
+const ADMIN_SOURCES = join(repoRoot, 'src', 'http', 'admin');
+
+/** Pages written for users: the README and docs/*.md, less the shared contract and the performance log (a dated record of work). */
+const USER_DOCS = [
+  'README.md',
+  ...readdirSync(join(repoRoot, 'docs'))
+    .filter((file) => file.endsWith('.md') && file !== 'relay-contract.md' && file !== 'performance.md')
+    .map((file) => `docs/${file}`),
+];
+
+const read = (page: string) => readFileSync(join(repoRoot, page), 'utf8');
+
+/** Words that name the project's own work items rather than what the relay does. */
+const WORK_ITEMS = [/\bissues?\s+#?\d+/gi, /\bstops?\s+\d+/gi, /\bthis\s+stop\b/gi];
+
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
+type Method = Uppercase<(typeof METHODS)[number]>;
+
+interface Route {
+  method: Method;
+  /** The path under `/admin`, as Express takes it (`/events/:id`). */
+  path: string;
+}
+
+/** The admin routes the code registers: every `router.<method>('<path>', …)` of src/http/admin/. */
+function adminRoutesInCode(): { routes: Route[]; unread: string[] } {
+  const routes: Route[] = [];
+  const unread: string[] = [];
+  for (const file of readdirSync(ADMIN_SOURCES).filter((f) => f.endsWith('.ts'))) {
+    const text = readFileSync(join(ADMIN_SOURCES, file), 'utf8');
+    for (const match of text.matchAll(/\brouter\.(get|post|put|patch|delete)\(\s*([^,)]*)/g)) {
+      const [, method = '', first = ''] = match;
+      const literal = /^(['"`])(\/[^'"`]*)\1$/.exec(first.trim());
+      if (literal) routes.push({ method: method.toUpperCase() as Method, path: literal[2] ?? '' });
+      else unread.push(`${file}: router.${method}(${first.trim()}`);
+    }
+  }
+  return { routes, unread };
+}
+
+/** An Express path as a pattern of the concrete paths it serves (`:id` is one non-empty segment). */
+function pathPattern(path: string): RegExp {
+  const source = path
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^${source}$`);
+}
+
+interface Mention {
+  page: string;
+  method: Method | undefined;
+  /** The path under `/admin`, without its query. */
+  path: string;
+  text: string;
+}
+
+/**
+ * A path the docs name, as the router sees it: the query dropped, except that `/boxes/?id=` and
+ * `/events/?id=` stand for one box or event (the router's `itemByQuery`).
+ */
+function routerPath(raw: string): string | undefined {
+  const [path = '', query = ''] = raw.split('?');
+  if (path.endsWith('*')) return undefined;
+  const under = path.slice('/admin'.length);
+  if (under.endsWith('/') && /(^|&)id=/.test(query)) return `${under}:id`;
+  return under.replace(/\/$/, '') || '/';
+}
+
+/** The admin paths a page names: in code spans (with the method written before the path), and in curl commands of its code blocks. */
+function adminMentions(page: string, text: string): Mention[] {
+  const mentions: Mention[] = [];
+  const fences = text.split(/^```.*$/m);
+  fences.forEach((part, index) => {
+    if (index % 2 === 1) {
+      // A code block: each command (continuation lines joined) that names an admin path.
+      for (const command of part.replace(/\\\n/g, ' ').split('\n')) {
+        const url = /(?:https?:\/\/[^\s"'/]+|\$RELAY|\$\{RELAY\})(\/admin\/[^\s"']*)/.exec(command)?.[1];
+        if (url === undefined) continue;
+        const explicit = /(?:-X|--request)\s+([A-Z]+)/.exec(command)?.[1];
+        const method = (explicit ?? (/\s(-d|--data\S*)\s/.test(command) ? 'POST' : 'GET')) as Method;
+        const path = routerPath(url);
+        if (path !== undefined) mentions.push({ page, method, path, text: command.trim() });
+      }
+      return;
+    }
+    for (const [, span = ''] of part.matchAll(/`([^`]+)`/g)) {
+      const code = span.replace(/\s+/g, ' ');
+      const found = /(?:^|\s)(?:(GET|POST|PUT|PATCH|DELETE)\s+)?(\/admin\/[^\s]*)/.exec(code);
+      if (!found) continue;
+      const path = routerPath(found[2] ?? '');
+      if (path !== undefined) mentions.push({ page, method: found[1] as Method | undefined, path, text: code });
+    }
+  });
+  return mentions;
+}
+
+describe('the user docs against the code', () => {
+  it('name no internal work item (an issue, a stop of the plan): they say what the code does', () => {
+    const found = USER_DOCS.flatMap((page) =>
+      WORK_ITEMS.flatMap((pattern) => [...read(page).matchAll(pattern)].map(([words]) => `${page}: "${words.replace(/\s+/g, ' ')}"`)),
+    );
+    expect(found).toEqual([]);
+  });
+
+  it('read every admin route from where it is registered', () => {
+    const { routes, unread } = adminRoutesInCode();
+    expect(unread, 'routes registered with a path that is not a literal: read them here').toEqual([]);
+    // The parser finds the contract's routes, so an empty or partial read cannot pass for a clean one.
+    for (const [method, path] of [
+      ['GET', '/events'],
+      ['GET', '/events/:id'],
+      ['DELETE', '/boxes/:boxId'],
+      ['POST', '/replay'],
+      ['POST', '/sinks/:name/pause'],
+    ] as const) {
+      expect(routes).toContainEqual({ method, path });
+    }
+  });
+
+  it('name only admin routes the relay serves, with a method it serves them for', () => {
+    const { routes } = adminRoutesInCode();
+    const served = routes.map((route) => ({ ...route, pattern: pathPattern(route.path) }));
+    const mentions = USER_DOCS.flatMap((page) => adminMentions(page, read(page)));
+    expect(mentions.length).toBeGreaterThan(20);
+    const unknown = mentions
+      .filter(({ method, path }) => !served.some((route) => route.pattern.test(path) && (method === undefined || route.method === method)))
+      .map(({ page, text }) => `${page}: ${text}`);
+    expect(unknown).toEqual([]);
+  });
+});
+
+describe('reading admin routes out of a page', () => {
+  it('takes code spans with or without a method, drops the query, and reads curl commands', () => {
+    const page = [
+      'See `GET /admin/dead-letters?sink=&limit=` and `/admin/sinks`, `POST /admin/replay {"since":"x"}`,',
+      'a box as `DELETE /admin/boxes/?id=`, everything as `/admin/*`, and `GET',
+      '/admin/log`.',
+      '```sh',
+      'curl -s -X POST -H "$AUTH" \\',
+      '  "http://127.0.0.1:9091/admin/sinks/alerts/pause"',
+      'curl -s -H "$AUTH" -d \'{"sink":"a"}\' "$RELAY/admin/dead-letters/retry"',
+      'curl -s -H "$AUTH" "$RELAY/admin/boxes/bx_abc"',
+      '```',
+    ].join('\n');
+    expect(adminMentions('p.md', page).map(({ method, path }) => `${method ?? '*'} ${path}`)).toEqual([
+      'GET /dead-letters',
+      '* /sinks',
+      'POST /replay',
+      'DELETE /boxes/:id',
+      'GET /log',
+      'POST /sinks/alerts/pause',
+      'POST /dead-letters/retry',
+      'GET /boxes/bx_abc',
+    ]);
+  });
+});

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { AUDIT_ACTIONS } from '../src/store/state/audit.js';
 
 /**
  * The user docs against the code: no internal work items (an operator cannot look them up), and
@@ -138,6 +139,20 @@ describe('the user docs against the code', () => {
       .filter(({ method, path }) => !served.some((route) => route.pattern.test(path) && (method === undefined || route.method === method)))
       .map(({ page, text }) => `${page}: ${text}`);
     expect(unknown).toEqual([]);
+  });
+});
+
+describe('the audit actions', () => {
+  it('are each listed where the docs list them, and offered by the console\'s filter', () => {
+    const operations = read('docs/operations.md');
+    const listed = /Every change made through `\/admin\/\*` or the CLI \(([^)]*)\)/.exec(operations)?.[1] ?? '';
+    const console = /Every change an operator made, through this console, the admin API or the CLI \(([^)]*)\)/.exec(read('docs/console.md'))?.[1] ?? '';
+    const offered = /const ACTIONS = \[([^\]]*)\]/.exec(read('console/src/views-audit.ts'))?.[1] ?? '';
+    for (const action of AUDIT_ACTIONS) {
+      expect(listed, 'docs/operations.md, "Audit trail"').toContain(`\`${action}\``);
+      expect(console.replace(/\s+/g, ' '), 'docs/console.md, "Audit"').toContain(action.replace('_', ' '));
+      expect(offered, 'console/src/views-audit.ts').toContain(`'${action}'`);
+    }
   });
 });
 

@@ -11,12 +11,14 @@ export interface AuditEntry {
   detail: Record<string, unknown>;
 }
 
-const ACTIONS = ['retry', 'discard', 'retry_all', 'replay', 'pause', 'resume', 'forget', 'reconcile'];
+/** The actions the admin API records (AUDIT_ACTIONS in src/store/state/audit.ts). */
+const ACTIONS = ['retry', 'discard', 'retry_all', 'replay', 'pause', 'resume', 'forget', 'reconcile', 'resend'];
 
-/** Where a target lives in the console: a box, a sink; a dead letter's id has no view of its own. */
+/** Where a target lives in the console: a box, a sink, an event; a dead letter's id has no view of its own. */
 function targetCell(entry: AuditEntry): Child {
   if (entry.target === null) return 'every sink';
   if (entry.action === 'forget') return link(route('boxes', entry.target), entry.target);
+  if (entry.action === 'resend') return link(route('events', entry.target), entry.target);
   if (['pause', 'resume', 'replay', 'retry_all'].includes(entry.action)) return link('#/sinks', entry.target);
   return `dead letter ${entry.target}`;
 }

@@ -14,7 +14,8 @@ import { writerLockFor } from '../store/engines/writer-lock.js';
 import { backupCommand } from './backup.js';
 import { withDatabase } from './database.js';
 import { fanoutCommands } from './fanout.js';
-import { exitMisconfigured } from './misconfigured.js';
+import { configCommand } from './config-check.js';
+import { exitInvalidConfig, exitMisconfigured } from './misconfigured.js';
 import { reconcileOnce } from './reconcile.js';
 import { sendTest } from './send-test.js';
 import { storeCommand } from './store-copy.js';
@@ -41,8 +42,7 @@ function configOrExit(): Config {
     return loadConfig({ env: process.env });
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    for (const problem of error.problems) process.stderr.write(`boxrelay: invalid configuration: ${problem}\n`);
-    process.exit(2);
+    exitInvalidConfig(error.problems);
   }
 }
 
@@ -52,8 +52,7 @@ function tracingOrExit(): Tracing {
     return createTracing(process.env);
   } catch (error) {
     if (!(error instanceof TracingConfigError)) throw error;
-    process.stderr.write(`boxrelay: invalid configuration: ${error.message}\n`);
-    process.exit(2);
+    exitInvalidConfig([error.message]);
   }
 }
 
@@ -268,5 +267,6 @@ export function buildProgram(): Command {
   for (const command of fanoutCommands(configOrExit)) program.addCommand(command);
   program.addCommand(backupCommand(configOrExit));
   program.addCommand(storeCommand(configOrExit));
+  program.addCommand(configCommand(process.env));
   return program;
 }

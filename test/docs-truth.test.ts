@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { BUS_NAMES } from '../src/config/schema.js';
 import { AUDIT_ACTIONS } from '../src/store/state/audit.js';
 
 /**
@@ -139,6 +140,15 @@ describe('the user docs against the code', () => {
       .filter(({ method, path }) => !served.some((route) => route.pattern.test(path) && (method === undefined || route.method === method)))
       .map(({ page, text }) => `${page}: ${text}`);
     expect(unknown).toEqual([]);
+  });
+});
+
+describe('the buses', () => {
+  it('are each named where a page lists the sinks a bus can be', () => {
+    const list = BUS_NAMES.map((name) => `\`${name}\``).join(', ');
+    for (const page of ['docs/buses.md', 'docs/fan-out.md', 'docs/operations.md']) {
+      expect(read(page).replace(/\s+/g, ' '), `${page} lists the buses' sink names`).toContain(list);
+    }
   });
 });
 

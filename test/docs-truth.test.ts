@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { BUS_NAMES } from '../src/config/schema.js';
 import { AUDIT_ACTIONS } from '../src/store/state/audit.js';
 
@@ -140,6 +141,30 @@ describe('the user docs against the code', () => {
       .filter(({ method, path }) => !served.some((route) => route.pattern.test(path) && (method === undefined || route.method === method)))
       .map(({ page, text }) => `${page}: ${text}`);
     expect(unknown).toEqual([]);
+  });
+});
+
+describe('docs/deployment.md against the chart', () => {
+  const deployment = read('docs/deployment.md');
+  const values = parseYaml(read('helm/boxrelay/values.yaml')) as Record<string, unknown> & { config: object; secrets: object };
+  const rules = parseYaml(read('helm/boxrelay/files/alerts.rules.yml')) as { groups: { rules: { alert?: string }[] }[] };
+
+  it('gives every config.* value a row of the values table', () => {
+    expect(Object.keys(values.config).filter((key) => !deployment.includes(`| \`config.${key}\` |`))).toEqual([]);
+  });
+
+  it('gives every secrets.* entry a row of the secrets table', () => {
+    expect(Object.keys(values.secrets).filter((key) => !deployment.includes(`| \`secrets.${key}\``))).toEqual([]);
+  });
+
+  it('names every other value of values.yaml', () => {
+    expect(Object.keys(values).filter((key) => !new RegExp(`\`${key}[\`.]`).test(deployment))).toEqual([]);
+  });
+
+  it('gives every alert rule a row of the alert table', () => {
+    const alerts = rules.groups.flatMap((group) => group.rules.flatMap((rule) => (rule.alert ? [rule.alert] : [])));
+    expect(alerts.length).toBeGreaterThan(10);
+    expect(alerts.filter((alert) => !deployment.includes(`| \`${alert}\` |`))).toEqual([]);
   });
 });
 

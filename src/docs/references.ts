@@ -35,9 +35,15 @@ function defaultText(key: ConfigKey, value: unknown): string {
 
 const cell = (text: string) => text.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
+/**
+ * Keys of the `BOXRELAY_CONFIG` file that no variable gives: the relay refuses `BOXRELAY_HOOKS`
+ * (a list has no string form, `loadConfig`), so the reference lists no such variable.
+ */
+const FILE_ONLY_KEYS: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['hooks']);
+
 /** Every variable the configuration reference lists. */
 export function configVariableNames(): string[] {
-  return [...configKeys.map(envNameOf), ...Object.keys(otherVariables).flatMap((names) => [...names.matchAll(/`([A-Z][A-Z0-9_]*[A-Z0-9])`/g)].map(([, name]) => name ?? ''))];
+  return [...configKeys.filter((key) => !FILE_ONLY_KEYS.has(key)).map(envNameOf), ...Object.keys(otherVariables).flatMap((names) => [...names.matchAll(/`([A-Z][A-Z0-9_]*[A-Z0-9])`/g)].map(([, name]) => name ?? ''))];
 }
 
 export function configKeysWithoutDescription(): ConfigKey[] {
@@ -47,7 +53,8 @@ export function configKeysWithoutDescription(): ConfigKey[] {
 export function configurationReference(): string {
   const defaults = configSchema.parse({}) as Record<string, unknown>;
   const rows = configKeys.map(
-    (key) => `| \`${envNameOf(key)}\` | \`${key}\` | ${defaultText(key, defaults[key])} | ${cell(configDescriptions[key] ?? '')} |`,
+    (key) =>
+      `| ${FILE_ONLY_KEYS.has(key) ? 'none (a file key only)' : `\`${envNameOf(key)}\``} | \`${key}\` | ${defaultText(key, defaults[key])} | ${cell(configDescriptions[key] ?? '')} |`,
   );
   const others = Object.entries(otherVariables).map(([names, meaning]) => `| ${names} | ${cell(meaning)} |`);
   return [

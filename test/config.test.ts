@@ -130,6 +130,12 @@ describe('configuration', () => {
     for (const p of problems) expect(p).not.toContain('\n');
   });
 
+  it('shows the upstream API root with its /v1 as the example to copy', () => {
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_UPSTREAM_BASE_URL: 'ftp://x' } }))[0]).toMatch(
+      /; e\.g\. BOXRELAY_UPSTREAM_BASE_URL=https:\/\/[^ ]+\/v1$/,
+    );
+  });
+
   it('names the variable, or the config file and its key, with a valid value to copy', () => {
     const problems = problemsOf(() =>
       loadConfig({

@@ -74,7 +74,7 @@ export const configExamples: Record<ConfigKey, string> = {
   hooks: '[{name: alerts, url: "https://hooks.example/box"}]',
   source: 'sandbox',
   adminToken: '$(openssl rand -hex 32)',
-  upstreamBaseUrl: 'https://sandbox.example.com',
+  upstreamBaseUrl: 'https://sandbox.example.com/v1',
   upstreamApiKey: 'box_0123456789abcdef',
   secretsEncryptionKey: 'base64:<32 bytes, from openssl rand -base64 32>',
   reconcileInterval: '5m',

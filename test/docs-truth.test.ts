@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { BUS_NAMES } from '../src/config/schema.js';
@@ -115,6 +115,15 @@ describe('the user docs against the code', () => {
       WORK_ITEMS.flatMap((pattern) => [...read(page).matchAll(pattern)].map(([words]) => `${page}: "${words.replace(/\s+/g, ' ')}"`)),
     );
     expect(found).toEqual([]);
+  });
+
+  it('link to no page from that page itself (an anchor of the page is `#…`)', () => {
+    const selfLinks = USER_DOCS.flatMap((page) =>
+      [...read(page).matchAll(/\]\(([^)#\s]+)(#[^)\s]*)?\)/g)]
+        .filter(([, target = '']) => !/^[a-z]+:/.test(target) && normalize(join(dirname(page), target)) === normalize(page))
+        .map(([link]) => `${page}: ${link}`),
+    );
+    expect(selfLinks).toEqual([]);
   });
 
   it('read every admin route from where it is registered', () => {

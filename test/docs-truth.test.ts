@@ -24,8 +24,8 @@ const USER_DOCS = [
 
 const read = (page: string) => readFileSync(join(repoRoot, page), 'utf8');
 
-/** Words that name the project's own work items rather than what the relay does. */
-const WORK_ITEMS = [/\bissues?\s+#?\d+/gi, /\bstops?\s+\d+/gi, /\bthis\s+stop\b/gi];
+/** Words that name the project's own work items rather than what the relay does ("stops 5 s" is no work item). */
+const WORK_ITEMS = [/\bissues?\s+#?\d+/gi, /\bstops?\s+\d+\b(?![.,]?\d|\s*(?:ms|s|seconds?|minutes?|%)\b)/gi, /\bthis\s+stop\b/gi];
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 type Method = Uppercase<(typeof METHODS)[number]>;

@@ -54,6 +54,7 @@ import { newestMigration } from './store/engines/migrate.js';
 import { packageVersion } from './package-version.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/retention/prune-schedule.js';
+import { scheduleBackups, type Backups } from './store/copy/backup-schedule.js';
 import { createSecretsStore } from './store/state/secrets-store.js';
 import { databaseOptionsOf, isPostgresUrl, splitPool, type DatabaseOptions } from './store/engines/database.js';
 import { addSinkMinutes } from './store/state/stats.js';
@@ -112,6 +113,8 @@ export interface RelayDeps {
   /** Reconciliation timing (tests fire the schedule by hand and shorten upstream retries). */
   /** `runTimers`: a run's lease renewal and deadline (`timers` is the schedule's). */
   reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; wait?: ReconcilerFromConfig['wait']; leaseMs?: number; runTimers?: Timers };
+  /** Timers of the scheduled backups (BOXRELAY_BACKUP_DIR; tests fire them by hand). */
+  backup?: { timers?: Timers };
   /** A part the relay cannot serve without has ended (the storage thread): `serve` stops and exits 1, to be restarted. */
   onFatal?: (error: Error) => void;
 }
@@ -166,7 +169,18 @@ export async function createRelay(deps: RelayDeps) {
     clock,
   });
   const logHeldBackSeconds = async () => (await unnumberedFor(store.database)) / 1000;
-  metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, secrets, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds });
+  const backups = config.backupDir
+    ? scheduleBackups({
+        database: config.database,
+        dir: config.backupDir,
+        intervalMs: config.backupInterval,
+        keep: config.backupKeep,
+        clock,
+        logger: logger.child({ part: 'backup' }),
+        timers: deps.backup?.timers,
+      })
+    : undefined;
+  metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, secrets, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds, backups });
 
   // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
   const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
@@ -224,6 +238,7 @@ export async function createRelay(deps: RelayDeps) {
     sinksFor,
     reconciler,
     tally,
+    backups,
     publicApp,
     internalApp,
     sinkNames,
@@ -332,6 +347,7 @@ function createRelayMetrics({
   sinksFor,
   fanoutOf,
   logHeldBackSeconds,
+  backups,
 }: {
   config: Config;
   registry: Registry;
@@ -344,6 +360,7 @@ function createRelayMetrics({
   sinksFor: SinkRouter;
   fanoutOf: () => Fanout;
   logHeldBackSeconds: () => Promise<number>;
+  backups: Backups | undefined;
 }): Metrics {
   const kysely = store.database.kysely;
   return createMetrics(registry, {
@@ -364,6 +381,7 @@ function createRelayMetrics({
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
       logUnnumberedSeconds: logHeldBackSeconds,
+      ...(backups ? { backupLastSuccessAt: backups.lastSuccessAt } : {}),
     },
   });
 }
@@ -493,6 +511,7 @@ interface LifecycleParts {
   sinksFor: SinkRouter;
   reconciler: Reconciler | undefined;
   tally: DeliveryTally;
+  backups: Backups | undefined;
   publicApp: Parameters<typeof listen>[0];
   internalApp: Parameters<typeof listen>[0];
   sinkNames: string[];
@@ -502,7 +521,7 @@ interface LifecycleParts {
 
 /** Start, drain and stop: what listens, the schedules, and the order they end in. */
 function relayLifecycle(parts: LifecycleParts) {
-  const { deps, store, fanout, secrets, secretsFile, sinksFor, reconciler, tally, publicApp, internalApp, sinkNames, shuttingDown } = parts;
+  const { deps, store, fanout, secrets, secretsFile, sinksFor, reconciler, tally, backups, publicApp, internalApp, sinkNames, shuttingDown } = parts;
   const { config, logger, clock = systemClock, tracing = tracingOff, timers, reconcile: reconcileOptions } = deps;
   const secretsLogger = logger.child({ part: 'secrets' });
   let listening: Listening[] = [];
@@ -538,6 +557,7 @@ function relayLifecycle(parts: LifecycleParts) {
           firstDelayMs: reconcileOptions?.firstDelayMs,
         });
       }
+      backups?.start();
       logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks: sinkNames }, 'boxrelay listening');
       return { port: publicServer.port, internalPort: internalServer.port };
     },
@@ -563,6 +583,7 @@ function relayLifecycle(parts: LifecycleParts) {
         pruning?.stop(),
         reconciling?.stop(),
         reconciler?.stop(),
+        backups?.stop(),
       ]);
       pruning = undefined;
       reconciling = undefined;

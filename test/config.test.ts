@@ -56,6 +56,23 @@ describe('configuration', () => {
     ]);
   });
 
+  it('reads the scheduled backup settings: off by default, every 1d keeping 7, at least a minute apart, SQLite only', () => {
+    const defaults = loadConfig({ env: {} });
+    expect([defaults.backupDir, defaults.backupInterval, defaults.backupKeep]).toEqual([undefined, 86_400_000, 7]);
+    expect(loadConfig({ env: { BOXRELAY_BACKUP_DIR: '/backups', BOXRELAY_BACKUP_INTERVAL: '6h', BOXRELAY_BACKUP_KEEP: '3' } })).toMatchObject({
+      backupDir: '/backups',
+      backupInterval: 6 * 3_600_000,
+      backupKeep: 3,
+    });
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_BACKUP_INTERVAL: '30s', BOXRELAY_BACKUP_KEEP: '0' } }))).toEqual([
+      'BOXRELAY_BACKUP_INTERVAL: expected 1m or more; e.g. BOXRELAY_BACKUP_INTERVAL=1d',
+      'BOXRELAY_BACKUP_KEEP: Too small: expected number to be >0; e.g. BOXRELAY_BACKUP_KEEP=7',
+    ]);
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_BACKUP_DIR: '/backups', BOXRELAY_DATABASE: 'postgres://relay@db:5432/relay' } }))).toEqual([
+      'BOXRELAY_BACKUP_DIR: scheduled backups copy a SQLite database and BOXRELAY_DATABASE names PostgreSQL: unset it and back up with pg_dump',
+    ]);
+  });
+
   it('refuses an admin token shorter than 32 characters, naming BOXRELAY_ADMIN_TOKEN and how to make one, never echoing it', () => {
     const token = 'x'.repeat(31);
     const problems = problemsOf(() => loadConfig({ env: { BOXRELAY_ADMIN_TOKEN: token } }));

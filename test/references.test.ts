@@ -39,10 +39,6 @@ describe('the contract (docs/relay-contract.md) against the references', () => {
    */
   const NOT_YET_BUILT = new Set([
     'BOXRELAY_ACCOUNTS_FILE',
-    'BOXRELAY_BACKUP_DIR',
-    'BOXRELAY_BACKUP_INTERVAL',
-    'BOXRELAY_BACKUP_KEEP',
-    'backup_last_success_timestamp_seconds',
     'database_bytes',
     'sink_failure_ratio',
     'storage_free_bytes',

@@ -2,10 +2,10 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openMigrated } from '../src/store/engines/migrate.js';
 import { POSTGRES_URL, sqliteFile } from './support/databases.js';
 import { killIfRunning, requireBuild, runCli, spawnRelay, type RelayProcess } from './support/process.js';
-import { SECRET, delivery, eventId } from './support/sign.js';
+import { SECRET, delivery } from './support/sign.js';
+import { preloaded } from './support/stored-deliveries.js';
 
 beforeAll(requireBuild);
 
@@ -14,20 +14,6 @@ afterEach(async () => {
   await killIfRunning(relay);
   relay = undefined;
 });
-
-/** Enough stored deliveries (about 24 MB) that the backup takes many steps. */
-async function preloaded(file: string, count: number): Promise<void> {
-  await (await openMigrated({ url: file })).database.close();
-  const sqlite = new BetterSqlite3(file);
-  const insert = sqlite.prepare(
-    "INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload) VALUES (?, 'box.ready', 'bx_old', '2026-01-01T00:00:00.000Z', ?, 1, ?)",
-  );
-  const padding = 'x'.repeat(2000);
-  sqlite.transaction(() => {
-    for (let i = 0; i < count; i++) insert.run(eventId(), Date.now(), JSON.stringify({ padding }));
-  })();
-  sqlite.close();
-}
 
 interface Sent {
   id: string;

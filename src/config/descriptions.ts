@@ -25,6 +25,10 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   databasePoolSize: 'PostgreSQL: the pooled connections per replica, half for the fan-out thread (its log reads, claims and attempts), the rest for the admin API and retention (at least one each); the delivery writer and the log sequencer each have one more of their own',
   databaseMaxWaiting: 'PostgreSQL: queries that may wait for a slot of either pool (the admin API and retention, the fan-out); one more is refused at once. Deliveries never wait for the pool: they are committed in groups on a connection of their own',
   retentionDays: 'stored deliveries older than this are pruned; this is also the dedup window',
+  backupDir:
+    'SQLite: a directory where the relay writes a `boxrelay backup` of its database every `BOXRELAY_BACKUP_INTERVAL` while it serves (`boxrelay-<UTC time>.db`, created when missing); unset: no scheduled backups. Refused with PostgreSQL (use `pg_dump`)',
+  backupInterval: 'time between scheduled backups (`1m` or more: `6h`, `1d`); the first comes a minute after start unless the newest backup in the directory is younger than this; a failed one is logged and tried again after this time',
+  backupKeep: 'the scheduled backups kept: after each one, the oldest the relay wrote beyond this many are deleted (other files in the directory never are)',
   natsUrl: 'e.g. `nats://127.0.0.1:4222`; unset: the NATS sink is off',
   natsSubjectPrefix: 'first subject token(s): `<prefix>.<type>.<boxId>`',
   natsMode: '`jetstream` (publish with ack) or `core` (fire and forget)',

@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import { proxyEnvOf, proxyEnvProblems } from '../egress/proxy-env.js';
 import { readTlsFiles } from '../egress/tls-files.js';
 import { describeError, errorCodeOf, RelayError } from '../errors.js';
+import { isPostgresUrl } from '../store/engines/database.js';
 import { configExamples } from './examples.js';
 import { configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
 
@@ -68,6 +69,10 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   }
   if ((config.natsUser === undefined) !== (config.natsPassword === undefined)) {
     throw new ConfigError(['BOXRELAY_NATS_USER and BOXRELAY_NATS_PASSWORD go together']);
+  }
+  // Scheduled backups copy a SQLite file (contract section 22): PostgreSQL has its own tools.
+  if (config.backupDir !== undefined && isPostgresUrl(config.database)) {
+    throw new ConfigError(['BOXRELAY_BACKUP_DIR: scheduled backups copy a SQLite database and BOXRELAY_DATABASE names PostgreSQL: unset it and back up with pg_dump']);
   }
   const kafkaProblems = kafkaSettingProblems(config, readFile);
   if (kafkaProblems.length > 0) throw new ConfigError(kafkaProblems);

@@ -174,6 +174,11 @@ export const configSchema = z.strictObject({
   /** PostgreSQL: queries waiting for a pool slot; one more is refused at once (503). */
   databaseMaxWaiting: positiveInt.default(100),
   retentionDays: positiveInt.default(30),
+  /** SQLite: where the relay writes its scheduled backups (contract section 22); unset: none. */
+  backupDir: optionalText,
+  // A backup copies the whole file: more often than a minute would copy it without pause.
+  backupInterval: duration.refine((ms) => ms >= 60_000, 'expected 1m or more').default(86_400_000),
+  backupKeep: positiveInt.default(7),
   natsUrl: optionalText,
   natsSubjectPrefix: z
     .string()

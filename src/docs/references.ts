@@ -28,8 +28,8 @@ function durationText(ms: number): string {
 function defaultText(key: ConfigKey, value: unknown): string {
   if (value === undefined) return 'unset';
   if (Array.isArray(value)) return value.length === 0 ? 'none' : `\`${value.join(',')}\``;
-  // A setting given as a duration ("1s") holds milliseconds once parsed.
-  if (typeof value === 'number' && configSchema.shape[key].safeParse('1s').success) return `\`${durationText(value)}\``;
+  // A setting given as a duration ("1d") holds milliseconds once parsed.
+  if (typeof value === 'number' && configSchema.shape[key].safeParse('1d').success) return `\`${durationText(value)}\``;
   return `\`${String(value)}\``;
 }
 
@@ -130,8 +130,8 @@ interface RegisteredMetric {
 /** The relay's own metrics as registered (prom-client's default process metrics left out). */
 export async function relayMetrics(): Promise<MetricEntry[]> {
   const registry = new Registry();
-  // Reconciliation's metrics exist only when it is configured: a source of its last success turns them on.
-  createMetrics(registry, { sinks: [], sources: { reconcileLastSuccessAt: async () => null } });
+  // Reconciliation's and the scheduled backups' metrics exist only when configured: a source of their last success turns them on.
+  createMetrics(registry, { sinks: [], sources: { reconcileLastSuccessAt: async () => null, backupLastSuccessAt: () => null } });
   const entries = await Promise.all(
     // At run time these are the metric objects themselves, which know their label names.
     (registry.getMetricsAsArray() as unknown as RegisteredMetric[]).map(async (metric) => {
@@ -153,7 +153,8 @@ export async function metricsReference(): Promise<string> {
     '',
     'Served on the internal port at `/metrics`. Source: `src/metrics/metrics.ts`. Besides these, prom-client\'s',
     'default `process_*` and `nodejs_*` metrics. Counters start at 0 for every known label value; the',
-    '`reconcile_*` metrics exist only when reconciliation is configured. Alerts and the dashboard: [operations](../operations.md).',
+    '`reconcile_*` metrics exist only when reconciliation is configured, `backup_last_success_timestamp_seconds` only with',
+    '`BOXRELAY_BACKUP_DIR`. Alerts and the dashboard: [operations](../operations.md).',
     '',
     '| Metric | Type | Labels | Help |',
     '|---|---|---|---|',

@@ -81,6 +81,8 @@ export interface MetricSources {
   reconcileLastSuccessAt?(): Promise<number | null>;
   /** How long the oldest stored delivery has waited for its log position, in seconds (0: none waits). */
   logUnnumberedSeconds?(): Promise<number>;
+  /** Set when scheduled backups are on: epoch ms of the newest backup written, or null. */
+  backupLastSuccessAt?(): number | null;
 }
 
 /** The metrics the relay's parts update; the rest are read at scrape time from `MetricSources`. */
@@ -286,6 +288,19 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
       this.set((await sources.ready?.()) === false ? 0 : 1);
     },
   });
+
+  // Only with scheduled backups: a relay that writes none has no backup to be late.
+  const backupLastSuccessAt = sources.backupLastSuccessAt;
+  if (backupLastSuccessAt) {
+    new Gauge({
+      name: `${prefix}backup_last_success_timestamp_seconds`,
+      help: 'Time of the newest scheduled backup (BOXRELAY_BACKUP_DIR), the moment its copy holds (0: none yet)',
+      registers,
+      collect() {
+        this.set((backupLastSuccessAt() ?? 0) / 1000);
+      },
+    });
+  }
 
   const lastSuccessAt = sources.reconcileLastSuccessAt;
   const reconcile = lastSuccessAt && {

@@ -41,7 +41,7 @@ export async function backupSqlite(database: string, file: string, { pagesPerSte
   const target = resolve(file);
   if (target === resolve(database)) throw new BackupOverSourceError(target);
   const source = openSnapshot(database);
-  const partial = `${target}.partial-${process.pid}`;
+  const partial = partialFileOf(target);
   try {
     await source.backup(partial, { progress: () => pagesPerStep });
     source.exec('COMMIT');
@@ -54,6 +54,11 @@ export async function backupSqlite(database: string, file: string, { pagesPerSte
   } finally {
     source.close();
   }
+}
+
+/** Where the copy of `file` is written until it is checked (a copy cut short leaves it: remove it then). */
+export function partialFileOf(file: string): string {
+  return `${resolve(file)}.partial-${process.pid}`;
 }
 
 /** A connection to the existing database holding one read transaction (its snapshot). */

@@ -51,12 +51,14 @@ import { createAttemptLog } from './store/attempts/record-attempts.js';
 import { pruneExpired } from './store/retention/prune.js';
 import { leaseClock } from './store/engines/database-clock.js';
 import { newestMigration } from './store/engines/migrate.js';
+import { databaseBytes } from './store/engines/database-bytes.js';
+import { storageSpace } from './store/engines/storage-space.js';
 import { packageVersion } from './package-version.js';
 import { lastSuccessAt } from './store/state/reconcile-runs.js';
 import { schedulePrune, type PruneSchedule, type Timers } from './store/retention/prune-schedule.js';
 import { scheduleBackups, type Backups } from './store/copy/backup-schedule.js';
 import { createSecretsStore } from './store/state/secrets-store.js';
-import { databaseOptionsOf, isPostgresUrl, splitPool, type DatabaseOptions } from './store/engines/database.js';
+import { databaseOptionsOf, isPostgresUrl, isSqliteFile, splitPool, type DatabaseOptions } from './store/engines/database.js';
 import { addSinkMinutes } from './store/state/stats.js';
 import { openStore, type Store } from './store/store.js';
 import { createStorageFailureLog } from './store/engines/storage-failures.js';
@@ -368,6 +370,8 @@ function createRelayMetrics({
     filtered: [...sinksFor.filtered],
     transformed: config.hooks.filter((hook) => transformSourceOf(hook) !== undefined).map((hook) => hook.name),
     sources: {
+      databaseBytes: () => databaseBytes(store.database, config.database),
+      ...(isSqliteFile(config.database) ? { storageSpace: () => storageSpace(config.database) } : {}),
       secrets: () => secrets.accepted(),
       ready: async () => (await readiness()).ok,
       boxesByState: async () => boxStateCounts(await countBoxesByState(kysely)),

@@ -30,6 +30,8 @@ const EXPECTED_ALERTS = [
   'BoxRelaySinkDown',
   'BoxRelayReconcileFailing',
   'BoxRelayHookPaused',
+  'BoxRelayStorageFillingUp',
+  'BoxRelayStorageLow',
 ];
 
 function promtool(args: string[]): { status: number | null; output: string } {

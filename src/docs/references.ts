@@ -130,8 +130,8 @@ interface RegisteredMetric {
 /** The relay's own metrics as registered (prom-client's default process metrics left out). */
 export async function relayMetrics(): Promise<MetricEntry[]> {
   const registry = new Registry();
-  // Reconciliation's and the scheduled backups' metrics exist only when configured: a source of their last success turns them on.
-  createMetrics(registry, { sinks: [], sources: { reconcileLastSuccessAt: async () => null, backupLastSuccessAt: () => null } });
+  // Reconciliation's and the scheduled backups' metrics exist only when configured, the storage metrics only on SQLite: a source of each turns them on.
+  createMetrics(registry, { sinks: [], sources: { reconcileLastSuccessAt: async () => null, backupLastSuccessAt: () => null, storageSpace: async () => ({ freeBytes: 0, sizeBytes: 0 }) } });
   const entries = await Promise.all(
     // At run time these are the metric objects themselves, which know their label names.
     (registry.getMetricsAsArray() as unknown as RegisteredMetric[]).map(async (metric) => {
@@ -154,7 +154,8 @@ export async function metricsReference(): Promise<string> {
     'Served on the internal port at `/metrics`. Source: `src/metrics/metrics.ts`. Besides these, prom-client\'s',
     'default `process_*` and `nodejs_*` metrics. Counters start at 0 for every known label value; the',
     '`reconcile_*` metrics exist only when reconciliation is configured, `backup_last_success_timestamp_seconds` only with',
-    '`BOXRELAY_BACKUP_DIR`. Alerts and the dashboard: [operations](../operations.md).',
+    '`BOXRELAY_BACKUP_DIR`, `storage_free_bytes` and `storage_size_bytes` only on SQLite. Alerts and the dashboard:',
+    '[operations](../operations.md).',
     '',
     '| Metric | Type | Labels | Help |',
     '|---|---|---|---|',

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
 import { BOX_EVENT_TYPES } from '../events/types.js';
+import type { StorageSpace } from '../store/engines/storage-space.js';
 
 export const BOX_STATES = [
   'provisioning',
@@ -68,6 +69,10 @@ export function createTypeLabeler(maxExtraTypes = 50): (type: string) => string 
 
 /** Values read at scrape time from the database and the running parts. */
 export interface MetricSources {
+  /** Bytes the database takes: the SQLite file with its WAL, or PostgreSQL's `pg_database_size`. */
+  databaseBytes?(): Promise<number>;
+  /** SQLite only: the space of the filesystem that holds the database file. */
+  storageSpace?(): Promise<StorageSpace>;
   pendingBySink?(): Promise<Record<string, number>>;
   deadLettersBySink?(): Promise<Record<string, number>>;
   boxesByState?(): Promise<Record<string, number>>;
@@ -231,6 +236,25 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
       this.set(seconds ?? 0);
     },
   });
+
+  /** A gauge read at scrape time; a read that fails keeps the last value rather than fail the whole scrape. */
+  const readGauge = (name: string, help: string, read?: () => Promise<number>) =>
+    new Gauge({
+      name: `${prefix}${name}`,
+      help,
+      registers,
+      async collect() {
+        const value = await read?.().catch(() => undefined);
+        if (value !== undefined) this.set(value);
+      },
+    });
+  readGauge('database_bytes', 'Bytes the database takes: the SQLite file with its WAL, or pg_database_size on PostgreSQL', sources.databaseBytes);
+  // SQLite only: PostgreSQL's volume is its server's to watch.
+  const space = sources.storageSpace;
+  if (space) {
+    readGauge('storage_free_bytes', 'SQLite: free bytes of the filesystem holding the database file (what the relay may still write)', async () => (await space()).freeBytes);
+    readGauge('storage_size_bytes', 'SQLite: size in bytes of the filesystem holding the database file', async () => (await space()).sizeBytes);
+  }
 
   new Gauge({
     name: `${prefix}sink_up`,

@@ -217,6 +217,10 @@ describe('chart: values.yaml config <-> contract variables', () => {
 const CHART_SET = new Set<ConfigKey>([
   // The hooks of the hooks file (secrets.hooks); the key exists for the config file only.
   'hooks',
+  // backup.*: the directory is the backup volume's mount, set with it.
+  'backupDir',
+  'backupInterval',
+  'backupKeep',
 ]);
 
 /** Value sets, each rendered, linted and validated. */
@@ -280,6 +284,7 @@ const MATRIX: Record<string, Obj> = {
       kafkaSaslPassword: { value: 'kafka-password' },
     },
     persistence: { storageClass: 'fast', annotations: { a: 'b' } },
+    backup: { enabled: true, interval: '6h', keep: 3, size: '64Gi', storageClass: 'slow', annotations: { c: 'd' } },
     ingress: { enabled: true, className: 'nginx' },
     networkPolicy: {
       enabled: true,
@@ -305,12 +310,12 @@ const MATRIX: Record<string, Obj> = {
   },
 };
 
-/** The relay container's environment: plain values, and Secret references as `secret:<name>/<key>`. */
-function containerEnv(objects: K8sObject[]): Map<string, string> {
-  const workload = objects.find((o) => o.kind === 'StatefulSet' || o.kind === 'Deployment') as Obj | undefined;
+/** The relay container's (or the migration Job's) environment: plain values, and Secret references as `secret:<name>/<key>`. */
+function containerEnv(objects: K8sObject[], kind?: 'Job'): Map<string, string> {
+  const workload = objects.find((o) => (kind ? o.kind === kind : o.kind === 'StatefulSet' || o.kind === 'Deployment')) as Obj | undefined;
   expect(workload, 'a workload').toBeDefined();
   const pod = (valueAt(workload, 'spec.template.spec').value as { containers: { name: string; env: Obj[] }[] });
-  const env = pod.containers.find((c) => c.name === 'boxrelay')!.env;
+  const env = pod.containers[0]!.env;
   const names = env.map((e) => String(e.name));
   expect(names.filter((n, i) => names.indexOf(n) !== i), 'variables set twice').toEqual([]);
   return new Map(
@@ -360,11 +365,12 @@ describe('chart: rendered by helm', () => {
 
   it('renders the expected objects for each value set', () => {
     expect(kinds(render(MATRIX.defaults!))).toEqual(['PodDisruptionBudget', 'Service', 'Service', 'Service', 'ServiceAccount', 'StatefulSet']);
+    // The migration Job comes with its own copies of the Secret and the ServiceAccount.
     expect(kinds(render(MATRIX['PostgreSQL with replicas']!))).toEqual([
-      'Deployment', 'PodDisruptionBudget', 'Secret', 'Service', 'Service', 'ServiceAccount',
+      'Deployment', 'Job', 'PodDisruptionBudget', 'Secret', 'Secret', 'Service', 'Service', 'ServiceAccount', 'ServiceAccount',
     ]);
     expect(kinds(render(MATRIX['every optional part on']!))).toEqual([
-      'ConfigMap', 'Ingress', 'NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service', 'Service', 'Service',
+      'ConfigMap', 'Ingress', 'NetworkPolicy', 'PersistentVolumeClaim', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service', 'Service', 'Service',
       'ServiceAccount', 'ServiceMonitor', 'StatefulSet',
     ]);
   });
@@ -505,6 +511,99 @@ describe('chart: rendered by helm', () => {
     expect(byKind(pg, 'StatefulSet')).toEqual([]);
     expect(valueAt(byKind(pg, 'Deployment')[0], 'spec.replicas').value).toBe(3);
     expect(byKind(pg, 'Service').map((s) => valueAt(s, 'spec.clusterIP').value)).not.toContain('None');
+  });
+
+  it('with PostgreSQL, runs `boxrelay migrate` in a pre-install and pre-upgrade hook Job with the relay\'s image, environment and Secrets', () => {
+    const values = { ...MATRIX['PostgreSQL with replicas']!, secrets: { ...(MATRIX['every optional part on']!.secrets as Obj), postgres: { url: 'postgres://relay@db.example:5432/relay' } } };
+    const objects = render(values);
+    const [job] = byKind(objects, 'Job') as Obj[];
+    const [deployment] = byKind(objects, 'Deployment') as Obj[];
+    const hook = (o: unknown) => valueAt(o, 'metadata.annotations').value as Record<string, string>;
+    expect(hook(job)).toEqual({
+      'helm.sh/hook': 'pre-install,pre-upgrade',
+      'helm.sh/hook-weight': '0',
+      'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded',
+    });
+    const pod = valueAt(job, 'spec.template.spec').value as { restartPolicy: string; serviceAccountName: string; containers: Obj[]; volumes: Obj[] };
+    const relayPod = valueAt(deployment, 'spec.template.spec').value as { containers: Obj[]; volumes: Obj[] };
+    expect(pod.restartPolicy).toBe('Never');
+    expect(pod.containers).toHaveLength(1);
+    expect(pod.containers[0]!.args).toEqual(['migrate']);
+    expect(backticked(section(read(contractPath), /^## 8\. CLI/))).toContain('migrate');
+    expect(pod.containers[0]!.image).toBe(relayPod.containers[0]!.image);
+
+    // On a first install hooks run before the release's own objects exist: the Job has its own
+    // Secret and ServiceAccount, made before it (a lower weight), and reads nothing else of the release.
+    const own = 'relay-boxrelay';
+    const ownCopy = `${own}-migrate`;
+    const hookObject = (kind: string) => objects.find((o) => o.kind === kind && o.metadata.name === ownCopy) as Obj;
+    for (const kind of ['Secret', 'ServiceAccount']) {
+      expect(hook(hookObject(kind)), kind).toEqual({ ...hook(job), 'helm.sh/hook-weight': '-10' });
+    }
+    const releaseSecret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === own) as Obj;
+    expect(hookObject('Secret').stringData).toEqual(releaseSecret.stringData);
+    expect(pod.serviceAccountName).toBe(ownCopy);
+    const asRelease = (o: unknown) => JSON.parse(JSON.stringify(o).replaceAll(`"${ownCopy}"`, `"${own}"`)) as unknown;
+    expect(containerEnv(objects, 'Job')).toEqual(new Map([...containerEnv(objects)].map(([name, value]) => [name, value.replace(`secret:${own}/`, `secret:${ownCopy}/`)])));
+    expect(asRelease(pod.containers[0]!.volumeMounts)).toEqual(relayPod.containers[0]!.volumeMounts);
+    expect(asRelease(pod.volumes)).toEqual(relayPod.volumes);
+    expect(JSON.stringify(job)).not.toContain(`"${own}"`);
+
+    // The Job's pod is not one of the relay's: no Service sends it requests, the budget does not count it.
+    const labels = valueAt(job, 'spec.template.metadata.labels').value as Record<string, string>;
+    for (const selector of [...byKind(objects, 'Service'), ...byKind(objects, 'PodDisruptionBudget')].map((o) => (valueAt(o, 'spec.selector').value as Obj).matchLabels ?? valueAt(o, 'spec.selector').value)) {
+      expect(Object.entries(selector as Record<string, string>).every(([k, v]) => labels[k] === v)).toBe(false);
+    }
+
+    // An existing ServiceAccount is the Job's too; no Job on SQLite (the one replica migrates itself) or when turned off.
+    const existing = render({ ...MATRIX['PostgreSQL with replicas']!, serviceAccount: { create: false, name: 'relay-sa' } });
+    expect(valueAt(byKind(existing, 'Job')[0], 'spec.template.spec.serviceAccountName').value).toBe('relay-sa');
+    expect(byKind(existing, 'ServiceAccount')).toEqual([]);
+    expect(byKind(render(MATRIX.defaults!), 'Job')).toEqual([]);
+    expect(kinds(render({ ...MATRIX['PostgreSQL with replicas']!, migrationJob: { enabled: false } }))).toEqual(
+      kinds(objects.filter((o) => !hook(o)?.['helm.sh/hook'])),
+    );
+  });
+
+  it('backup.enabled mounts a volume of its own for the relay\'s scheduled backups and sets their variables; refused with PostgreSQL', () => {
+    expect(byKind(render(MATRIX.defaults!), 'PersistentVolumeClaim')).toEqual([]);
+    expect([...containerEnv(render(MATRIX.defaults!)).keys()].filter((k) => k.startsWith('BOXRELAY_BACKUP_'))).toEqual([]);
+    const objects = render(MATRIX['every optional part on']!);
+    const [claim] = byKind(objects, 'PersistentVolumeClaim') as Obj[];
+    expect(claim).toMatchObject({
+      metadata: { name: 'relay-boxrelay-backups', annotations: { 'helm.sh/resource-policy': 'keep', c: 'd' } },
+      spec: { accessModes: ['ReadWriteOnce'], storageClassName: 'slow', resources: { requests: { storage: '64Gi' } } },
+    });
+    const [sts] = byKind(objects, 'StatefulSet') as Obj[];
+    const pod = valueAt(sts, 'spec.template.spec').value as { containers: { volumeMounts: Obj[] }[]; volumes: Obj[] };
+    expect(pod.volumes).toContainEqual({ name: 'backups', persistentVolumeClaim: { claimName: 'relay-boxrelay-backups' } });
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: 'backups', mountPath: '/backups' });
+    // Not the database's volume, nor one of its claim template.
+    expect(valueAt(sts, 'spec.volumeClaimTemplates').value).toMatchObject([{ metadata: { name: 'data' } }]);
+    const env = containerEnv(objects);
+    expect(['BOXRELAY_BACKUP_DIR', 'BOXRELAY_BACKUP_INTERVAL', 'BOXRELAY_BACKUP_KEEP'].map((name) => env.get(name))).toEqual(['/backups', '6h', '3']);
+    const loaded = loadConfig({ env: Object.fromEntries(containerEnv(render({ backup: MATRIX['every optional part on']!.backup as Obj }))) });
+    expect([loaded.backupDir, loaded.backupInterval, loaded.backupKeep]).toEqual(['/backups', 6 * 3_600_000, 3]);
+    // The chart's defaults are the relay's.
+    const defaults = containerEnv(render({ backup: { enabled: true } }));
+    const relay = loadConfig({ env: {} });
+    expect([loadConfig({ env: Object.fromEntries(defaults) }).backupInterval, Number(defaults.get('BOXRELAY_BACKUP_KEEP'))]).toEqual([relay.backupInterval, relay.backupKeep]);
+
+    expect(refused(['--set', 'backup.enabled=true', '--set', 'secrets.postgres.url=postgres://relay@db:5432/relay'])).toContain('backup.enabled backs up the SQLite volume');
+    expect(refused(['--set', 'backup.interval=30s'])).toMatch(/backup\/interval/);
+    expect(refused(['--set', 'backup.keep=0'])).toMatch(/backup\/keep/);
+  });
+
+  it('sizes the SQLite volume for the documented average rate kept for the retention window, with one sink', () => {
+    const vals = values();
+    const bytes = (quantity: string) => Number(/^(\d+)Gi$/.exec(quantity)![1]) * 2 ** 30;
+    // 4 events/s (docs/scaling.md), about 500 bytes a delivery and 560 more per sink with attempts recorded (values.yaml).
+    const needed = 4 * 86_400 * Number((vals.config as Obj).retentionDays) * (500 + 560);
+    expect(read(path.join(repoRoot, 'docs', 'scaling.md'))).toContain('4 events/s');
+    expect(bytes(String((vals.persistence as Obj).size))).toBeGreaterThanOrEqual(needed * 1.25);
+    // The backups' volume holds keep + 1 copies of a database of that size.
+    const backup = vals.backup as Obj;
+    expect(bytes(String(backup.size))).toBeGreaterThanOrEqual((Number(backup.keep) + 1) * bytes(String((vals.persistence as Obj).size)));
   });
 
   it('with a NetworkPolicy, the ServiceMonitor is refused unless Prometheus may reach the internal port', () => {

@@ -50,6 +50,68 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- include "boxrelay.fullname" . }}
 {{- end }}
 
+{{/*
+The Secret a pod reads the inline values from: the release's, or for the migration Job (a context
+with `ownSecret`) its own copy, which exists before the release's on a first install.
+*/}}
+{{- define "boxrelay.ownSecret" -}}
+{{- if hasKey . "ownSecret" }}{{ .ownSecret }}{{ else }}{{ include "boxrelay.secretName" . }}{{ end }}
+{{- end }}
+
+{{/* The inline secret values as YAML (`{}` when none): the release's Secret and the migration Job's copy hold them. */}}
+{{- define "boxrelay.secretData" -}}
+{{- $s := .Values.secrets }}
+{{- $data := dict }}
+{{- if and $s.signing.secrets (not $s.signing.existingSecret) }}
+{{- $_ := set $data $s.signing.key (printf "%s\n" (join "\n" $s.signing.secrets)) }}
+{{- end }}
+{{- if and $s.hooks.hooks (not $s.hooks.existingSecret) }}
+{{- $_ := set $data $s.hooks.key (toYaml $s.hooks.hooks) }}
+{{- end }}
+{{- if and $s.adminToken.value (not $s.adminToken.existingSecret) }}
+{{- $_ := set $data $s.adminToken.key $s.adminToken.value }}
+{{- end }}
+{{- if and $s.postgres.url (not $s.postgres.existingSecret) }}
+{{- $_ := set $data $s.postgres.key $s.postgres.url }}
+{{- end }}
+{{- if and $s.upstreamApiKey.value (not $s.upstreamApiKey.existingSecret) }}
+{{- $_ := set $data $s.upstreamApiKey.key $s.upstreamApiKey.value }}
+{{- end }}
+{{- if and $s.secretsEncryptionKey.value (not $s.secretsEncryptionKey.existingSecret) }}
+{{- $_ := set $data $s.secretsEncryptionKey.key $s.secretsEncryptionKey.value }}
+{{- end }}
+{{- range $name := list "amqpUrl" "redisUrl" "mqttUrl" "kafkaSaslPassword" }}
+{{- $url := get $s $name }}
+{{- if and $url.value (not $url.existingSecret) }}
+{{- $_ := set $data $url.key $url.value }}
+{{- end }}
+{{- end }}
+{{- if not $s.nats.existingSecret }}
+{{- if eq $s.nats.auth "creds" }}
+{{- $_ := set $data $s.nats.credsKey $s.nats.creds }}
+{{- else if eq $s.nats.auth "token" }}
+{{- $_ := set $data $s.nats.tokenKey $s.nats.token }}
+{{- else if eq $s.nats.auth "userPassword" }}
+{{- $_ := set $data $s.nats.userKey $s.nats.user }}
+{{- $_ := set $data $s.nats.passwordKey $s.nats.password }}
+{{- end }}
+{{- end }}
+{{- toYaml $data }}
+{{- end }}
+
+{{/* "true" when the PostgreSQL migration Job runs (migrate-job.yaml). */}}
+{{- define "boxrelay.migrationJob" -}}
+{{- if and (include "boxrelay.usePostgres" .) .Values.migrationJob.enabled }}true{{ end }}
+{{- end }}
+
+{{/* Annotations of the migration Job's hook objects, run before any new replica starts; `weight` orders them. */}}
+{{- define "boxrelay.migrationHook" -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: {{ .weight | quote }}
+# Replaced at the next release; gone once the Job succeeds (a failed one stays for `kubectl logs`).
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
+
 {{/* "true" when PostgreSQL is configured (then: Deployment), "" for the SQLite default. */}}
 {{- define "boxrelay.usePostgres" -}}
 {{- if or .Values.secrets.postgres.url .Values.secrets.postgres.existingSecret }}true{{ end }}
@@ -69,6 +131,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 Stops the render with one clear message per misconfiguration that Kubernetes would not catch.
 */}}
 {{- define "boxrelay.validate" -}}
+{{- if and (include "boxrelay.usePostgres" .) .Values.backup.enabled }}
+{{- fail "backup.enabled backs up the SQLite volume; with PostgreSQL back the database up with pg_dump (docs/operations.md) and set backup.enabled=false." }}
+{{- end }}
 {{- if and (not (include "boxrelay.usePostgres" .)) (gt (int .Values.replicaCount) 1) }}
 {{- fail "replicaCount > 1 needs PostgreSQL: the SQLite default lives on one ReadWriteOnce volume and serves exactly one replica. Set secrets.postgres.url (or secrets.postgres.existingSecret), or replicaCount: 1." }}
 {{- end }}
@@ -219,12 +284,20 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 {{- include "boxrelay.envVar" (dict "name" "NO_PROXY" "value" .noProxy) }}
 {{- end }}
 {{- $s := .Values.secrets }}
-{{- $own := include "boxrelay.secretName" . }}
+{{- $own := include "boxrelay.ownSecret" . }}
 {{- if include "boxrelay.usePostgres" . }}
 {{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_DATABASE" "secret" ($s.postgres.existingSecret | default $own) "key" $s.postgres.key) }}
 {{- else }}
 - name: BOXRELAY_DATABASE
   value: /data/boxrelay.db
+{{- end }}
+{{- with .Values.backup }}
+{{- if .enabled }}
+- name: BOXRELAY_BACKUP_DIR
+  value: /backups
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_BACKUP_INTERVAL" "value" .interval) }}
+{{- include "boxrelay.envVar" (dict "name" "BOXRELAY_BACKUP_KEEP" "value" .keep) }}
+{{- end }}
 {{- end }}
 {{- if include "boxrelay.hasSigningSecrets" . }}
 - name: BOXRELAY_SECRETS_FILE

@@ -2,9 +2,6 @@
 The pod template shared by the StatefulSet (SQLite) and the Deployment (PostgreSQL).
 */}}
 {{- define "boxrelay.podTemplate" -}}
-{{- $s := .Values.secrets }}
-{{- $own := include "boxrelay.secretName" . }}
-{{- $sqlite := not (include "boxrelay.usePostgres" .) }}
 metadata:
   labels:
     {{- include "boxrelay.selectorLabels" . | nindent 4 }}
@@ -17,22 +14,11 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
 spec:
-  {{- with .Values.imagePullSecrets }}
-  imagePullSecrets:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
   serviceAccountName: {{ include "boxrelay.serviceAccountName" . }}
-  automountServiceAccountToken: false
   terminationGracePeriodSeconds: {{ int .Values.terminationGracePeriodSeconds }}
-  {{- with .Values.priorityClassName }}
-  priorityClassName: {{ . }}
-  {{- end }}
-  securityContext:
-    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- include "boxrelay.podCommon" . | nindent 2 }}
   containers:
     - name: boxrelay
-      image: {{ include "boxrelay.image" . | quote }}
-      imagePullPolicy: {{ .Values.image.pullPolicy }}
       # The image's ENTRYPOINT is `node bin/boxrelay.js`; `serve` migrates, then serves.
       args: ["serve"]
       ports:
@@ -42,11 +28,6 @@ spec:
         - name: internal
           containerPort: {{ int .Values.config.internalPort }}
           protocol: TCP
-      env:
-        {{- include "boxrelay.env" . | trim | nindent 8 }}
-        {{- with .Values.extraEnv }}
-        {{- toYaml . | nindent 8 }}
-        {{- end }}
       {{- with .Values.startupProbe }}
       startupProbe:
         {{- toYaml . | nindent 8 }}
@@ -65,81 +46,126 @@ spec:
           exec:
             command: ["sleep", "{{ int .Values.preStopSleepSeconds }}"]
       {{- end }}
-      resources:
-        {{- toYaml .Values.resources | nindent 8 }}
-      securityContext:
-        {{- toYaml .Values.securityContext | nindent 8 }}
-      volumeMounts:
-        - name: tmp
-          mountPath: /tmp
-        {{- if $sqlite }}
-        - name: data
-          mountPath: /data
-        {{- end }}
-        {{- if include "boxrelay.hasSigningSecrets" . }}
-        # Whole directory, no subPath: Secret updates reach the file (rotation without restart).
-        - name: signing-secrets
-          mountPath: /etc/boxrelay/signing
-          readOnly: true
-        {{- end }}
-        {{- if include "boxrelay.hasHooks" . }}
-        - name: hooks
-          mountPath: /etc/boxrelay/hooks
-          readOnly: true
-        {{- end }}
-        {{- if eq $s.nats.auth "creds" }}
-        - name: nats-creds
-          mountPath: /etc/boxrelay/nats
-          readOnly: true
-        {{- end }}
-        {{- with .Values.extraVolumeMounts }}
-        {{- toYaml . | nindent 8 }}
-        {{- end }}
+      {{- include "boxrelay.containerCommon" . | nindent 6 }}
   volumes:
-    - name: tmp
-      emptyDir:
-        sizeLimit: {{ .Values.tmpSizeLimit }}
-    {{- if include "boxrelay.hasSigningSecrets" . }}
-    - name: signing-secrets
-      secret:
-        secretName: {{ $s.signing.existingSecret | default $own }}
-        items:
-          - key: {{ $s.signing.key }}
-            path: secrets
-    {{- end }}
-    {{- if include "boxrelay.hasHooks" . }}
-    - name: hooks
-      secret:
-        secretName: {{ $s.hooks.existingSecret | default $own }}
-        items:
-          - key: {{ $s.hooks.key }}
-            path: hooks.yaml
-    {{- end }}
-    {{- if eq $s.nats.auth "creds" }}
-    - name: nats-creds
-      secret:
-        secretName: {{ $s.nats.existingSecret | default $own }}
-        items:
-          - key: {{ $s.nats.credsKey }}
-            path: nats.creds
-    {{- end }}
-    {{- with .Values.extraVolumes }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
-  {{- with .Values.nodeSelector }}
-  nodeSelector:
-    {{- toYaml . | nindent 4 }}
+    {{- include "boxrelay.volumes" . | nindent 4 }}
+{{- end }}
+
+{{/*
+What the relay's pods and the migration Job's pod share (migrate-job.yaml): where they run and how.
+*/}}
+{{- define "boxrelay.podCommon" -}}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The container's image, environment, resources and mounts, the same in the relay and the migration Job. */}}
+{{- define "boxrelay.containerCommon" -}}
+{{- $s := .Values.secrets -}}
+image: {{ include "boxrelay.image" . | quote }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+env:
+  {{- include "boxrelay.env" . | trim | nindent 2 }}
+  {{- with .Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
   {{- end }}
-  {{- with .Values.affinity }}
-  affinity:
-    {{- toYaml . | nindent 4 }}
+resources:
+  {{- toYaml .Values.resources | nindent 2 }}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+volumeMounts:
+  - name: tmp
+    mountPath: /tmp
+  {{- if not (include "boxrelay.usePostgres" .) }}
+  - name: data
+    mountPath: /data
   {{- end }}
-  {{- with .Values.tolerations }}
-  tolerations:
-    {{- toYaml . | nindent 4 }}
+  {{- if .Values.backup.enabled }}
+  - name: backups
+    mountPath: /backups
   {{- end }}
-  {{- with .Values.topologySpreadConstraints }}
-  topologySpreadConstraints:
-    {{- toYaml . | nindent 4 }}
+  {{- if include "boxrelay.hasSigningSecrets" . }}
+  # Whole directory, no subPath: Secret updates reach the file (rotation without restart).
+  - name: signing-secrets
+    mountPath: /etc/boxrelay/signing
+    readOnly: true
   {{- end }}
+  {{- if include "boxrelay.hasHooks" . }}
+  - name: hooks
+    mountPath: /etc/boxrelay/hooks
+    readOnly: true
+  {{- end }}
+  {{- if eq $s.nats.auth "creds" }}
+  - name: nats-creds
+    mountPath: /etc/boxrelay/nats
+    readOnly: true
+  {{- end }}
+  {{- with .Values.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/* The pod's volumes (the SQLite volume aside: the StatefulSet's claim template). */}}
+{{- define "boxrelay.volumes" -}}
+{{- $s := .Values.secrets }}
+{{- $own := include "boxrelay.ownSecret" . -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- if .Values.backup.enabled }}
+- name: backups
+  persistentVolumeClaim:
+    claimName: {{ include "boxrelay.fullname" . }}-backups
+{{- end }}
+{{- if include "boxrelay.hasSigningSecrets" . }}
+- name: signing-secrets
+  secret:
+    secretName: {{ $s.signing.existingSecret | default $own }}
+    items:
+      - key: {{ $s.signing.key }}
+        path: secrets
+{{- end }}
+{{- if include "boxrelay.hasHooks" . }}
+- name: hooks
+  secret:
+    secretName: {{ $s.hooks.existingSecret | default $own }}
+    items:
+      - key: {{ $s.hooks.key }}
+        path: hooks.yaml
+{{- end }}
+{{- if eq $s.nats.auth "creds" }}
+- name: nats-creds
+  secret:
+    secretName: {{ $s.nats.existingSecret | default $own }}
+    items:
+      - key: {{ $s.nats.credsKey }}
+        path: nats.creds
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{- toYaml . | nindent 0 }}
+{{- end }}
 {{- end }}

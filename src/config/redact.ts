@@ -1,7 +1,7 @@
 import type { Config, ConfigKey, HookConfig } from './schema.js';
 
 /** What stands in for a secret in what `boxrelay config check` prints. */
-export const HIDDEN = '***';
+const HIDDEN = '***';
 
 /** Settings whose whole value is a credential. */
 export const SECRET_SETTINGS = [

@@ -3,7 +3,7 @@
 // BOXRELAY_BACKUP_KEEP it wrote, and shows the newest in a metric. The relay is the built one (dist/),
 // as `serve` runs it, since the copy runs in a worker thread of its compiled module; its schedule
 // runs on timers the test fires and a clock it moves.
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -79,6 +79,16 @@ function storedIds(file: string): string[] {
     copy.close();
   }
 }
+
+/** The names of this process's threads (a worker thread's is its `name`). */
+const threadNames = (): string[] =>
+  readdirSync('/proc/self/task').map((tid) => {
+    try {
+      return readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim();
+    } catch {
+      return ''; // ended meanwhile
+    }
+  });
 
 const backupDir = () => join(mkdtempSync(join(tmpdir(), 'boxrelay-backups-')), 'backups');
 
@@ -187,12 +197,17 @@ describe('scheduled backups (BOXRELAY_BACKUP_DIR)', () => {
       let backingUp = true;
       const backup = timers.fire().finally(() => (backingUp = false));
       let answeredDuring = 0;
+      let threadSeen = false;
       while (backingUp) {
         await post(delivery({ timestamp: clock.seconds }));
+        threadSeen ||= threadNames().includes('backup');
         if (backingUp) answeredDuring++;
       }
       await backup;
       expect(answeredDuring).toBeGreaterThan(0);
+      // A thread of its own, for this backup only.
+      expect(threadSeen).toBe(true);
+      expect(threadNames()).not.toContain('backup');
       const [written] = readdirSync(dir);
       expect(storedIds(join(dir, written!)).length).toBeGreaterThanOrEqual(12_000);
     } finally {

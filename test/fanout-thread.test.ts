@@ -3,7 +3,7 @@
 // and /readyz, admin pauses reach it, and neither a SIGTERM under load nor a crash of the worker
 // (made through the inspector) loses anything or leaves rows leased; a worker that hangs does not keep the process from exiting;
 // the worker runs at a lower CPU priority than the threads that answer webhooks.
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +17,7 @@ import { evaluateInFanoutWorker, exitFanoutWorker, hangFanoutWorker, inspectorUr
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
 import { requireBuild, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
+import { threadsOf } from './support/threads.js';
 
 beforeAll(requireBuild);
 
@@ -53,18 +54,6 @@ async function workerRelay(hooks: Record<string, HookServer>, extraEnv: Record<s
     return ids;
   };
   return { env, start, inStream, streamCount: async () => (await nats.jsm.streams.info(stream)).state.messages };
-}
-
-/** Each thread's name (`/proc/<pid>/task/<tid>/comm`) and niceness (field 19 of its stat), by thread id. */
-function threadsOf(pid: number): Map<number, { name: string; niceness: number }> {
-  return new Map(
-    readdirSync(`/proc/${pid}/task`).map((tid) => {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      // The fields after the command name, which is in parentheses and may hold spaces.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return [Number(tid), { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), niceness: Number(fields[16]) }];
-    }),
-  );
 }
 
 /**

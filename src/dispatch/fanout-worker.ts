@@ -14,7 +14,7 @@ import { createAttemptRecorder } from './attempt-recorder.js';
 import type { DispatchMetrics } from './dispatcher.js';
 import { busChecks, createInlineFanout, createSinks } from './fanout.js';
 import { transformErrorReporter } from '../sinks/filter-errors.js';
-import { raiseThreadNiceness } from './thread-priority.js';
+import { raiseThreadNiceness } from '../threads/thread-priority.js';
 import { callerOver } from '../threads/calls.js';
 import type { FromWorker, MetricsReport, ServedParts, SinkStatus, ToWorker, WorkerData } from './thread-messages.js';
 

@@ -11,6 +11,7 @@ import { Registry } from 'prom-client';
 import request from 'supertest';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { configSchema } from '../src/config/schema.js';
+import { backupFileName } from '../src/store/copy/backup-schedule.js';
 import { ManualClock } from './support/clock.js';
 import { POSTGRES_URL, sqliteFile } from './support/databases.js';
 import { captureLogs, type CapturedLogs } from './support/log-capture.js';
@@ -124,7 +125,7 @@ describe('scheduled backups (BOXRELAY_BACKUP_DIR)', () => {
         await timers.fire();
         expect(timers.planned.map((p) => p.ms)).toEqual([HOUR_MS]);
         expect(await metric()).toBe(clock.seconds);
-        names.push(`boxrelay-${new Date(clock.now()).toISOString().replace(/[-:]|\.\d{3}/g, '')}.db`);
+        names.push(backupFileName(clock.now()));
         // Each backup holds what was stored before it began.
         expect(storedIds(join(dir, names[i]!))).toEqual(sent.map((s) => s.id).sort());
       }

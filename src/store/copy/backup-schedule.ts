@@ -12,12 +12,13 @@ const BACKUP_NAME = /^boxrelay-(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z\.db$
 /** The first backup after start waits this long (the start is not slowed), unless a recent one exists. */
 const FIRST_DELAY_MS = 60_000;
 
+/** `boxrelay-20261129T020000Z.db` for a backup begun at that moment. */
 export function backupFileName(at: number): string {
   return `boxrelay-${new Date(at).toISOString().replace(/[-:]|\.\d{3}/g, '')}.db`;
 }
 
 /** The backups the relay wrote in `dir`, newest first; other files there are not its own. */
-export function writtenBackups(dir: string): { file: string; at: number }[] {
+function writtenBackups(dir: string): { file: string; at: number }[] {
   let names: string[];
   try {
     names = readdirSync(dir);

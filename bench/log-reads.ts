@@ -66,7 +66,8 @@ export async function runLogReads(ctx: Context, settings: LogReadSettings, log: 
       await store.writer.record({ event: parseEvent(Buffer.from(body), id), receivedAt: Date.now(), attempt: 1, sinks: sinkNames });
     }
     await store.sequenceLog();
-    const counted = ({ log, exceptions }: FanoutStore): FanoutStore => ({
+    const counted = ({ log, exceptions, archive }: FanoutStore): FanoutStore => ({
+      archive,
       log: {
         ...log,
         async read(read) {
@@ -90,10 +91,10 @@ export async function runLogReads(ctx: Context, settings: LogReadSettings, log: 
       const fanoutStore = createFanoutStore(store.database);
       const sinkStates = createSinkStates(store.database);
       const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger });
-      const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: async () => {}, replicated: replicas > 1 });
+      const pauses = createPauses({ sinkStates, makeDue: fanoutStore.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: async () => {} });
       return createDispatcher({
         store: counted(fanoutStore),
-        sinks: createSinks({ config, clock: systemClock, logger }).sinks,
+        sinks: createSinks({ config, clock: systemClock, logger, archive: fanoutStore.archive }).sinks,
         clock: systemClock,
         logger,
         metrics: { sinkDeliveries: { inc() {} }, sinkDeliveryDuration: { observe() {} } },

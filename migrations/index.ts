@@ -20,6 +20,8 @@ import * as attemptMinutes from './018_attempt_minutes.js';
 import * as oneLiveRow from './019_one_live_row.js';
 import * as unrecordedRouting from './020_unrecorded_routing.js';
 import * as cursorMovesInPlace from './021_cursor_moves_in_place.js';
+import * as fencingEpochs from './022_fencing_epochs.js';
+import * as archiveLedger from './023_archive_ledger.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -47,4 +49,6 @@ export const migrations: Record<string, Migration> = {
   '019_one_live_row': oneLiveRow,
   '020_unrecorded_routing': unrecordedRouting,
   '021_cursor_moves_in_place': cursorMovesInPlace,
+  '022_fencing_epochs': fencingEpochs,
+  '023_archive_ledger': archiveLedger,
 };

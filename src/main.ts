@@ -158,8 +158,6 @@ export async function createRelay(deps: RelayDeps) {
     clock,
     logger,
     changed: (sink) => fanoutOf().sinkStateChanged(sink),
-    // Replicas share PostgreSQL; a SQLite file is this process's alone.
-    replicated: store.database.dialect !== 'sqlite',
   });
 
   // From SIGTERM on, /readyz answers 503 on both ports while the relay still serves (contract section 6).
@@ -423,7 +421,7 @@ function createRelayFanout({
       config,
       exclusive,
       tracing: tracing.enabled,
-      parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, sinkStates, pauses, operatorEvents, attempts: attemptLog },
+      parts: { log: fanoutStore.log, exceptions: fanoutStore.exceptions, archive: fanoutStore.archive, sinkStates, pauses, operatorEvents, attempts: attemptLog },
       ...fanoutDatabase(config, store),
       metrics: dispatchMetrics,
       countTransformErrors: (sink, count) => metrics.transformErrors.inc({ sink }, count),
@@ -437,6 +435,7 @@ function createRelayFanout({
       clock,
       logger,
       buses: deps.buses,
+      archive: fanoutStore.archive,
       onTransformError: transformErrorReporter({ clock, logger: logger.child({ part: 'transforms' }), count: (sink) => metrics.transformErrors.inc({ sink }) }),
     }),
     store: fanoutStore,

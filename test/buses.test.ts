@@ -9,6 +9,7 @@ import { createSinks } from '../src/dispatch/fanout.js';
 import { createLogger } from '../src/log.js';
 import { systemClock } from '../src/clock.js';
 import { BUSES } from '../src/sinks/buses.js';
+import type { ArchiveLedger } from '../src/store/archive/ledger.js';
 import { SHARED_AMQP, SHARED_MQTT, SHARED_REDIS, amqpCollector, busUp, mqttCollector, redisClient, streamEntries, uniqueName } from './support/buses.js';
 import { adminAuth, fanoutFixture } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
@@ -16,6 +17,8 @@ import { SHARED_NATS, collect, natsClient, uniqueNames } from './support/nats.js
 import { SECRET, delivery } from './support/sign.js';
 
 const { defer, relay, serve } = fanoutFixture();
+/** The sinks are built here, never sent to: the archive's ledger is not asked. */
+const unusedLedger: ArchiveLedger = { record: () => Promise.reject(new Error('not asked')), written: () => Promise.reject(new Error('not asked')) };
 
 /** A consumer on each bus for names of the test's own (exchange, stream, topic prefix), removed at the end. */
 async function consumers(name: string) {
@@ -49,7 +52,7 @@ describe('the bus seam', () => {
       s3Archive: 's3://archive-bucket/relay',
       hooks: [{ name: 'alerts', url: 'http://127.0.0.1:9/h' }],
     });
-    const { sinks, buses } = createSinks({ config, clock: systemClock, logger: createLogger('silent') });
+    const { sinks, buses } = createSinks({ config, clock: systemClock, logger: createLogger('silent'), archive: unusedLedger });
     expect(sinks.map((s) => s.name)).toEqual(['nats', 'amqp', 'redis', 'mqtt', 'kafka', 'sqs', 'sns', 's3', 'alerts']);
     expect(buses.map((b) => b.name)).toEqual(BUSES.map((b) => b.name));
     expect(sinks.map((s) => s.ordering)).toEqual(['none', 'per-box', 'none', 'per-box', 'per-box', 'per-box', 'none', 'none', 'none']);

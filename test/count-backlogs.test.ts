@@ -8,7 +8,7 @@ import { openStore, type Store } from '../src/store/store.js';
 import { DAY_MS } from '../src/clock.js';
 import pg from 'pg';
 import { engines, postgresSchema } from './support/databases.js';
-import { backlogsByDefinition, recordEvent, waitFor } from './support/fanout.js';
+import { backlogsByDefinition, recordEvent, waitFor, addRowsAsHolder } from './support/fanout.js';
 
 const T0 = Date.UTC(2026, 10, 25, 10, 0, 0);
 const ROUTES = [['nats'], ['nats', 'h'], ['h']];
@@ -44,8 +44,9 @@ async function moveCursors(store: Store, fanout: FanoutStore, sink: string, n: n
     .map((part) => entries.filter((e) => e.part === part))
     .filter((ofPart) => ofPart.length >= n)
     .map((ofPart) => ({ part: ofPart[0]!.part, seq: Number(ofPart[n - 1]!.seq) }));
-  await fanout.log.acquireParts({ sink, owner: 'a', now: T0, leaseMs: 60_000, readerTtlMs: 60_000 });
-  await fanout.log.advanceCursors({ sink, owner: 'a', now: T0, cursors, mark: false });
+  const { held } = await fanout.log.acquireParts({ sink, owner: 'a', now: T0, leaseMs: 60_000, readerTtlMs: 60_000, seenEpoch: 0, take: true });
+  const epochs = new Map(held.map(({ part, epoch }) => [part, epoch]));
+  await fanout.log.advanceCursors({ sink, owner: 'a', now: T0, cursors: cursors.map((cursor) => ({ ...cursor, epoch: epochs.get(cursor.part) ?? -1 })), mark: false });
 }
 
 describe.each(engines)('the backlog counts on $name', (engine) => {
@@ -115,7 +116,7 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
     const exception = (deliveryId: string, sink: string, status: 'pending' | 'dead') => ({
       deliveryId, sink, status, attempts: 1, nextAttemptAt: T0, lastError: 'http_503', boxId: null, traceparent: null, now: T0,
     });
-    await fanout.exceptions.addExceptions((await aheadOf('h', 30)).map((d) => exception(d.id, 'h', 'pending')));
+    await addRowsAsHolder(store.database, fanout, (await aheadOf('h', 30)).map((d) => exception(d.id, 'h', 'pending')));
     await matches('rows written');
     const settle = async (sink: string) => {
       const claimed = await fanout.exceptions.claim({ sink, owner: 'a', now: T0 + 1000, leaseMs: 60_000, limit: 10_000 });
@@ -128,7 +129,7 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
 
     // As a lane does between two counts: rows for some entries, then the cursors past them.
     const next = await aheadOf('h', 40);
-    await fanout.exceptions.addExceptions(next.filter((_d, i) => i % 3 === 0).map((d) => exception(d.id, 'h', 'dead')));
+    await addRowsAsHolder(store.database, fanout, next.filter((_d, i) => i % 3 === 0).map((d) => exception(d.id, 'h', 'dead')));
     await moveCursors(store, fanout, 'h', 8, () => true);
     await matches('rows written, and the cursors moved past them');
 
@@ -224,12 +225,12 @@ describe('the backlog count on PostgreSQL, beside writes under way', () => {
 
     // The first entry's row takes its id and stays uncommitted; the second's commits with a higher one.
     await openRow(entries[0]!.id);
-    await fanout.exceptions.addExceptions([exception(entries[1]!.id)]);
+    await addRowsAsHolder(store.database, fanout, [exception(entries[1]!.id)]);
     // The count, and another outbox write beside it: neither ever waits for a lock on the outbox.
     let counted: Backlogs | undefined;
     let added: number | undefined;
     const counting = count().then((backlogs) => (counted = backlogs));
-    const adding = fanout.exceptions.addExceptions([exception(entries[2]!.id)]).then((written) => (added = written));
+    const adding = addRowsAsHolder(store.database, fanout, [exception(entries[2]!.id)]).then((written) => (added = written));
     const waited = async () => (await observer.query(`SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = 'outbox'::regclass AND NOT granted`)).rowCount;
     const outcome = await waitFor(async () => (counted && added !== undefined ? 'both done' : (await waited()) ? 'a lock on the outbox waited' : undefined), 'the count and the write');
     expect(outcome).toBe('both done');
@@ -254,7 +255,7 @@ describe('the backlog count on PostgreSQL, beside writes under way', () => {
     const [held, ...later] = await pastCursor(4);
     await openRow(held!.id);
     for (const entry of later) {
-      await fanout.exceptions.addExceptions([exception(entry.id)]);
+      await addRowsAsHolder(store.database, fanout, [exception(entry.id)]);
       await matches('a row committed while one of a lower id is open');
     }
     await writer.query('COMMIT');

@@ -52,7 +52,7 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
     },
   };
   const sent: string[] = [];
-  const [hookSink] = createSinks({ config, clock: systemClock, logger }).sinks as [Sink];
+  const [hookSink] = createSinks({ config, clock: systemClock, logger, archive: outbox.archive }).sinks as [Sink];
   const counted: Sink = { ...hookSink, deliver: (event, signal, trace) => (sent.push(event.id), hookSink.deliver(event, signal, trace)) };
 
   const sinkStates = createSinkStates(store.database);
@@ -68,7 +68,7 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   const sinksFor = createSinkRouter({ buses: [], hooks: config.hooks, source: config.source });
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger });
   let dispatcher: Dispatcher | undefined;
-  const pauses = createPauses({ sinkStates, makeDue: outbox.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: async (sink) => dispatcher?.sinkStateChanged(sink), replicated: false });
+  const pauses = createPauses({ sinkStates, makeDue: outbox.exceptions.makeDue, operatorEvents, clock: systemClock, logger, changed: async (sink) => dispatcher?.sinkStateChanged(sink) });
   const start = async () => {
     dispatcher = createDispatcher({
       store: heldOutbox,

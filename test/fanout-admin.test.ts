@@ -6,7 +6,7 @@ import { createFanoutStore } from '../src/store/fanout-store.js';
 import { requireBuild, runCli } from './support/process.js';
 import { ManualClock } from './support/clock.js';
 import { adminAuth, allDelivered, fanoutFixture, hook, metricValue, outboxRows, readWholeLog } from './support/fanout-relay.js';
-import { waitFor } from './support/fanout.js';
+import { waitFor, addRowsAsHolder } from './support/fanout.js';
 
 const { server, relay } = fanoutFixture();
 
@@ -118,7 +118,7 @@ describe('CLI: dead-letters and replay on the database', () => {
     // Make dead letters by hand, as a dispatcher that read the log leaves them: three for `alerts`, one for a sink no longer configured.
     const outbox = createFanoutStore(t.relay.store.database);
     await readWholeLog(t);
-    await outbox.exceptions.addExceptions(
+    await addRowsAsHolder(t.relay.store.database, outbox, 
       posted.map((deliveryId, i) => ({
         deliveryId,
         sink: i < 3 ? 'alerts' : 'gone',

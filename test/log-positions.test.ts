@@ -10,7 +10,7 @@ import { PARTS } from '../src/store/log/position.js';
 import { unnumberedFor } from '../src/store/log/sequencer.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines, postgresSchema } from './support/databases.js';
-import { databaseNowMs, recordEvent, storeUnnumbered, waitFor } from './support/fanout.js';
+import { databaseNowMs, recordEvent, storeUnnumbered, waitFor, addRowsAsHolder } from './support/fanout.js';
 
 const T0 = Date.UTC(2026, 10, 26, 10, 0, 0);
 
@@ -70,8 +70,8 @@ describe.each(engines)('log positions on $name', (engine) => {
     await store.sequenceLog();
     // Written down before a crash stopped the cursor from being stored: the entry is not sent again from the log.
     const row = { deliveryId: a, sink: 'h', status: 'pending' as const, attempts: 1, nextAttemptAt: T0, lastError: 'http_503', boxId: null, traceparent: null, now: T0 };
-    await outbox.exceptions.addExceptions([row]);
-    await outbox.exceptions.addExceptions([row]);
+    await addRowsAsHolder(store.database, outbox, [row]);
+    await addRowsAsHolder(store.database, outbox, [row]);
     expect((await readAll(store, 'h')).ids).toEqual([b]);
     const rows = await store.database.kysely.selectFrom('outbox').select('id').where('delivery_id', '=', a).where('status', '=', 'pending').execute();
     expect(rows).toHaveLength(1);

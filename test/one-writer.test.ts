@@ -62,9 +62,9 @@ describe('one writer per SQLite file', () => {
       // The fan-out worker's writes: partitions taken and a cursor moved, a batch of attempts, a set-aside step (a transaction that reads first).
       const fanout = createFanoutStore(worker);
       const part = partOf('bx_one');
-      const { held } = await fanout.log.acquireParts({ sink: 'hook', owner: 'worker-1', now, leaseMs: 30_000, readerTtlMs: 60_000 });
+      const { held } = await fanout.log.acquireParts({ sink: 'hook', owner: 'worker-1', now, leaseMs: 30_000, readerTtlMs: 60_000, seenEpoch: 0, take: true });
       expect(held.map((p) => p.part)).toContain(part);
-      await fanout.log.advanceCursors({ sink: 'hook', owner: 'worker-1', now, cursors: [{ part, seq: Number(seq) }], mark: true });
+      await fanout.log.advanceCursors({ sink: 'hook', owner: 'worker-1', now, cursors: [{ part, seq: Number(seq), epoch: held.find((p) => p.part === part)!.epoch }], mark: true });
       await createAttemptLog(worker).recordDelivered(Array.from({ length: 500 }, (_, i) => attempt(d.id, i)));
       expect(await setAsideLog(worker, 'gone', now)).toEqual({ changed: 1, done: true });
 

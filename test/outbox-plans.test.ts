@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
+import { addRowsAsHolder } from './support/fanout.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
 import { engines } from './support/databases.js';
@@ -49,7 +50,7 @@ describe.each(engines)('outbox statements with settled rows kept, on $name', (en
     // The log's backlog count from nothing, then followed: the rows written since are found by id.
     await outbox.log.ensureCursors(['h']);
     await outbox.exceptions.countBySink('pending');
-    await outbox.exceptions.addExceptions([{ deliveryId: 'evt_3', sink: 'h', status: 'dead', attempts: 1, nextAttemptAt: now, lastError: 'x', boxId: null, traceparent: null, now }]);
+    await addRowsAsHolder(spied, outbox, [{ deliveryId: 'evt_3', sink: 'h', status: 'dead', attempts: 1, nextAttemptAt: now, lastError: 'x', boxId: null, traceparent: null, now }]);
     await outbox.exceptions.countBySink('pending');
     await outbox.exceptions.countBySink('deadLetters');
     await outbox.exceptions.announceServed(['h'], now);

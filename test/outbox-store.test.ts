@@ -5,7 +5,7 @@ import { createFanoutStore, type FanoutStore } from '../src/store/fanout-store.j
 import { SINK_NOT_CONFIGURED } from '../src/store/exceptions/rows.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines } from './support/databases.js';
-import { recordEvent, recordWork } from './support/fanout.js';
+import { recordEvent, recordWork, addRowsAsHolder } from './support/fanout.js';
 
 const T0 = Date.UTC(2026, 10, 21, 10, 0, 0);
 const DB_NOW_MS = sql<number>`(extract(epoch from clock_timestamp()) * 1000)`;
@@ -168,7 +168,7 @@ describe.each(engines)('outbox on $name', (engine) => {
     // Set aside is what has a position (PostgreSQL numbers just after commit; what comes later is set aside at the next pass).
     await store.sequenceLog();
     // An event with an outbox row for the sink is counted there once, not again from the log.
-    await outbox.exceptions.addExceptions([{ deliveryId: first, sink: 'gone', status: 'dead', attempts: 3, nextAttemptAt: T0, lastError: 'http_500', boxId: null, traceparent: null, now: T0 }]);
+    await addRowsAsHolder(store.database, outbox, [{ deliveryId: first, sink: 'gone', status: 'dead', attempts: 3, nextAttemptAt: T0, lastError: 'http_500', boxId: null, traceparent: null, now: T0 }]);
     expect(await outbox.exceptions.countBySink('pending')).toEqual({ nats: 1, gone: 1 });
 
     expect(await outbox.exceptions.setAsideUnserved({ configured: ['nats'], graceMs: 0, now: T0 + 5 })).toEqual({ setAside: { gone: 1 }, failed: [], more: false });

@@ -21,7 +21,7 @@ describe('replicas on one PostgreSQL schema', () => {
       // Each relay writes through its own pool into the same tables.
       for (const relay of relays) expect(await relay.store.checkWritable(Date.now())).toBe(true);
       const { rows: tables } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = current_schema()`.execute(db);
-      expect(tables[0]?.n).toBe(20); // eighteen relay tables and Kysely's two
+      expect(tables[0]?.n).toBe(22); // twenty relay tables and Kysely's two
     } finally {
       await Promise.all(relays.map((relay) => relay.stop()));
     }

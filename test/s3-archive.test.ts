@@ -3,6 +3,7 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toCloudEvent } from '../src/events/cloudevent.js';
+import { openStore } from '../src/store/store.js';
 import type { BusTuning } from '../src/sinks/bus.js';
 import { eventJson } from '../src/sinks/failures.js';
 import { archiveKey } from '../src/sinks/s3-archive.js';
@@ -119,6 +120,25 @@ describe.each(engines)('the S3 archive on $name', (engine) => {
     const objects = await archiveObjects(aws.s3, bucket);
     expect(objects.flatMap((o) => o.events.map((e) => e.id)).sort()).toEqual([...posted].sort());
     expect(objects.map((o) => o.events.map((e) => e.id)).sort()).toEqual(written.map((w) => w.map((e) => e.id)).sort());
+  });
+
+  it('a stop writes the open object at once, not after its age: its events archived and delivered, the rest left to the next process', async () => {
+    const bucket = await aws.bucket();
+    const timers = new HandTimers();
+    const database = await engine.url();
+    const t = await archiveRelay(bucket, { database, s3ArchiveMaxEvents: 100, s3ArchiveMaxAge: '5m' }, aws.endpoint, { timers });
+    const posted: string[] = [];
+    for (let i = 0; i < 3; i++) posted.push((await t.post({ boxId: `bx_${i}` })).deliveryId);
+    await waitFor(() => timers.planned.length === 1, 'the open object to wait for its age');
+    // The stop, not the age (never fired), writes the object.
+    await t.close();
+    const archived = (await archiveObjects(aws.s3, bucket)).flatMap((o) => o.events.map((e) => e.id));
+    expect(archived.length).toBeGreaterThan(0);
+    const store = await openStore({ url: database });
+    defer(() => store.close());
+    const left = await unfinishedIds(store, 's3');
+    // Each event once: archived (and no longer the archive's work), or left for the next process.
+    expect([...archived, ...left].sort()).toEqual([...posted].sort());
   });
 
   it('dead-letters the events of an object S3 refuses (no such bucket) at once', async () => {

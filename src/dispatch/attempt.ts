@@ -63,7 +63,7 @@ export interface AttemptRun {
    * the gate's `admit` again, for a sink that makes the attempt wait before its request; `starting`
    * its `now`, as the request leaves; each throws AttemptRefused on a refusal.
    */
-  send(signal: AbortSignal, admitted: () => Promise<void>, starting: () => void): Promise<Exchange | void | 'skipped'>;
+  send(signal: AbortSignal, admitted: () => Promise<void>, starting: () => void, holding: () => void): Promise<Exchange | void | 'skipped'>;
   /** Each attempt's duration in seconds. */
   observe(seconds: number): void;
   /**
@@ -111,6 +111,10 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     const admission = run.gate?.now() ?? 'go';
     if (admission !== 'go') throw new AttemptRefused(admission);
   };
+  const holding = () => {
+    const admission = run.gate?.now() ?? 'go';
+    if (admission !== 'go' && admission !== 'stopping') throw new AttemptRefused(admission);
+  };
   const recordFailure = async (failure: SinkFailure, at: number, durationMs: number) => {
     try {
       await run.record?.({ at, durationMs, exchange: failure.exchange, failure, final: !failure.retryable || attempts >= sink.maxAttempts });
@@ -132,7 +136,7 @@ export async function attemptDelivery(run: AttemptRun): Promise<Outcome> {
     const at = run.now();
     const started = performance.now();
     try {
-      const sent = await run.send(run.cut, admitted, starting);
+      const sent = await run.send(run.cut, admitted, starting, holding);
       skipped = sent === 'skipped';
       delivered = true;
       const durationMs = performance.now() - started;

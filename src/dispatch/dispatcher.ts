@@ -211,12 +211,16 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
      */
     async stop(graceMs: number): Promise<void> {
       stopping.abort();
+      for (const sink of deps.sinks) sink.drain?.();
       clearInterval(pollTimer);
       clearInterval(serveTimer);
+      // What is still under way keeps its leases while it drains: another replica would send it again.
+      const renewTimer = setInterval(() => lanes.forEach((lane) => void lane.renew()), tuning.pollMs).unref();
       await setAsidePass;
       const cutTimer = setTimeout(() => cut.abort(), graceMs);
       // A claim that was under way may still start rows: they see the stop and are released.
       await settled();
+      clearInterval(renewTimer);
       clearTimeout(cutTimer);
       await delivered.flush();
       await deps.attempts?.flush();

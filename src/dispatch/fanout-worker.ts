@@ -34,12 +34,6 @@ if (config.fanoutNiceness > 0) {
     logger.info({ err: error }, 'the fan-out thread runs at the process\'s CPU priority: on short cores a backlog drain shares them evenly with the answers to webhooks'),
   );
 }
-const { sinks, buses } = createSinks({
-  config,
-  clock: systemClock,
-  logger,
-  onTransformError: transformErrorReporter({ clock: systemClock, logger: logger.child({ part: 'transforms' }), count: (sink) => recorder.transformError(sink) }),
-});
 const caller = callerOver<ServedParts>(port);
 const recorder = createMetricsRecorder();
 const database =
@@ -47,7 +41,14 @@ const database =
   (ownDatabase.storage
     ? openLinkedDatabase(ownDatabase.options, ownDatabase.storage)
     : openDatabase({ ...ownDatabase.options, onConnectionError: (error) => logger.warn({ err: error }, 'a database connection of the fan-out failed; the next query reconnects') }));
-const store = database ? createFanoutStore(database) : { log: caller.remote('log'), exceptions: caller.remote('exceptions') };
+const store = database ? createFanoutStore(database) : { log: caller.remote('log'), exceptions: caller.remote('exceptions'), archive: caller.remote('archive') };
+const { sinks, buses } = createSinks({
+  config,
+  clock: systemClock,
+  logger,
+  archive: store.archive,
+  onTransformError: transformErrorReporter({ clock: systemClock, logger: logger.child({ part: 'transforms' }), count: (sink) => recorder.transformError(sink) }),
+});
 
 const fanout = createInlineFanout({
   store,

@@ -1,3 +1,4 @@
+import type { ArchiveLedger } from '../store/archive/ledger.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
@@ -39,11 +40,13 @@ export interface SinksDeps {
   buses?: BusTuning | undefined;
   /** A hook's transform failed on an event (counted and logged where the metrics are). */
   onTransformError?: ((sink: string, error: Error) => void) | undefined;
+  /** The S3 archive's ledger (the fan-out's storage). */
+  archive: ArchiveLedger;
 }
 
 /** The configured sinks: the buses whose URL is set, then the hooks. */
-export function createSinks({ config, clock, logger, buses: tuning, onTransformError }: SinksDeps): { sinks: Sink[]; buses: Bus[] } {
-  const buses = configuredBuses(config).map(({ bus, url }) => bus.create({ config, url, logger, clock, tuning }));
+export function createSinks({ config, clock, logger, buses: tuning, onTransformError, archive }: SinksDeps): { sinks: Sink[]; buses: Bus[] } {
+  const buses = configuredBuses(config).map(({ bus, url }) => bus.create({ config, url, logger, clock, tuning, archive }));
   const hooks = config.hooks.map((hook) => createHttpHookSink({ hook, clock, proxyEnv: config.proxyEnv, onTransformError }));
   return { buses, sinks: [...buses, ...hooks] };
 }

@@ -38,15 +38,10 @@ export interface LaneContext {
   /** Counts pauses and resumes told to the lane: a read or a claim under way across one is stale. */
   stateVersion(): number;
   /**
-   * What each attempt of a piece of work asks before it starts: `admit` says `go` once the sink's
-   * pause state, read within the pause fence, lets it and its lease runs (renewed first when it ran
-   * out by this process's clock); `now` checks the same as the request leaves, without waiting.
+   * What each attempt of a piece of work asks before it starts: `admit` says `go` once the pause
+   * state the lane has taken and acknowledged lets it, and the lane's lease and the work's run
+   * (renewed first when either ran out by this process's clock); `now` checks the same, without
+   * waiting, as the work leaves.
    */
   gate(trial: Trial, leaseUntil: LeaseUntil): AttemptGate;
-  /**
-   * Asked before the outcome of work done under a lease is written down: false once the lease went
-   * to another holder (that one does the work again; writing it here would be a stale row, sent later
-   * out of order). A lease that ran out by this process's clock is renewed first.
-   */
-  stillHeld(leaseUntil: LeaseUntil): Promise<boolean>;
 }

@@ -10,7 +10,6 @@ import type { Admission } from './attempt.js';
 import type { Judge } from './judge.js';
 import type { LaneContext, LeaseUntil } from './lane-context.js';
 import { createLogLane } from './log-lane.js';
-import { PAUSE_FENCE_MS } from './pauses.js';
 import type { TryEvent } from './try-event.js';
 import { leaseMsFor, workMsFor, type DispatchTuning } from './tuning.js';
 import type { UntilStored } from './until-stored.js';
@@ -21,13 +20,13 @@ export interface Lane {
   sink: Sink;
   /** Coalesces the wakes of one turn (commits, completions) into one claim; `all`: outbox rows may be due too. */
   wake(scope?: WakeScope): void;
-  /** The sink was paused or resumed: its state is read again. */
+  /** The sink was paused or resumed: the lease is renewed and the state learnt at once. */
   forgetState(): void;
   /** The poll: leases renewed (and partitions shared) by the next round, then a look for work. */
   poll(): void;
-  /** Takes or renews this lane's log partitions and the leases of its rows. */
+  /** Takes (not while stopping) or renews this lane's lease, its log partitions and the leases of its rows. */
   renew(): Promise<void>;
-  /** Gives back what the lane holds: its cursors stored, its partitions released. */
+  /** Gives back what the lane holds: its cursors stored, its partitions released, its lease ended. */
   stop(): Promise<void>;
 }
 
@@ -77,39 +76,40 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   /** The poll asked for the leases to be renewed. */
   let renewDue = false;
   /**
-   * The sink's pause state, shared by replicas, and when the read that gave it began: an attempt
-   * starts only with a state whose read began within the pause fence (a pause is answered once
-   * the fence has passed since it was stored, so every attempt after the answer is read with it).
+   * The sink's pause state as this lane has taken it: an attempt starts only by it, and only while
+   * the lane's lease runs. Each renewal of the lease acknowledges the epoch of this state and learns
+   * the sink's epoch now; a newer one (a pause or a resume anywhere) is read and acknowledged before
+   * anything more starts. A pause is answered once every lane has acknowledged it or its lease ended
+   * (`Pauses`), so no attempt starts after the answer, without a wait on any clock.
    */
   let state: SinkState | undefined;
-  let stateReadAt = -Infinity;
-  const stateFreshMs = Math.min(tuning.pollMs, PAUSE_FENCE_MS);
-  /** Counts pauses and resumes told to this lane: a read or a claim under way across one is stale. */
+  /** The newest epoch the lane has learnt of: a state older than it is not gone by. */
+  let knownEpoch = 0;
+  /** When the lane's lease runs out by this process's clock: from the time before its renewal was asked for. */
+  let laneUntil = -Infinity;
+  /** Counts the states taken: a read of the log or a claim under way across one is stale. */
   let stateChanges = 0;
-  /** The read under way, shared by the attempts about to start. */
-  let reading: Promise<SinkState> | undefined;
-
-  const stateFresh = (): boolean => state !== undefined && performance.now() - stateReadAt < stateFreshMs;
-  const readFresh = async (): Promise<SinkState> => {
-    try {
-      while (!stateFresh()) {
-        const before = stateChanges;
-        const startedAt = performance.now();
-        const read = await sinkStates.read(sink.name);
-        // Read before a pause or a resume told meanwhile: read again rather than keep it.
-        if (before !== stateChanges) continue;
-        state = read;
-        stateReadAt = startedAt;
-      }
-      return state as SinkState;
-    } finally {
-      reading = undefined;
+  const stateCurrent = (): boolean => state !== undefined && state.epoch >= knownEpoch && clock.now() < laneUntil;
+  /**
+   * Renews the lane's lease and its partitions, then reads the state (its run of failures changes
+   * without a new epoch); a newer epoch is acknowledged by renewing again.
+   */
+  const holdCurrent = async (): Promise<void> => {
+    for (let acknowledged = state?.epoch ?? 0; ; ) {
+      const { epoch, until } = await logLane.hold(acknowledged);
+      knownEpoch = Math.max(knownEpoch, epoch);
+      laneUntil = until;
+      const read = await sinkStates.read(sink.name);
+      if (read.epoch !== state?.epoch) stateChanges++;
+      state = read;
+      if (state.epoch <= acknowledged) return;
+      acknowledged = state.epoch;
     }
   };
-  const readState = (): Promise<SinkState> => (stateFresh() ? Promise.resolve(state as SinkState) : (reading ??= readFresh()));
+  /** Told of a change (this process paused or resumed the sink): the lease is renewed, and the state learnt, at once. */
   const forgetState = () => {
-    state = undefined;
-    stateChanges++;
+    renewDue = true;
+    wake('all');
   };
 
   /**
@@ -129,39 +129,30 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
       wake();
     });
 
-  /** Whether the lease still runs by this process's clock, renewed first when it ran out (see LaneContext.stillHeld). */
-  const stillHeld = async (leaseUntil: LeaseUntil): Promise<boolean> => {
-    for (;;) {
-      const until = leaseUntil();
-      if (until === null) return false;
-      if (clock.now() < until || stopping.aborted) return true;
-      await leasesRenewed();
-    }
+  /**
+   * The gate, asked synchronously as the work leaves: the work's lease went to another holder, the
+   * lane's lease or the work's ran out by this process's clock or a newer state is known and not yet
+   * taken (`stale`), the sink is paused by the state taken, the lane stops; else `go`. `stopping`
+   * comes last: work admitted before the stop that a sink completes as it drains still has to hold.
+   */
+  const admitNow = (trial: Trial, leaseUntil: LeaseUntil): Admission | 'stale' => {
+    const until = leaseUntil();
+    if (until === null) return 'lost';
+    if (clock.now() >= until || !stateCurrent()) return 'stale';
+    const current = state as SinkState;
+    // A probe is the one attempt a sink paused by its failures makes.
+    if (trial === 'probe' ? current.paused_by !== 'failures' : current.paused_at !== null) return 'paused';
+    return stopping.aborted ? 'stopping' : 'go';
   };
 
-  /** The last word before an attempt starts (see LaneContext.admit). */
+  /** Before an attempt starts: nothing new while the lane stops; else the gate, after a renewal while it would answer `stale`. */
   const admit = async (trial: Trial, leaseUntil: LeaseUntil): Promise<Admission> => {
     for (;;) {
       if (stopping.aborted) return 'stopping';
-      if (!(await stillHeld(leaseUntil))) return 'lost';
-      if (stopping.aborted) return 'stopping';
-      const until = leaseUntil() as number;
-      const current = await readState();
-      // A probe is the one attempt a sink paused by its failures makes.
-      if (trial === 'probe' ? current.paused_by !== 'failures' : current.paused_at !== null) return 'paused';
-      // The read may have outlasted the lease or the fence (a stall): looked at again.
-      if (leaseUntil() === until && clock.now() < until && stateFresh()) return 'go';
+      const admission = admitNow(trial, leaseUntil);
+      if (admission !== 'stale') return admission;
+      await leasesRenewed();
     }
-  };
-
-  /** `admit`'s answer checked again without waiting: `stale` when it would have to wait (a renewal, a read of the state). */
-  const admitNow = (trial: Trial, leaseUntil: LeaseUntil): Admission | 'stale' => {
-    if (stopping.aborted) return 'stopping';
-    const until = leaseUntil();
-    if (until === null) return 'lost';
-    if (clock.now() >= until || !stateFresh()) return 'stale';
-    const current = state as SinkState;
-    return (trial === 'probe' ? current.paused_by !== 'failures' : current.paused_at !== null) ? 'paused' : 'go';
   };
 
   const hasRoom = () => deps.running() && !stopping.aborted && busy < sink.concurrency && (sink.onUp === undefined || sink.up());
@@ -206,7 +197,6 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     rowsWritten: () => void (dueMaybeMoved = true),
     stateVersion: () => stateChanges,
     gate: (trial, leaseUntil) => ({ admit: () => admit(trial, leaseUntil), now: () => admitNow(trial, leaseUntil) }),
-    stillHeld,
   };
   const rows = createExceptionsLane(context, deps.delivered);
   const logLane = createLogLane(context);
@@ -218,17 +208,18 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   const probe = async (current: SinkState): Promise<void> => {
     // The probe's time is by the lease clock (the database's on PostgreSQL): takeProbe decides, not this replica's clock.
     if (current.paused_by !== 'failures' || busy > 0) return;
-    forgetState();
     if (!(await sinkStates.takeProbe(sink.name, clock.now()))) return;
     const claimed = await rows.claim(1);
     for (const row of claimed) rows.start(row, 'probe', current);
     if (claimed.length === 0) await logLane.read(1, 'probe', current);
   };
 
-  const renew = async (): Promise<void> => {
+  /** One renewal at a time (the poll's, a stop's while it drains): a call while one runs joins it. */
+  let renewing: Promise<void> | undefined;
+  const renewNow = async (): Promise<void> => {
     renewDue = false;
     try {
-      await logLane.hold();
+      await holdCurrent();
       await rows.renew();
       renewFailed = false;
     } catch (error) {
@@ -237,6 +228,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     }
     renewalsEnded();
   };
+  const renew = (): Promise<void> => (renewing ??= renewNow().finally(() => (renewing = undefined)));
 
   /** Claims due rows, then reads the log, while there is room; then sets a timer for the next due row. */
   const claimAndStart = async (): Promise<void> => {
@@ -248,8 +240,10 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     try {
       do {
         wokenWhileClaiming = false;
-        if (renewDue) await renew();
-        const current = await readState();
+        if (renewDue || !stateCurrent()) await renew();
+        // Not renewed (the database is down): the next poll tries again.
+        if (!stateCurrent()) break;
+        const current = state as SinkState;
         if (current.paused_at !== null) {
           if (hasRoom()) await probe(current);
           continue;

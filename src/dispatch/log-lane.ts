@@ -1,3 +1,4 @@
+import type { NewException } from '../store/exceptions/claims.js';
 import type { LogEntry } from '../store/log/read-log.js';
 import type { Position } from '../store/log/position.js';
 import type { SinkState } from '../store/state/sink-state.js';
@@ -16,9 +17,13 @@ const MARK_EVERY_MS = 1000;
 export interface LogLane {
   /** Reads the held partitions after their cursors and starts up to `limit` entries; false when the log has nothing more now. */
   read(limit: number, trial: Trial, state: SinkState): Promise<boolean>;
-  /** Takes and renews the partitions, giving back what is beyond this process's share once idle. */
-  hold(): Promise<void>;
-  /** Stores the cursors and gives every partition back. */
+  /**
+   * Renews the lane's lease and its partitions, acknowledging the pause epoch `seenEpoch`; takes
+   * partitions up to this process's share (not while stopping) and gives back what is beyond it once
+   * idle. Answers the sink's pause epoch now and until when the lane's lease runs by this process's clock.
+   */
+  hold(seenEpoch: number): Promise<{ epoch: number; until: number }>;
+  /** Stores the cursors, gives every partition back and leaves the sink's readers. */
   stop(): Promise<void>;
 }
 
@@ -42,8 +47,10 @@ export function createLogLane(ctx: LaneContext): LogLane {
   let markedAt = -Infinity;
   /** When the held partitions' leases run out by this process's clock: from the time before they were asked for. */
   let partsHeldUntil = -Infinity;
-  /** An entry's lease: its partition's, while this lane holds that partition. */
-  const leaseOf = (entry: LogEntry) => () => (partitions.holds(entry) ? partsHeldUntil : null);
+  /** An entry's lease: its partition's, while this lane holds that partition under the epoch it was taken in. */
+  const leaseOf = (entry: LogEntry, epoch: number) => () => (partitions.holds(entry, epoch) ? partsHeldUntil : null);
+  /** Writes an entry's outbox row, refused (0) once its partition was taken since under a newer epoch. */
+  const addRow = (row: NewException, entry: LogEntry, epoch: number) => store.exceptions.addExceptions([row], { part: entry.part, owner, epoch });
 
   /** Cursor moves are stored together, a few times a second, not per event. */
   const storeCursors = (): Promise<void> => {
@@ -76,13 +83,11 @@ export function createLogLane(ctx: LaneContext): LogLane {
    * other outcome becomes an outbox row, written before the cursor may pass. Undone (a stop) writes
    * nothing, and the cursor stays before it.
    */
-  const settle = async (entry: LogEntry, verdict: Verdict): Promise<EntryFate> => {
+  const settle = async (entry: LogEntry, epoch: number, verdict: Verdict): Promise<EntryFate> => {
     // Its partition is another's now: that holder settles it.
     if (verdict.kind === 'undone' || verdict.kind === 'lost') return 'undone';
-    if (verdict.kind === 'held') return waitAsRow(entry, verdict.now, 'write down an event held by a pause');
+    if (verdict.kind === 'held') return waitAsRow(entry, epoch, verdict.now, 'write down an event held by a pause');
     if (verdict.kind === 'delivered' && verdict.attempts <= 1 && verdict.lastError === null) return 'delivered';
-    // An attempt that outlived its partition's lease (a stall): the holder now sends the event again.
-    if (!(await ctx.stillHeld(leaseOf(entry)))) return 'undone';
     const waits = verdict.kind === 'wait';
     const row = exceptionOf(sink, entry, {
       status: waits ? 'pending' : verdict.kind,
@@ -91,9 +96,11 @@ export function createLogLane(ctx: LaneContext): LogLane {
       nextAttemptAt: waits ? verdict.nextAttemptAt : verdict.now,
       now: verdict.now,
     });
-    const written = await ctx.untilStored('write down the outcome of an event', () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id });
+    const written = await ctx.untilStored('write down the outcome of an event', () => addRow(row, entry, epoch), { sink: sink.name, eventId: entry.id });
     if (written === STOPPED) return 'undone';
-    // Not written: a resend or a replay queued meanwhile sends the event again, and its row is its status.
+    // Not written: a resend or a replay queued meanwhile sends the event again, and its row is its
+    // status; or the partition was taken since (a stall, a stop), and its holder sends the event again.
+    if (written === 0 && !partitions.holds(entry, epoch)) return 'undone';
     if (verdict.kind === 'dead' && written > 0) {
       // The dead letter is written down: a failed announcement must not send the event again.
       await ctx.judge.deadLettered(sink, workOfEntry(entry), verdict).catch((error: unknown) =>
@@ -104,11 +111,10 @@ export function createLogLane(ctx: LaneContext): LogLane {
   };
 
   /** An entry not tried (paused, or behind its box) waits as a pending outbox row, due at once. */
-  const waitAsRow = async (entry: LogEntry, now: number, what: string): Promise<EntryFate> => {
-    if (!(await ctx.stillHeld(leaseOf(entry)))) return 'undone';
+  const waitAsRow = async (entry: LogEntry, epoch: number, now: number, what: string): Promise<EntryFate> => {
     const row = exceptionOf(sink, entry, { status: 'pending', attempts: 0, lastError: null, nextAttemptAt: now, now });
-    const written = await ctx.untilStored(what, () => store.exceptions.addExceptions([row]), { sink: sink.name, eventId: entry.id });
-    return written === STOPPED ? 'undone' : 'waiting';
+    const written = await ctx.untilStored(what, () => addRow(row, entry, epoch), { sink: sink.name, eventId: entry.id });
+    return written === STOPPED || (written === 0 && !partitions.holds(entry, epoch)) ? 'undone' : 'waiting';
   };
 
   /**
@@ -118,6 +124,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
    */
   const run = async (
     entry: LogEntry,
+    epoch: number,
     trial: Trial,
     state: SinkState,
     before: Promise<EntryFate> | undefined,
@@ -134,15 +141,15 @@ export function createLogLane(ctx: LaneContext): LogLane {
         behind = boxes.has(entry.boxId);
       }
       // An earlier event of its box waits for a retry: this one waits behind it, as an outbox row.
-      if (behind) return waitAsRow(entry, clock.now(), 'write down an event that waits behind its box');
+      if (behind) return waitAsRow(entry, epoch, clock.now(), 'write down an event that waits behind its box');
       // A failed attempt that could not be recorded is made again (its outcome counts only once recorded).
-      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, workOfEntry(entry), ctx.workMs, trial, state, ctx.gate(trial, leaseOf(entry))), context);
+      const tried = await ctx.untilStored('settle an attempt', () => ctx.tryEvent(sink, { ...workOfEntry(entry), heldAs: { part: entry.part, owner, epoch } }, ctx.workMs, trial, state, ctx.gate(trial, leaseOf(entry, epoch))), context);
       if (tried === STOPPED) return 'undone';
       if (tried.changed) ctx.forgetState();
-      return settle(entry, tried.verdict);
+      return settle(entry, epoch, tried.verdict);
     })();
     if (fate !== 'undone') {
-      partitions.settle(entry);
+      partitions.settle(entry, epoch);
       cursorMoved();
     }
     // Any other fate wrote an outbox row.
@@ -152,7 +159,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
 
   const start = (entry: LogEntry, trial: Trial, state: SinkState, held: Promise<ReadonlySet<string> | typeof STOPPED>) => {
     const box = ordered ? entry.boxId : null;
-    const running = run(entry, trial, state, box === null ? undefined : boxTails.get(box), held);
+    const running = run(entry, partitions.epochOf(entry.part) as number, trial, state, box === null ? undefined : boxTails.get(box), held);
     if (box !== null) {
       // An entry left undone (a stop; its writes are tried again until then) leaves the box's later entries to the next reader.
       const tail = running.catch((): EntryFate => 'undone');
@@ -194,33 +201,43 @@ export function createLogLane(ctx: LaneContext): LogLane {
       return readAhead.length > 0 || readFull;
     },
 
-    async hold() {
+    async hold(seenEpoch) {
       // Counted from before the request: a stall while it is under way eats into the lease.
       const askedAt = clock.now();
-      const { held, share } = await store.log.acquireParts({
+      const { held, share, epoch } = await store.log.acquireParts({
         sink: sink.name,
         owner,
         now: askedAt,
         leaseMs: ctx.holdMs,
         readerTtlMs: 2 * tuning.pollMs + tuning.leaseMarginMs / 10,
+        seenEpoch,
+        take: !ctx.stopping.aborted,
       });
-      partsHeldUntil = askedAt + ctx.holdMs;
+      const until = askedAt + ctx.holdMs;
+      partsHeldUntil = until;
       if (partitions.hold(held).length > 0) {
         // A partition taken over is read from its own cursor: what was read ahead may skip past it.
         readAhead = [];
         readEnd = undefined;
       }
       const surplus = partitions.idle().slice(0, Math.max(0, held.length - share));
-      if (surplus.length === 0) return;
-      await storeCursors();
-      await store.log.releaseParts({ sink: sink.name, owner, parts: surplus });
-      partitions.hold(held.filter((part) => !surplus.includes(part.part)));
+      if (surplus.length > 0) {
+        await storeCursors();
+        await store.log.releaseParts({ sink: sink.name, owner, parts: surplus });
+        partitions.hold(held.filter((part) => !surplus.includes(part.part)));
+      }
+      return { epoch, until };
     },
 
     async stop() {
       await storeCursors();
       await store.log.releaseParts({ sink: sink.name, owner, parts: partitions.held() });
       partitions.hold([]);
+      // Never a reader (stopped before its first renewal): nothing to leave.
+      if (partsHeldUntil === -Infinity) return;
+      await store.log.leave({ sink: sink.name, owner }).catch((error: unknown) =>
+        log.warn({ err: error, sink: sink.name }, 'could not leave the readers of the log; a pause waits for this lane until its lease ends'),
+      );
     },
   };
 }

@@ -1,5 +1,5 @@
 import { comparePositions, type Position } from '../store/log/position.js';
-import type { HeldPart } from '../store/log/cursors.js';
+import type { FencedPart } from '../store/log/cursors.js';
 import type { LogEntry } from '../store/log/read-log.js';
 
 interface Slot {
@@ -8,6 +8,8 @@ interface Slot {
 }
 
 interface Partition {
+  /** The epoch of this holder's take: an entry taken under another is not this holding's. */
+  epoch: number;
   /** Done up to here: every routed entry at or before it is settled (delivered, or an outbox row). */
   cursor: Position;
   /** The cursor as last stored. */
@@ -27,12 +29,15 @@ interface Partition {
 export interface LogPartitions {
   /**
    * The partitions held now, with their stored cursors: new ones are read from their cursor; lost
-   * ones are forgotten, and so is one whose stored cursor another holder moved past this one's (its
-   * lease ran out here meanwhile): it is read again from there. Returns the partitions read afresh.
+   * ones are forgotten, and so is one taken anew (another epoch: its lease ran out here meanwhile,
+   * and another holder may have moved its cursor): it is read again from there. Returns the
+   * partitions read afresh.
    */
-  hold(held: HeldPart[]): number[];
-  /** The entry was taken here, is not settled, and its partition has been held since. */
-  holds(entry: LogEntry): boolean;
+  hold(held: FencedPart[]): number[];
+  /** The epoch under which the partition is held now; undefined when it is not. */
+  epochOf(part: number): number | undefined;
+  /** The entry was taken here under `epoch`, is not settled, and its partition has been held since. */
+  holds(entry: LogEntry, epoch: number): boolean;
   held(): number[];
   /** Where the next read starts after: the least `seen` of the held partitions; null when none is held. */
   readAfter(): Position | null;
@@ -43,11 +48,11 @@ export interface LogPartitions {
    * for the next take).
    */
   take(entries: LogEntry[], max: number, end?: Position): { taken: LogEntry[]; examined: number };
-  /** A taken entry is settled: its partition's cursor may move over it. */
-  settle(entry: LogEntry): void;
+  /** An entry taken under `epoch` is settled: its partition's cursor may move over it (not under another epoch). */
+  settle(entry: LogEntry, epoch: number): void;
   /** Partitions whose cursor moved since it was last stored, with the new cursor; `stored` marks them stored. */
-  moved(): HeldPart[];
-  stored(parts: HeldPart[]): void;
+  moved(): FencedPart[];
+  stored(parts: FencedPart[]): void;
   /** Held partitions with nothing under way: they can be given back as they are stored. */
   idle(): number[];
 }
@@ -66,18 +71,20 @@ export function createLogPartitions(): LogPartitions {
       const keep = new Set(held.map((h) => h.part));
       const fresh: number[] = [];
       for (const part of [...parts.keys()]) if (!keep.has(part)) parts.delete(part);
-      for (const { part, seq } of held) {
+      for (const { part, seq, epoch } of held) {
         const known = parts.get(part);
-        if (known && !later({ seq }, known.cursor)) continue;
+        if (known && known.epoch === epoch) continue;
         const position = { seq };
-        parts.set(part, { cursor: position, stored: position, seen: position, slots: [] });
+        parts.set(part, { epoch, cursor: position, stored: position, seen: position, slots: [] });
         fresh.push(part);
       }
       return fresh;
     },
     held: () => [...parts.keys()],
-    holds(entry) {
-      return parts.get(entry.part)?.slots.some((slot) => !slot.done && slot.position.seq === entry.seq) ?? false;
+    epochOf: (part) => parts.get(part)?.epoch,
+    holds(entry, epoch) {
+      const partition = parts.get(entry.part);
+      return partition?.epoch === epoch && partition.slots.some((slot) => !slot.done && slot.position.seq === entry.seq);
     },
     readAfter() {
       let least: Position | null = null;
@@ -114,22 +121,23 @@ export function createLogPartitions(): LogPartitions {
       }
       return { taken, examined };
     },
-    settle(entry) {
+    settle(entry, epoch) {
       const partition = parts.get(entry.part);
-      const slot = partition?.slots.find((s) => s.position.seq === entry.seq);
+      if (partition?.epoch !== epoch) return;
+      const slot = partition.slots.find((s) => s.position.seq === entry.seq);
       if (!partition || !slot) return;
       slot.done = true;
       advance(partition);
     },
     moved() {
-      const moved: HeldPart[] = [];
-      for (const [part, partition] of parts) if (later(partition.cursor, partition.stored)) moved.push({ part, ...partition.cursor });
+      const moved: FencedPart[] = [];
+      for (const [part, partition] of parts) if (later(partition.cursor, partition.stored)) moved.push({ part, epoch: partition.epoch, ...partition.cursor });
       return moved;
     },
     stored(stored) {
-      for (const { part, seq } of stored) {
+      for (const { part, seq, epoch } of stored) {
         const partition = parts.get(part);
-        if (partition && later({ seq }, partition.stored)) partition.stored = { seq };
+        if (partition?.epoch === epoch && later({ seq }, partition.stored)) partition.stored = { seq };
       }
     },
     idle: () => [...parts].filter(([, p]) => p.slots.every((slot) => slot.done)).map(([part]) => part),

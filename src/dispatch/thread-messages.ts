@@ -20,6 +20,7 @@ import type { Pauses } from './pauses.js';
 export interface ServedParts {
   log: FanoutStore['log'];
   exceptions: FanoutStore['exceptions'];
+  archive: FanoutStore['archive'];
   sinkStates: SinkStates;
   pauses: Pauses;
   operatorEvents: OperatorEvents;

@@ -46,19 +46,19 @@ export function createTryEvent({ eventOf, judge, tracing, tuning, clock, metrics
   return async (sink, work, workMs, trial, state, gate) => {
     const event = eventOf(work.eventId, work.payload, work.origin);
     /** Each attempt is a span in the trace of the delivery that stored the event. */
-    const send = async (signal: AbortSignal, admitted: () => Promise<void>, starting: () => void): Promise<Exchange | void | 'skipped'> => {
-      const fromOutbox = work.rowId !== undefined;
+    const send = async (signal: AbortSignal, admitted: () => Promise<void>, starting: () => void, holding: () => void): Promise<Exchange | void | 'skipped'> => {
+      const origin = { row: work.rowId === undefined ? undefined : { id: work.rowId, version: work.rowVersion ?? 0 }, heldAs: work.heldAs };
       // Asked here for every sink; a sink with work of its own before its request (a hook) asks again then.
       starting();
       // Off: no span name (a NATS subject) or attributes built per attempt for nothing.
-      if (!tracing.enabled) return sink.deliver(event, signal, { fromOutbox, admit: admitted, starting });
+      if (!tracing.enabled) return sink.deliver(event, signal, { ...origin, admit: admitted, starting, holding });
       const span = tracing.child(sink.spanName?.(event) ?? sink.name, sink.spanKind ?? 'client', work.traceparent, {
         'boxrelay.sink': sink.name,
         'boxrelay.delivery_id': event.id,
         'boxrelay.event_type': event.type,
       });
       try {
-        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, fromOutbox, admit: admitted, starting });
+        const sent = await sink.deliver(event, signal, { traceparent: span.traceparent, ...origin, admit: admitted, starting, holding });
         span.end();
         return sent;
       } catch (error) {

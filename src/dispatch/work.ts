@@ -1,3 +1,4 @@
+import type { HeldAs } from '../store/exceptions/claims.js';
 import type { Sink } from '../sinks/sink.js';
 import type { NewException } from '../store/exceptions/claims.js';
 import type { ClaimedRow } from '../store/exceptions/rows.js';
@@ -9,8 +10,11 @@ export type Trial = 'normal' | 'probe';
 /** What an attempt run needs of an event, whether a claimed outbox row or a log entry. */
 export interface Work {
   eventId: string;
-  /** The claimed row's id; none for a log entry. */
+  /** The claimed row's id and version; none for a log entry. */
   rowId?: number | undefined;
+  rowVersion?: number | undefined;
+  /** A log entry's partition as the lane holds it (its writes are fenced by it); none for a row. */
+  heldAs?: HeldAs | undefined;
   /** Attempts made before (0 for a fresh event: quick retries in process). */
   attempts: number;
   boxId: string | null;
@@ -22,6 +26,7 @@ export interface Work {
 export const workOfRow = (row: ClaimedRow): Work => ({
   eventId: row.deliveryId,
   rowId: row.id,
+  rowVersion: row.version,
   attempts: row.attempts,
   boxId: row.boxId,
   traceparent: row.traceparent,

@@ -1,3 +1,4 @@
+import type { ArchiveLedger } from '../store/archive/ledger.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { BusName } from '../errors.js';
@@ -39,7 +40,7 @@ export interface BusDefinition {
   /** The sink name, its `/admin/sinks` kind and its `/readyz` check. */
   readonly name: BusName;
   url(config: Config): string | undefined;
-  create(deps: { config: Config; url: string; logger: Logger; clock: Clock; tuning?: BusTuning | undefined }): Bus;
+  create(deps: { config: Config; url: string; logger: Logger; clock: Clock; tuning?: BusTuning | undefined; archive: ArchiveLedger }): Bus;
 }
 
 /** Buses other than NATS follow the hooks' retry schedule and pause rule (contract section 12). */

@@ -112,6 +112,17 @@ export class BusDownError extends RetryableFailure {
   }
 }
 
+/**
+ * The S3 archive's ledger refused to record an object: a partition of its events was taken by
+ * another replica since they were read (that one archives them). Tried again, the attempt is
+ * refused at the gate once this replica renewed its leases.
+ */
+export class ArchiveFencedError extends RetryableFailure {
+  constructor() {
+    super('s3_fenced', 'another replica took the events of this archive object; it archives them');
+  }
+}
+
 /** The broker did not confirm within the attempt's time; the message may still arrive (at least once). */
 export class BusNoAnswerError extends RetryableFailure {
   constructor(bus: BusName, timeoutMs: number) {

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
@@ -6,13 +5,15 @@ import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/clien
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { DependencyStatus } from '../dependency-status.js';
+import type { ArchiveLedger } from '../store/archive/ledger.js';
+import type { HeldAs } from '../store/exceptions/claims.js';
 import { describeError } from '../errors.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import { oncePerReason, untrusted } from '../log.js';
 import { nodeTimers } from '../schedule.js';
 import { awsClientConfig, awsStatusOf, classifyAws, prober, type AwsSettings } from './aws.js';
 import { BUS_MAX_ATTEMPTS, BUS_PAUSE_AFTER_MS, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF, type Bus, type BusDefinition, type BusSinkOptions } from './bus.js';
-import { BusDownError, BusRefusedError, eventJson } from './failures.js';
+import { ArchiveFencedError, BusDownError, BusRefusedError, eventJson } from './failures.js';
 
 export const S3_SINK = 's3';
 
@@ -48,10 +49,19 @@ export function archiveKey(prefix: string, first: CloudEvent, suffix = ''): stri
 interface Waiting {
   event: CloudEvent;
   line: string;
+  /** Its name in the ledger: the event id, or for an outbox row's event the row's version of it. */
+  item: string;
+  heldAs: HeldAs | undefined;
+  /** The first event of an outbox object names it by its row and version: the same content never under a second key. */
+  suffix: string;
+  /** The gate, asked immediately before the object holding it leaves: throws the refusal when it may not (see AttemptContext.holding). */
+  holding: () => void;
   /** When it came, on the relay's clock: the age of an object is its first event's. */
   at: number;
   /** A stop's cut: the write is abandoned, and its events are read from the log again by the next process. */
   cut: AbortSignal;
+  /** Answered (resolved or rejected): a write tried again leaves it out. */
+  done: boolean;
   resolve(): void;
   reject(error: unknown): void;
 }
@@ -92,7 +102,8 @@ export function createS3Archive({
   ackTimeoutMs = DEFAULT_ACK_TIMEOUT_MS,
   backoff = DEFAULT_BACKOFF,
   timers = nodeTimers,
-}: BusSinkOptions<S3Settings> & { clock: Clock }): Bus {
+  archive: ledger,
+}: BusSinkOptions<S3Settings> & { clock: Clock; archive: ArchiveLedger }): Bus {
   const log = logger.child({ sink: S3_SINK });
   const { bucket, prefix } = parseArchive(archive);
   // A custom endpoint (LocalStack, MinIO, a VPC endpoint) is addressed path-style.
@@ -143,9 +154,59 @@ export function createS3Archive({
     return firsts;
   };
 
-  const put = async (key: string, entries: Waiting[]): Promise<void> => {
-    const body = await gzipped(entries.map(({ line }) => line).join('\n') + '\n');
-    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/x-ndjson', ContentEncoding: 'gzip' }), { abortSignal: entries[0]!.cut });
+  const put = async (key: string, body: Uint8Array, cut: AbortSignal): Promise<void> => {
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/x-ndjson', ContentEncoding: 'gzip' }), { abortSignal: cut });
+  };
+
+  /** The entries the gate lets go now; each refused one is answered with its refusal (its attempt says why: lost, paused, stale). */
+  const admitted = (entries: Waiting[]): Waiting[] =>
+    entries.filter((entry) => {
+      try {
+        entry.holding();
+        return true;
+      } catch (refusal) {
+        entry.reject(refusal);
+        return false;
+      }
+    });
+
+  /**
+   * Records the object in the ledger, then writes it: the gate asked before each step, so a replica
+   * that no longer holds an event records and writes nothing with it. An object already recorded for
+   * some of the entries (a crashed, stalled or stopped writer's) is written from its recorded bytes,
+   * and those entries are delivered with it; the rest go back to be gathered again. Returns the
+   * entries not settled here.
+   */
+  const recordAndPut = async (kind: Kind, entries: Waiting[]): Promise<Waiting[]> => {
+    const going = admitted(entries);
+    const first = going[0];
+    if (!first) return [];
+    const body = await gzipped(going.map(({ line }) => line).join('\n') + '\n');
+    const key = archiveKey(prefix, first.event, kind === 'outbox' ? first.suffix : '');
+    const recorded = await ledger.record({ sink: S3_SINK, key, body: body.toString('base64'), items: going.map(({ item, heldAs }) => ({ item, heldAs })), now: clock.now() });
+    if (!recorded.recorded) {
+      const settled = new Set<string>();
+      for (const other of recorded.elsewhere) {
+        if (other.body !== null) {
+          await put(other.key, Buffer.from(other.body, 'base64'), first.cut);
+          await ledger.written(other.key, clock.now());
+        }
+        other.items.forEach((item) => settled.add(item));
+      }
+      const fenced = new Set(recorded.fenced);
+      for (const entry of going) {
+        if (settled.has(entry.item)) entry.resolve();
+        else if (fenced.has(entry.item)) entry.reject(new ArchiveFencedError());
+      }
+      return going.filter(({ item }) => !settled.has(item) && !fenced.has(item));
+    }
+    // Recorded: written now, or (refused at the last moment) by whoever meets its events next.
+    const still = admitted(going);
+    if (still.length < going.length) return still;
+    await put(key, body, first.cut);
+    await ledger.written(key, clock.now());
+    for (const entry of going) entry.resolve();
+    return [];
   };
 
   /** Waits for the first entry's age, or a stop's cut, then has what is held written. */
@@ -184,11 +245,11 @@ export function createS3Archive({
     return { kind, entries };
   };
 
-  /** Events a recovering write cut off: the next object begins with them, and gathers on. */
-  const giveBack = (rest: Waiting[]): void => {
-    held.log.forget?.();
-    held.log.entries.unshift(...rest);
-    watch('log');
+  /** Events a write left (cut off while recovering, or to be gathered again): the next object of their kind begins with them. */
+  const giveBack = (kind: Kind, rest: Waiting[]): void => {
+    held[kind].forget?.();
+    held[kind].entries.unshift(...rest);
+    watch(kind);
   };
 
   /** Writes one object, retrying while S3 is down or failing on its side, until its window ends. */
@@ -196,18 +257,18 @@ export function createS3Archive({
     const first = entries[0]!;
     const deadline = first.at + maxAgeMs + PUT_WINDOW_MS;
     for (let failures = 0; ; ) {
+      const open = entries.filter((entry) => !entry.done);
+      if (open.length === 0) return;
       try {
-        let written = entries;
+        let written = open;
         if (kind === 'log' && recovering) {
-          const firsts = await firstsOfObjects(entries);
-          const cut = entries.findIndex(({ event }, i) => i > 0 && firsts.has(keyPart(event.id)));
-          if (cut > 0) written = entries.slice(0, cut);
-          else if (!firsts.has(keyPart(first.event.id))) recovering = false;
+          const firsts = await firstsOfObjects(open);
+          const cut = open.findIndex(({ event }, i) => i > 0 && firsts.has(keyPart(event.id)));
+          if (cut > 0) written = open.slice(0, cut);
+          else if (!firsts.has(keyPart(open[0]!.event.id))) recovering = false;
         }
-        const suffix = kind === 'outbox' ? `-replay-${clock.now().toString(36)}${randomBytes(3).toString('hex')}` : '';
-        await put(archiveKey(prefix, first.event, suffix), written);
-        for (const entry of written) entry.resolve();
-        if (written.length < entries.length) giveBack(entries.slice(written.length));
+        const rest = [...(await recordAndPut(kind, written)), ...open.slice(written.length)];
+        if (rest.length > 0) giveBack(kind, rest);
         return;
       } catch (error) {
         const failure = classifyAws(S3_SINK, error);
@@ -255,13 +316,37 @@ export function createS3Archive({
     onUp: (listener) => void listeners.add(listener),
     deliver(event, signal, context) {
       if (status.state !== 'ok') return Promise.reject(new BusDownError(S3_SINK));
-      const kind: Kind = context?.fromOutbox ? 'outbox' : 'log';
+      const row = context?.row;
+      const kind: Kind = row ? 'outbox' : 'log';
       return new Promise<void>((resolve, reject) => {
         const waiting = held[kind];
-        waiting.entries.push({ event, line: eventJson(event), at: clock.now(), cut: signal, resolve, reject });
+        const entry: Waiting = {
+          event,
+          line: eventJson(event),
+          item: row ? `${event.id}@${row.id}.${row.version}` : event.id,
+          heldAs: context?.heldAs,
+          suffix: row ? `-replay-${row.id}v${row.version}` : '',
+          holding: context?.holding ?? (() => {}),
+          at: clock.now(),
+          cut: signal,
+          done: false,
+          resolve: () => {
+            entry.done = true;
+            resolve();
+          },
+          reject: (error) => {
+            entry.done = true;
+            reject(error);
+          },
+        };
+        waiting.entries.push(entry);
         watch(kind);
         if (waiting.entries.length >= maxEvents) void writeDue();
       });
+    },
+    drain() {
+      closing = true;
+      void writeDue();
     },
     async close() {
       closing = true;
@@ -279,6 +364,6 @@ export function createS3Archive({
 export const s3Archive: BusDefinition = {
   name: S3_SINK,
   url: (config) => config.s3Archive,
-  create: ({ config, url, logger, clock, tuning }) => createS3Archive({ settings: config, url, logger, clock, ...tuning }),
+  create: ({ config, url, logger, clock, tuning, archive }) => createS3Archive({ settings: config, url, logger, clock, archive, ...tuning }),
 };
 

@@ -1,3 +1,4 @@
+import type { HeldAs } from '../store/exceptions/claims.js';
 import type { CloudEvent } from '../events/cloudevent.js';
 import type { ExchangeRequest, ExchangeResponse } from '../exchange.js';
 
@@ -17,7 +18,9 @@ export interface AttemptContext {
    * The event comes from an outbox row (a retry, a replay, a resend), not straight from the delivery
    * log: the S3 archive writes such events to objects of their own (contract section 20).
    */
-  fromOutbox?: boolean;
+  row?: { id: number; version: number } | undefined;
+  /** An event straight from the log: its partition as the lane holds it, which a sink's own bookkeeping is fenced by (the S3 archive's ledger). */
+  heldAs?: HeldAs | undefined;
   /**
    * The last word on whether the attempt may start: asked again by a sink that made the attempt wait
    * before its request (the rate gate), as the attempt now starts; its rejection (the sink was paused
@@ -29,6 +32,11 @@ export interface AttemptContext {
    * between): throws when the lease ran out by this process's clock or the sink was paused meanwhile.
    */
   starting?: (() => void) | undefined;
+  /**
+   * As `starting`, but passing while the relay stops: for work admitted before the stop that a sink
+   * completes as it drains (the S3 archive's open object), not for a new attempt.
+   */
+  holding?: (() => void) | undefined;
 }
 
 /** Where fan-out goes: a bus (NATS, RabbitMQ, ...; see bus.ts) or one outgoing HTTP hook. */
@@ -60,6 +68,8 @@ export interface Sink {
   throttled?(): number;
   /** Connected or answering (the `sink_up` gauge). */
   up(): boolean;
+  /** The relay stops: what the sink holds back (the S3 archive's open objects) goes out now, not at its age. */
+  drain?(): void;
   /**
    * Present on sinks that know their connection state without trying (buses): while up() is false
    * nothing is claimed for them, and the listener runs when they come back.

@@ -1,3 +1,4 @@
+import { createArchiveLedger, type ArchiveLedger } from './archive/ledger.js';
 import type { AuditNote } from './state/audit.js';
 import type { Database } from './engines/database.js';
 import { createDeadLetterStore, type DeadLetterStore } from './exceptions/dead-letters.js';
@@ -28,6 +29,7 @@ export interface ExceptionStore extends OutboxClaims, DeadLetterStore {
 export interface FanoutStore {
   log: LogStore;
   exceptions: ExceptionStore;
+  archive: ArchiveLedger;
 }
 
 export function createFanoutStore(database: Database): FanoutStore {
@@ -40,5 +42,6 @@ export function createFanoutStore(database: Database): FanoutStore {
       resend: (resend, audit) => queueResend(database, resend, audit),
       rowsOfEvent: (eventId) => rowsOfEvent(database, eventId),
     },
+    archive: createArchiveLedger(database),
   };
 }

@@ -133,6 +133,8 @@ export interface SinkStateTable {
   paused_by: 'failures' | 'operator' | null;
   /** While paused by failures: when the next probe attempt may be made. */
   next_probe_at: number | null;
+  /** Grows with every pause and resume: the lanes acknowledge it (`log_readers.seen_epoch`). */
+  epoch: Generated<number>;
 }
 
 /** Operator changes through the admin API or the CLI (contract section 15). */
@@ -222,6 +224,8 @@ export interface LogCursorsTable {
   lease_owner: string | null;
   lease_until: number | null;
   updated_at: number;
+  /** Grows each time the partition is taken: a holder's writes name it and are refused once it moved on. */
+  epoch: Generated<number>;
 }
 
 /** When a cursor passed a position (the acknowledgement time of events delivered at their first attempt). */
@@ -237,6 +241,26 @@ export interface LogReadersTable {
   sink: string;
   owner: string;
   seen_at: number;
+  /** The lane's lease: until then it may send, with the pause state of `seen_epoch`. */
+  lease_until: number | null;
+  /** The newest `sink_state.epoch` the lane has taken (a pause waits for it). */
+  seen_epoch: Generated<number>;
+}
+
+/** An S3 archive object, recorded before it is written (migration 023). */
+export interface ArchiveObjectsTable {
+  key: string;
+  /** gzip NDJSON, base64, until S3 has it. */
+  body: string | null;
+  created_at: number;
+  written_at: number | null;
+}
+
+/** Which archive object holds an item: an event id, or an outbox row's version of one. */
+export interface ArchiveItemsTable {
+  item: string;
+  object_key: string;
+  created_at: number;
 }
 
 export interface Schema {
@@ -258,4 +282,6 @@ export interface Schema {
   attempts: AttemptsTable;
   attempt_minutes: AttemptMinutesTable;
   attempt_statuses: AttemptStatusesTable;
+  archive_objects: ArchiveObjectsTable;
+  archive_items: ArchiveItemsTable;
 }

@@ -7,7 +7,9 @@ import { CreateTopicCommand, SNSClient, SubscribeCommand } from '@aws-sdk/client
 import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { gunzipSync } from 'node:zlib';
 import { ownBroker, uniqueName, type OwnBroker } from './buses.js';
+import { afterAll, beforeAll } from 'vitest';
 import { waitFor } from './fanout.js';
+import { requireBuild, type RelayProcess } from './process.js';
 
 /**
  * The SDK's default credential chain reads these first: fauxqs takes any, and nothing else of the
@@ -163,4 +165,21 @@ export async function heldPutProxy(upstream: string): Promise<HeldPutProxy> {
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/** The relay's `/readyz` answers 200 with its S3 archive reachable. */
+export async function s3Ready(relay: RelayProcess): Promise<boolean> {
+  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/readyz`).catch(() => undefined);
+  return res?.status === 200 && ((await res.json()) as { checks: { s3: string } }).checks.s3 === 'ok';
+}
+
+/** A fauxqs of the test file's own, started (after checking the build) before its tests and stopped after them. */
+export function fauxqsForFile(): () => OwnFauxqs {
+  let aws: OwnFauxqs | undefined;
+  beforeAll(async () => {
+    requireBuild();
+    aws = await ownFauxqs();
+  });
+  afterAll(() => aws?.stop());
+  return () => aws as OwnFauxqs;
 }

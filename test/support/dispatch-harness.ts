@@ -36,6 +36,7 @@ export interface HarnessOptions {
   /** Wraps the one sink under test (after its attempt is counted as started). */
   wrap?: WrapSink;
   wrapStore?: (store: FanoutStore) => FanoutStore;
+  /** Wraps the sink states the dispatcher and the pauses share. */
   wrapStates?: (states: SinkStates) => SinkStates;
 }
 
@@ -50,7 +51,8 @@ export async function dispatchHarness(
   cleanups.push(() => store.close());
   const logger = createLogger('silent');
   const config = configSchema.parse({ secrets: [SECRET], ...overrides });
-  const { sinks, buses } = createSinks({ config, clock, logger });
+  const fanoutStore = createFanoutStore(store.database);
+  const { sinks, buses } = createSinks({ config, clock, logger, archive: fanoutStore.archive });
   for (const bus of buses) bus.start();
   cleanups.push(() => Promise.all(sinks.map((sink) => sink.close())));
   const [real] = sinks as [Sink];
@@ -58,8 +60,7 @@ export async function dispatchHarness(
   const deliver = wrap?.(real, () => started.length) ?? real.deliver;
   const counted: Sink = { ...real, deliver: (event, signal, options) => (started.push(event.id), deliver(event, signal, options)) };
 
-  const fanoutStore = createFanoutStore(store.database);
-  const sinkStates = createSinkStates(store.database);
+  const sinkStates = wrapStates(createSinkStates(store.database));
   const sinksFor = createSinkRouter({ buses: [], hooks: config.hooks, source: config.source });
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock, logger });
   const exclusive = store.database.dialect === 'sqlite';
@@ -70,7 +71,6 @@ export async function dispatchHarness(
     clock,
     logger,
     changed: async (sink) => dispatcher?.sinkStateChanged(sink),
-    replicated: !exclusive,
   });
   const running = createDispatcher({
     store: wrapStore(fanoutStore),
@@ -80,7 +80,7 @@ export async function dispatchHarness(
     metrics: { sinkDeliveries: { inc() {} }, sinkDeliveryDuration: { observe() {} } },
     source: config.source,
     exclusive,
-    sinkStates: wrapStates(sinkStates),
+    sinkStates,
     pauses,
     operatorEvents,
     tracing: tracingOff,

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { parseEvent } from '../../src/events/parse-event.js';
 import { partOf } from '../../src/store/log/position.js';
-import { createFanoutStore } from '../../src/store/fanout-store.js';
+import type { NewException } from '../../src/store/exceptions/claims.js';
+import { createFanoutStore, type FanoutStore } from '../../src/store/fanout-store.js';
 import type { Store } from '../../src/store/store.js';
 import type { Database } from '../../src/store/engines/database.js';
 import { delivery, type DeliveryOptions } from './sign.js';
@@ -16,6 +17,28 @@ export async function recordEvent(
   return d.id;
 }
 
+/** The owner as which the tests write outbox rows of log entries, as a lane holding their partitions would. */
+export const TEST_HOLDER = 'test-holder';
+
+/**
+ * Writes outbox rows of log entries as a lane does: each under the epoch of its partition, which
+ * `TEST_HOLDER` takes (or renews) first. A partition another lane holds is not taken, and its rows
+ * are refused: the count written is returned.
+ */
+export async function addRowsAsHolder(database: Database, fanout: FanoutStore, rows: NewException[], now = Date.now()): Promise<number> {
+  let written = 0;
+  for (const row of rows) {
+    const { part } = await database.kysely.selectFrom('deliveries').select('part').where('id', '=', row.deliveryId).executeTakeFirstOrThrow();
+    const { held } = await fanout.log.acquireParts({ sink: row.sink, owner: TEST_HOLDER, now, leaseMs: 3_600_000, readerTtlMs: 1, seenEpoch: 0, take: true });
+    const epoch = held.find((h) => h.part === Number(part))?.epoch ?? -1;
+    written += await fanout.exceptions.addExceptions([row], { part: Number(part), owner: TEST_HOLDER, epoch });
+    // Given back at once: the lanes under test take the partitions, and no pause waits for this holder.
+    await fanout.log.releaseParts({ sink: row.sink, owner: TEST_HOLDER, parts: held.map((h) => h.part) });
+    await fanout.log.leave({ sink: row.sink, owner: TEST_HOLDER });
+  }
+  return written;
+}
+
 /**
  * Stores one delivery through the real write path, routed to no sink from the log, and gives each
  * of `sinks` a pending outbox row due at its arrival, as a replay leaves it: the work the outbox's
@@ -27,7 +50,9 @@ export async function recordWork(
 ): Promise<string> {
   const id = await recordEvent(store, { ...options, sinks: [] });
   const { box_id: boxId } = await store.database.kysely.selectFrom('deliveries').select('box_id').where('id', '=', id).executeTakeFirstOrThrow();
-  await createFanoutStore(store.database).exceptions.addExceptions(
+  await addRowsAsHolder(
+    store.database,
+    createFanoutStore(store.database),
     options.sinks.map((sink) => ({
       deliveryId: id,
       sink,

@@ -47,6 +47,9 @@ export const COPIED: readonly CopiedTable[] = [
   { table: 'attempts', label: 'delivery attempts', key: ['id'] },
   { table: 'attempt_minutes', label: 'attempts per sink and minute (health)', key: ['sink', 'minute'] },
   { table: 'attempt_statuses', label: 'attempts per sink, minute and status (health)', key: ['sink', 'minute', 'status'] },
+  // The S3 archive's ledger: which object holds each archived event, so none is archived twice after the move.
+  { table: 'archive_objects', label: 'S3 archive objects', key: ['key'] },
+  { table: 'archive_items', label: 'events in S3 archive objects', key: ['item'] },
   {
     table: 'log_cursors',
     label: 'log cursors (per sink and partition)',

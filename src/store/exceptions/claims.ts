@@ -35,11 +35,19 @@ export interface OutboxClaims {
    * Rows for log entries whose first attempts did not simply deliver them (or that wait behind their
    * box's). The log is read without the events that have a row of the sink, so a row found now was
    * written since the read (a resend, a replay): it stands, and the entry's outcome is not written.
-   * Returns how many rows were written.
+   * Rows are written only while `heldAs` still holds the entries' partition under its epoch (a
+   * holder that stalled or stopped writes nothing once another took it). Returns how many rows were written.
    */
-  addExceptions(rows: NewException[]): Promise<number>;
+  addExceptions(rows: NewException[], heldAs: HeldAs): Promise<number>;
   /** Of these boxes, those with pending work for the sink (per-box order holds their later events back). */
   pendingBoxes(sink: string, boxIds: string[]): Promise<string[]>;
+}
+
+/** The log partition a lane's writes are made for, as it holds it: the epoch of its take. */
+export interface HeldAs {
+  part: number;
+  owner: string;
+  epoch: number;
 }
 
 /** An outbox row for an event read from the log: how its attempts ended, kept as any row is. */
@@ -407,7 +415,7 @@ export function createOutboxClaims(database: Database): OutboxClaims {
       return counts;
     },
 
-    async addExceptions(rows: NewException[]): Promise<number> {
+    async addExceptions(rows: NewException[], { part, owner, epoch }: HeldAs): Promise<number> {
       let written = 0;
       for (const row of rows) {
         const result = await db
@@ -431,6 +439,18 @@ export function createOutboxClaims(database: Database): OutboxClaims {
               .where('d.id', '=', row.deliveryId)
               .where(({ not, exists, selectFrom }) =>
                 not(exists(selectFrom('outbox as o').select('o.id').whereRef('o.delivery_id', '=', 'd.id').where('o.sink', '=', row.sink))),
+              )
+              // FOR SHARE: a take of the partition (FOR UPDATE) waits for this write or is seen by it.
+              .where(({ exists, selectFrom }) =>
+                exists(
+                  selectFrom('log_cursors as c')
+                    .select('c.part')
+                    .where('c.sink', '=', row.sink)
+                    .where('c.part', '=', part)
+                    .where('c.lease_owner', '=', owner)
+                    .where('c.epoch', '=', epoch)
+                    .$if(postgres, (q) => q.forShare()),
+                ),
               ),
           )
           // A live row written meanwhile (a resend, another replica's lane) stands.

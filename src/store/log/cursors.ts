@@ -10,6 +10,11 @@ export interface HeldPart extends Position {
   part: number;
 }
 
+/** A partition as held: the epoch of this holder's take, which its writes name (`log_cursors.epoch`). */
+export interface FencedPart extends HeldPart {
+  epoch: number;
+}
+
 export interface AcquireParts {
   sink: string;
   owner: string;
@@ -17,20 +22,26 @@ export interface AcquireParts {
   leaseMs: number;
   /** A reader not heard of for this long no longer counts toward the fair share. */
   readerTtlMs: number;
+  /** The sink's pause epoch whose state this lane has taken: acknowledged with its lease. */
+  seenEpoch: number;
+  /** False while the lane stops: what it holds is renewed while it drains, nothing more is taken. */
+  take: boolean;
 }
 
 export interface AcquiredParts {
-  /** Every partition this process holds now (renewed), with its stored cursor. */
-  held: HeldPart[];
+  /** Every partition this process holds now (renewed), with its stored cursor and epoch. */
+  held: FencedPart[];
   /** How many partitions are this process's fair share: it gives back what it holds beyond it. */
   share: number;
+  /** The sink's pause epoch now: newer than `seenEpoch`, the lane reads the state and acknowledges it. */
+  epoch: number;
 }
 
 export interface AdvanceCursors {
   sink: string;
   owner: string;
   now: number;
-  cursors: HeldPart[];
+  cursors: FencedPart[];
   /** Also note when (`log_marks`): a lane does so about once a second, not at every move. */
   mark: boolean;
 }
@@ -43,6 +54,8 @@ export interface LogCursors {
   /** Moves this process's cursors (of partitions it still holds) forward, with `mark` noting when. */
   advanceCursors(advance: AdvanceCursors): Promise<void>;
   releaseParts(release: { sink: string; owner: string; parts: number[] }): Promise<void>;
+  /** The lane stopped: its reader row goes (a pause no longer waits for it, the fair share no longer counts it). */
+  leave(lane: { sink: string; owner: string }): Promise<void>;
 }
 
 /** The log's head: the last position given (every one up to it is committed). */
@@ -79,6 +92,44 @@ export function createLogCursors(database: Database, clock: () => number = Date.
       ensured.add(sink);
     }
   };
+  const lanesKnown = new Set<string>();
+  /** A lane's reader row locks the sink's state row, which must exist for that (see `register`). */
+  const ensureSinkState = async (sink: string): Promise<void> => {
+    if (lanesKnown.has(sink)) return;
+    await db.insertInto('sink_state').values({ sink, failing_since: null, paused_at: null, paused_by: null, next_probe_at: null }).onConflict((oc) => oc.column('sink').doNothing()).execute();
+    lanesKnown.add(sink);
+  };
+  /**
+   * The lane's heartbeat and lease as a reader of the sink, acknowledging `seenEpoch`; answers the
+   * sink's epoch now. On PostgreSQL it holds the state row FOR SHARE, so it runs wholly before or
+   * wholly after a pause: a pause that commits first is in its answer, and one that commits after
+   * sees this row when it waits for the lanes (`SinkStates.lanesBehind`).
+   */
+  const register = async ({ sink, owner, now, leaseMs, seenEpoch }: AcquireParts): Promise<number> => {
+    await ensureSinkState(sink);
+    const [row] = await executeUnsynced(
+      database,
+      db
+        .with('state', (qb) =>
+          qb
+            .selectFrom('sink_state')
+            .select('epoch')
+            .where('sink', '=', sink)
+            .$if(postgres, (q) => q.forShare()),
+        )
+        .insertInto('log_readers')
+        .values({ sink, owner, seen_at: leaseNow(now), lease_until: sql<number>`${leaseNow(now)} + ${leaseMs}`, seen_epoch: seenEpoch })
+        .onConflict((oc) =>
+          oc.columns(['sink', 'owner']).doUpdateSet((eb) => ({
+            seen_at: eb.ref('excluded.seen_at'),
+            lease_until: eb.ref('excluded.lease_until'),
+            seen_epoch: eb.ref('excluded.seen_epoch'),
+          })),
+        )
+        .returning((eb) => eb.selectFrom('state').select('epoch').as('epoch')),
+    );
+    return Number(row?.epoch ?? 0);
+  };
 
   // Plain functions, no `this`: the fan-out worker calls them through the main thread.
   return {
@@ -90,15 +141,10 @@ export function createLogCursors(database: Database, clock: () => number = Date.
      * fewer than its share. Every statement stands alone; on PostgreSQL SKIP LOCKED lets replicas
      * take partitions side by side, and the lease is by the database's clock.
      */
-    async acquireParts({ sink, owner, now, leaseMs, readerTtlMs }: AcquireParts): Promise<AcquiredParts> {
+    async acquireParts(request: AcquireParts): Promise<AcquiredParts> {
+      const { sink, owner, now, leaseMs, readerTtlMs } = request;
       await ensureCursors([sink]);
-      await executeUnsynced(
-        database,
-        db
-          .insertInto('log_readers')
-          .values({ sink, owner, seen_at: leaseNow(now) })
-          .onConflict((oc) => oc.columns(['sink', 'owner']).doUpdateSet({ seen_at: leaseNow(now) })),
-      );
+      const epoch = await register(request);
       const live = await db
         .selectFrom('log_readers')
         .select((eb) => eb.fn.countAll<number>().as('count'))
@@ -115,9 +161,9 @@ export function createLogCursors(database: Database, clock: () => number = Date.
           .where('sink', '=', sink)
           .where('lease_owner', '=', owner)
           .where('lease_until', '>', leaseNow(now))
-          .returning(['part', 'seq']),
+          .returning(['part', 'seq', 'epoch']),
       );
-      const wanted = share - renewed.length;
+      const wanted = request.take ? share - renewed.length : 0;
       const taken =
         wanted <= 0
           ? []
@@ -125,7 +171,8 @@ export function createLogCursors(database: Database, clock: () => number = Date.
               database,
               db
                 .updateTable('log_cursors')
-                .set({ lease_owner: owner, lease_until: until })
+                // A new holding, a new epoch; this holder's own lease that ran out with no one taking it over goes on as it was.
+                .set({ lease_owner: owner, lease_until: until, epoch: sql`CASE WHEN lease_owner = ${owner} THEN epoch ELSE epoch + 1 END` })
                 .where('sink', '=', sink)
                 .where('part', 'in', (eb) =>
                   eb
@@ -138,32 +185,38 @@ export function createLogCursors(database: Database, clock: () => number = Date.
                     .limit(wanted)
                     .$if(postgres, (q) => q.forUpdate().skipLocked()),
                 )
-                .returning(['part', 'seq']),
+                .returning(['part', 'seq', 'epoch']),
             );
-      const held = [...renewed, ...taken].map((row) => ({ part: row.part, seq: Number(row.seq) }));
+      const held = [...renewed, ...taken].map((row) => ({ part: row.part, seq: Number(row.seq), epoch: Number(row.epoch) }));
       held.sort((a, b) => a.part - b.part);
-      return { held, share };
+      return { held, share, epoch };
     },
 
     /**
      * Cursor moves lost to a power failure only send events again (at least once), so they need no
-     * fsync of their own. A partition another process took over meanwhile is not moved.
+     * fsync of their own. A partition taken since by another holder (or by this one anew) is not
+     * moved: its epoch moved on.
      */
     async advanceCursors({ sink, owner, now, cursors, mark }: AdvanceCursors): Promise<void> {
       if (cursors.length === 0) return;
       // One statement for every partition that moved (SQLite and PostgreSQL both take UPDATE … FROM).
       const moves = sql.join(
-        cursors.map(({ part, seq }) => sql`SELECT CAST(${part} AS integer) AS part, CAST(${seq} AS bigint) AS seq`),
+        cursors.map(({ part, seq, epoch }) => sql`SELECT CAST(${part} AS integer) AS part, CAST(${seq} AS bigint) AS seq, CAST(${epoch} AS bigint) AS epoch`),
         sql` UNION ALL `,
       );
       const update = sql<{ part: number }>`UPDATE log_cursors SET seq = m.seq, updated_at = ${now} FROM (${moves}) AS m
         WHERE log_cursors.sink = ${sink} AND log_cursors.part = m.part AND log_cursors.lease_owner = ${owner}
+          AND log_cursors.epoch = m.epoch
         RETURNING log_cursors.part`;
       const moved = await executeUnsynced(database, { compile: () => update.compile(db), execute: async () => (await update.execute(db)).rows });
       if (!mark) return;
       const stored = new Set(moved.map((row) => Number(row.part)));
       const marks = cursors.filter(({ part }) => stored.has(part)).map(({ part, seq }) => ({ sink, part, seq, at: now }));
       if (marks.length > 0) await executeUnsynced(database, db.insertInto('log_marks').values(marks));
+    },
+
+    async leave({ sink, owner }: { sink: string; owner: string }): Promise<void> {
+      await executeUnsynced(database, db.deleteFrom('log_readers').where('sink', '=', sink).where('owner', '=', owner));
     },
 
     async releaseParts({ sink, owner, parts }: { sink: string; owner: string; parts: number[] }): Promise<void> {

@@ -9,7 +9,12 @@ export type SinkState = Selectable<SinkStateTable>;
 /** One probe attempt a minute while a sink is paused by its failures (contract section 5). */
 export const PROBE_INTERVAL_MS = 60_000;
 
-const NONE: Omit<SinkState, 'sink'> = { failing_since: null, paused_at: null, paused_by: null, next_probe_at: null };
+/** A sink's pause fields when it is not paused (the epoch is the row's own). */
+const NOT_PAUSED = { paused_at: null, paused_by: null, next_probe_at: null } as const;
+const NONE: Omit<SinkState, 'sink'> = { failing_since: null, ...NOT_PAUSED, epoch: 0 };
+
+/** The row as read: PostgreSQL answers a bigint as a string. */
+export const sinkStateOf = (row: SinkState): SinkState => ({ ...row, epoch: Number(row.epoch) });
 
 export interface SinkStates {
   read(sink: string): Promise<SinkState>;
@@ -21,6 +26,11 @@ export interface SinkStates {
   pause(sink: string, by: 'failures' | 'operator', now: number, audit?: AuditNote): Promise<boolean>;
   resume(sink: string, by: 'probe' | 'operator', audit?: AuditNote): Promise<boolean>;
   takeProbe(sink: string, now: number): Promise<boolean>;
+  /**
+   * How many lanes (one per process serving the sink) hold a lease that has not ended by the lease
+   * clock and have not acknowledged `epoch`: a pause holds once this is 0 (see `log_readers`).
+   */
+  lanesBehind(sink: string, epoch: number, now: number): Promise<number>;
 }
 
 /**
@@ -35,12 +45,13 @@ export function createSinkStates(database: Database): SinkStates {
   const nextProbe = (now: number) => sql<number>`${leaseNow(now)} + ${PROBE_INTERVAL_MS}`;
   return {
     async read(sink: string): Promise<SinkState> {
-      return (await db.selectFrom('sink_state').selectAll().where('sink', '=', sink).executeTakeFirst()) ?? { sink, ...NONE };
+      const row = await db.selectFrom('sink_state').selectAll().where('sink', '=', sink).executeTakeFirst();
+      return row ? sinkStateOf(row) : { sink, ...NONE };
     },
 
     async readAll(): Promise<Map<string, SinkState>> {
       const rows = await db.selectFrom('sink_state').selectAll().execute();
-      return new Map(rows.map((row) => [row.sink, row]));
+      return new Map(rows.map((row) => [row.sink, sinkStateOf(row)]));
     },
 
     /** A failed attempt: the sink has failed every attempt since `failing_since` (kept when already set). */
@@ -50,7 +61,8 @@ export function createSinkStates(database: Database): SinkStates {
         .values({ sink, ...NONE, failing_since: now })
         .onConflict((oc) => oc.column('sink').doUpdateSet((eb) => ({ failing_since: eb.fn.coalesce('sink_state.failing_since', 'excluded.failing_since') })))
         .returningAll()
-        .executeTakeFirstOrThrow();
+        .executeTakeFirstOrThrow()
+        .then(sinkStateOf);
     },
 
     /** A delivered attempt ends a run of failures; the first statement tells a long run (whose end is a recovery) from a short one. */
@@ -65,16 +77,17 @@ export function createSinkStates(database: Database): SinkStates {
     /**
      * True when this call paused it: it was not paused, or (by an operator) it was paused by its
      * failures, which the operator's pause replaces: no more probes, so nothing resumes it but a hand.
+     * Either grows the epoch.
      */
     async pause(sink: string, by: 'failures' | 'operator', now: number, audit?: AuditNote): Promise<boolean> {
       const nextProbeAt = by === 'failures' ? nextProbe(now) : null;
       const pause = db
         .insertInto('sink_state')
-        .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: nextProbeAt })
+        .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: nextProbeAt, epoch: 1 })
         .onConflict((oc) =>
           oc
             .column('sink')
-            .doUpdateSet({ paused_at: now, paused_by: by, next_probe_at: nextProbeAt })
+            .doUpdateSet({ paused_at: now, paused_by: by, next_probe_at: nextProbeAt, epoch: sql`sink_state.epoch + 1` })
             .where((eb) =>
               by === 'operator'
                 ? eb.or([eb('sink_state.paused_at', 'is', null), eb('sink_state.paused_by', '=', 'failures')])
@@ -86,11 +99,11 @@ export function createSinkStates(database: Database): SinkStates {
       return (await writeAudited(database, pause, audit)) > 0;
     },
 
-    /** True when this call resumed it (it was paused; a probe resumes only a pause by failures). */
+    /** True when this call resumed it (it was paused; a probe resumes only a pause by failures); grows the epoch. */
     async resume(sink: string, by: 'probe' | 'operator', audit?: AuditNote): Promise<boolean> {
       const resume = db
         .updateTable('sink_state')
-        .set(NONE)
+        .set({ ...NOT_PAUSED, failing_since: null, epoch: sql`epoch + 1` })
         .where('sink', '=', sink)
         .where('paused_at', 'is not', null)
         .$if(by === 'probe', (q) => q.where('paused_by', '=', 'failures'));
@@ -107,6 +120,17 @@ export function createSinkStates(database: Database): SinkStates {
         .where('next_probe_at', '<=', leaseNow(now))
         .executeTakeFirst();
       return result.numUpdatedRows > 0n;
+    },
+
+    async lanesBehind(sink: string, epoch: number, now: number): Promise<number> {
+      const row = await db
+        .selectFrom('log_readers')
+        .select((eb) => eb.fn.countAll<number>().as('count'))
+        .where('sink', '=', sink)
+        .where('lease_until', '>', leaseNow(now))
+        .where('seen_epoch', '<', epoch)
+        .executeTakeFirst();
+      return Number(row?.count ?? 0);
     },
   };
 }

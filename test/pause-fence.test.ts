@@ -1,0 +1,148 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { FanoutStore } from '../src/store/fanout-store.js';
+import { createSinkStates, type SinkStates } from '../src/store/state/sink-state.js';
+import { dispatchHarness, type Harness, type HarnessOptions } from './support/dispatch-harness.js';
+import { engines, postgresSchema } from './support/databases.js';
+import { waitFor } from './support/fanout.js';
+import { hookServer, type HookServer } from './support/hook-server.js';
+
+/**
+ * Contract section 5: once a pause is answered, no attempt starts on any replica, for a pause
+ * repeated or sent to two replicas at once, and while the database answers slowly; a slow database
+ * delays the sinks' work and never stops a sink that is not paused. A pause is answered once every
+ * lane has acknowledged its epoch (or its lease ended), not after a wait on a clock.
+ */
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+const harness = (options: HarnessOptions): Promise<Harness> => dispatchHarness(cleanups, options);
+
+async function hook(): Promise<HookServer> {
+  const server = await hookServer();
+  cleanups.push(() => server.close());
+  return server;
+}
+
+/** A promise a test resolves by hand. */
+function gate(): { opened: Promise<void>; open(): void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+/** Holds each lane's acknowledgement of a pause epoch (a renewal naming an epoch past 0) until `release`; `reached` once one is held. */
+function heldAcknowledgements(): { reached: Promise<void>; release(): void; wrapStore: (store: FanoutStore) => FanoutStore } {
+  const reached = gate();
+  const released = gate();
+  return {
+    reached: reached.opened,
+    release: released.open,
+    wrapStore: (store) => ({
+      ...store,
+      log: {
+        ...store.log,
+        async acquireParts(request) {
+          if (request.seenEpoch > 0) {
+            reached.open();
+            await released.opened;
+          }
+          return store.log.acquireParts(request);
+        },
+      },
+    }),
+  };
+}
+
+/** Counts the pause's looks at the lanes (each answered with lanes still behind). */
+function countedLooks(): { looks: () => number; wrapStates: (states: SinkStates) => SinkStates } {
+  let looks = 0;
+  return {
+    looks: () => looks,
+    wrapStates: (states) => ({
+      ...states,
+      async lanesBehind(sink, epoch, now) {
+        const behind = await states.lanesBehind(sink, epoch, now);
+        if (behind > 0) looks++;
+        return behind;
+      },
+    }),
+  };
+}
+
+/** The answer of a pause, and whether it came yet. */
+function answerOf(pausing: Promise<boolean>): { answered: () => boolean; answer: Promise<boolean> } {
+  let answered = false;
+  const answer = pausing.finally(() => (answered = true));
+  return { answered: () => answered, answer };
+}
+
+describe.each(engines)('a pause repeated on $name', ({ url }) => {
+  it('is answered once the lane has acknowledged it, not at once; nothing starts after the answer', async () => {
+    const target = await hook();
+    const acks = heldAcknowledgements();
+    const looked = countedLooks();
+    const t = await harness({ url: await url(), config: { hooks: [{ name: 'h', url: target.url }] }, wrapStore: acks.wrapStore, wrapStates: looked.wrapStates });
+    // Paused already, by a request whose answer is not this test's (another replica's, stored without telling this one).
+    expect(await createSinkStates(t.store.database).pause('h', 'operator', Date.now())).toBe(true);
+
+    const repeat = answerOf(t.pauses.pauseByOperator('h'));
+    await acks.reached;
+    await waitFor(() => looked.looks() >= 3, 'the pause to look at the lanes three times');
+    expect(repeat.answered()).toBe(false);
+    acks.release();
+    // Not this call's pause: answered, not announced again.
+    expect(await repeat.answer).toBe(false);
+
+    await t.post('bx_after');
+    t.dispatcher.wake('all');
+    await t.dispatcher.settled();
+    expect(t.started).toEqual([]);
+    expect(target.requests).toEqual([]);
+  });
+});
+
+describe('a pause sent to two replicas at once, on PostgreSQL', () => {
+  it('is answered by each once both lanes have acknowledged it; neither replica starts anything after', async () => {
+    const target = await hook();
+    const schema = await postgresSchema();
+    const config = { hooks: [{ name: 'h', url: target.url }] };
+    const looked = countedLooks();
+    const a = await harness({ url: schema, config, wrapStates: looked.wrapStates });
+    const slow = heldAcknowledgements();
+    const b = await harness({ url: schema, config, wrapStore: slow.wrapStore, wrapStates: looked.wrapStates });
+
+    const answers = [answerOf(a.pauses.pauseByOperator('h')), answerOf(b.pauses.pauseByOperator('h'))];
+    await slow.reached;
+    await waitFor(() => looked.looks() >= 6, 'both pauses to look at the lanes');
+    expect(answers.map((answer) => answer.answered())).toEqual([false, false]);
+    slow.release();
+    // One of them stored the pause; the other found it stored.
+    expect((await Promise.all(answers.map((answer) => answer.answer))).sort()).toEqual([false, true]);
+
+    await a.post('bx_a');
+    await b.post('bx_b');
+    for (const replica of [a, b]) {
+      replica.dispatcher.wake('all');
+      await replica.dispatcher.settled();
+    }
+    expect([...a.started, ...b.started]).toEqual([]);
+    expect(target.requests).toEqual([]);
+  });
+});
+
+describe.each(engines)('a slow database on $name', ({ url }) => {
+  it('delays a sink that is not paused, never stops it: every read of its state and every renewal 1.5 s late', async () => {
+    const target = await hook();
+    const late = <T>(answer: Promise<T>) => answer.then((value) => new Promise<T>((resolve) => setTimeout(() => resolve(value), 1500)));
+    const t = await harness({
+      url: await url(),
+      config: { hooks: [{ name: 'h', url: target.url }] },
+      wrapStates: (states) => ({ ...states, read: (sink) => late(states.read(sink)) }),
+      wrapStore: (store) => ({ ...store, log: { ...store.log, acquireParts: (request) => late(store.log.acquireParts(request)) } }),
+    });
+    const ids = [await t.post('bx_s1'), await t.post('bx_s2'), await t.post('bx_s3')];
+    const requests = await target.received(3, 30_000);
+    expect(requests.map((r) => (JSON.parse(r.body) as { id: string }).id).sort()).toEqual([...ids].sort());
+  });
+});

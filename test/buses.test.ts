@@ -61,6 +61,21 @@ describe('the bus seam', () => {
     expect(buses.every((b) => b.check().state === 'down' && !b.up())).toBe(true);
   });
 
+  it('hands a FIFO queue and a FIFO topic a box\'s events one at a time, whatever *_ORDERING says (contract section 20)', () => {
+    const config = configSchema.parse({
+      secrets: ['whsec_dGVzdA=='],
+      awsEndpoint: 'http://127.0.0.1:9',
+      sqsQueueUrl: 'http://127.0.0.1:9/000000000000/events.fifo',
+      snsTopicArn: 'arn:aws:sns:us-east-1:000000000000:events.fifo',
+    });
+    const { sinks } = createSinks({ config, clock: systemClock, logger: createLogger('silent'), archive: unusedLedger });
+    expect([config.sqsOrdering, config.snsOrdering]).toEqual(['none', 'none']);
+    expect(sinks.map((s) => [s.name, s.ordering])).toEqual([
+      ['sqs', 'per-box'],
+      ['sns', 'per-box'],
+    ]);
+  });
+
   it('reads every section 12 variable from the env and the config file (env winning), with the contract defaults', () => {
     const defaults = loadConfig({ env: {} });
     expect([defaults.amqpUrl, defaults.amqpExchange, defaults.amqpQueue, defaults.redisUrl, defaults.redisStream, defaults.redisMaxlen]).toEqual([

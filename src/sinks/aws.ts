@@ -224,7 +224,9 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
 
   return busSink<AwsMessage>({
     name,
-    ordering: options.ordering,
+    // A FIFO queue or topic keeps a box's messages in the order it is handed them (contract section
+    // 20): handed over one at a time per box, whatever *_ORDERING says, or a retry lands after a newer one.
+    ordering: fifo ? 'per-box' : options.ordering,
     concurrency: AWS_CONCURRENCY,
     ackTimeoutMs,
     spanName: () => `publish ${options.target}`,

@@ -80,21 +80,32 @@ export function createBacklogCount(database: Database, slice = BACKLOG_COUNT_SLI
  * transactions then writing the outbox (`pg_locks`, read after the statement's snapshot: a writer
  * takes its lock on the table before it draws an id, and keeps it until it ends). Every row up to
  * that id is committed (or never will be) once none of those transactions is still writing, which
- * a later call sees; with none at all, at once.
+ * a later call sees; with none at all, at once. A writer is a holder of ROW EXCLUSIVE (what an
+ * INSERT takes): autovacuum, ANALYZE or an index built beside it hold other modes and draw no id,
+ * and counting them froze the settled id for as long as they ran. Ids drawn from a sequence that
+ * caches more than one per session may commit in any order, so then no id is ever settled (each
+ * count reads all rows, as the first does).
  */
-function followSettledRows(database: Database): () => Promise<number | undefined> {
+export function followSettledRows(database: Database): () => Promise<number | undefined> {
   const db = database.kysely;
   if (database.dialect !== 'postgres') {
     return async () => Number((await db.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst())?.id ?? 0);
   }
   let settled: number | undefined;
   let noted: { id: number; writers: string[] } | undefined;
+  let idsInOrder: Promise<boolean> | undefined;
+  const cachedOne = async () => {
+    const { rows } = await sql<{ cache: string | null }>`SELECT s.seqcache AS cache FROM pg_sequence s
+      WHERE s.seqrelid = pg_get_serial_sequence('outbox', 'id')::regclass`.execute(db);
+    return Number(rows[0]?.cache ?? 1) <= 1;
+  };
   return async () => {
+    if (!(await (idsInOrder ??= cachedOne()))) return undefined;
     const { rows } = await sql<{ id: string | null; writers: string[] }>`SELECT (SELECT MAX(id) FROM outbox) AS id,
       ARRAY(SELECT l.virtualtransaction FROM pg_locks l
         WHERE l.locktype = 'relation' AND l.relation = 'outbox'::regclass
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND l.mode NOT IN ('AccessShareLock', 'RowShareLock') AND l.pid IS DISTINCT FROM pg_backend_pid()) AS writers`.execute(db);
+          AND l.mode = 'RowExclusiveLock' AND l.pid IS DISTINCT FROM pg_backend_pid()) AS writers`.execute(db);
     const id = Number(rows[0]?.id ?? 0);
     const writers = rows[0]?.writers ?? [];
     const settle = (upTo: number) => (settled = Math.max(settled ?? 0, upTo));

@@ -1,22 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/config/load.js';
 import { configKeys, envNameOf } from '../src/config/schema.js';
-
-const files = (contents: Record<string, string>) => (path: string) => {
-  const text = contents[path];
-  if (text === undefined) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
-  return text;
-};
-
-const problemsOf = (fn: () => unknown): string[] => {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
-};
+import { files, problemsOf } from './support/config-files.js';
 
 describe('configuration', () => {
   it('has the contract defaults', () => {

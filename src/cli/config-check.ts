@@ -5,11 +5,9 @@ import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { redactConfig } from '../config/redact.js';
 import type { Config } from '../config/schema.js';
-import { errorCodeOf } from '../errors.js';
 import { createTracing, TracingConfigError } from '../tracing/tracing.js';
 import { createSecretCipher, SecretCipherError } from '../upstream/secret-cipher.js';
-import { parseSecretsFile, SecretsFileError } from '../verify/secrets-file.js';
-import type { SigningSecret } from '../verify/secrets.js';
+import { secretsOfFile } from '../verify/secrets-file.js';
 import { exitInvalidConfig } from './misconfigured.js';
 
 export interface ConfigCheckSources {
@@ -46,7 +44,7 @@ export function checkConfig({ env, readFile = (path) => readFileSync(path, 'utf8
     problems.push(error.message);
   }
   if (config === undefined) return { ok: false, problems };
-  const fileSecrets = config.secretsFile === undefined ? [] : secretsOfFile(config.secretsFile, readFile, problems);
+  const fileSecrets = config.secretsFile === undefined ? [] : secretsOfFile(config.secretsFile, 'BOXRELAY_SECRETS_FILE', readFile, problems);
   try {
     createSecretCipher(config.secretsEncryptionKey);
   } catch (error) {
@@ -56,21 +54,14 @@ export function checkConfig({ env, readFile = (path) => readFileSync(path, 'utf8
   if (problems.length > 0) return { ok: false, problems };
   const now = clock.now();
   const unexpired = [...config.secrets, ...fileSecrets.filter(({ expiresAt }) => expiresAt === undefined || now <= expiresAt)];
+  // With accounts configured, `default` may have none: its endpoint then answers 404 (contract section 21).
   const notes =
     unexpired.length > 0
       ? []
-      : ['no signing secret in BOXRELAY_SECRETS or the secrets file: serve starts only if the database holds one (boxrelay upstream register)'];
+      : config.accounts.length > 0
+        ? ['no signing secret for the default account in BOXRELAY_SECRETS or the secrets file: POST /webhooks answers 404 unless the database holds one']
+        : ['no signing secret in BOXRELAY_SECRETS or the secrets file: serve starts only if the database holds one (boxrelay upstream register)'];
   return { ok: true, config, notes };
-}
-
-/** The secrets file as serve loads it first; a problem names the file and a line number, never a secret. */
-function secretsOfFile(path: string, readFile: (path: string) => string, problems: string[]): SigningSecret[] {
-  try {
-    return parseSecretsFile(readFile(path));
-  } catch (error) {
-    problems.push(`BOXRELAY_SECRETS_FILE (${path}): ${error instanceof SecretsFileError ? error.message : `cannot read (${errorCodeOf(error) ?? 'error'})`}`);
-    return [];
-  }
 }
 
 /** `boxrelay config check` (contract section 22): exit 0 with the settings, secrets as `***`, or exit 2 with one line per problem. */

@@ -87,6 +87,9 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
     'the fan-out worker thread\'s JavaScript heap ceiling (old generation, MB, at least 128): the garbage of a long drain or replay is collected within it rather than kept resident. A worker that needs more than this is restarted (its rows are given back; nothing acknowledged is lost): raise it for hooks with many large events in flight',
   hooksFile: 'YAML/JSON list of outgoing HTTP hooks (docs/hooks.md)',
   hooks: 'the hook list inline, in the `BOXRELAY_CONFIG` file only (or use `BOXRELAY_HOOKS_FILE`)',
+  accountsFile:
+    'YAML/JSON list of further Sandbox Service accounts, each with its own endpoint `POST /webhooks/<name>`, signing secrets (`secrets` or `secretsFile`, reloaded as `BOXRELAY_SECRETS_FILE`), `upstreamBaseUrl`/`upstreamApiKey`, `cloudEventsSource` (default `<BOXRELAY_SOURCE>/<name>`) and `natsSubjectPrefix`; read at start (docs/accounts.md)',
+  accounts: 'the account list inline, in the `BOXRELAY_CONFIG` file only (or use `BOXRELAY_ACCOUNTS_FILE`)',
   source: 'CloudEvents `source` of relayed events',
   adminToken:
     'bearer token for `/admin/*` and the console; unset: both are off (404); at least 32 characters (shorter stops start-up, exit 2): make one with `openssl rand -hex 32`',

@@ -75,6 +75,8 @@ export const configExamples: Record<ConfigKey, string> = {
   attempts: 'all',
   hooksFile: '/etc/boxrelay/hooks/hooks.yaml',
   hooks: '[{name: alerts, url: "https://hooks.example/box"}]',
+  accountsFile: '/etc/boxrelay/accounts/accounts.yaml',
+  accounts: '[{name: staging, secretsFile: /etc/boxrelay/staging/secrets}]',
   source: 'sandbox',
   adminToken: '$(openssl rand -hex 32)',
   upstreamBaseUrl: 'https://sandbox.example.com/v1',

@@ -6,7 +6,8 @@ import { readTlsFiles } from '../egress/tls-files.js';
 import { describeError, errorCodeOf, RelayError } from '../errors.js';
 import { isPostgresUrl } from '../store/engines/database.js';
 import { configExamples } from './examples.js';
-import { configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
+import { secretsOfFile } from '../verify/secrets-file.js';
+import { accountsSchema, configKeys, configSchema, DEFAULT_ACCOUNT, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
 
 /** Thrown when configuration is invalid; `problems` holds one human-readable line each. */
 export class ConfigError extends RelayError {
@@ -53,20 +54,20 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
     problems.push('hooks: give the hook list in a file (BOXRELAY_HOOKS_FILE) or as a list in BOXRELAY_CONFIG');
     delete raw.hooks;
   }
+  if (typeof raw.accounts === 'string') {
+    problems.push('accounts: give the account list in a file (BOXRELAY_ACCOUNTS_FILE) or as a list in BOXRELAY_CONFIG');
+    delete raw.accounts;
+  }
 
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) problems.push(...describeIssues(parsed.error.issues, 'config', { file: configFile, fromEnv }));
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
 
   const config = parsed.data;
-  if (config.hooksFile) {
-    if (raw.hooks !== undefined) throw new ConfigError(['BOXRELAY_HOOKS_FILE and hooks are both set: keep one']);
-    const fromFile = readStructuredFile(config.hooksFile, readFile, problems) ?? [];
-    const hooks = hooksSchema.safeParse(fromFile);
-    if (!hooks.success) throw new ConfigError([...problems, ...describeIssues(hooks.error.issues, 'hooks')]);
-    if (problems.length > 0) throw new ConfigError(problems);
-    config.hooks = hooks.data;
-  }
+  if (config.hooksFile) config.hooks = readListFile('hooks', config.hooksFile, hooksSchema, raw.hooks !== undefined, readFile);
+  if (config.accountsFile) config.accounts = readListFile('accounts', config.accountsFile, accountsSchema, raw.accounts !== undefined, readFile);
+  const accountProblems = sharedSecretProblems(config, readFile);
+  if (accountProblems.length > 0) throw new ConfigError(accountProblems);
   if ((config.natsUser === undefined) !== (config.natsPassword === undefined)) {
     throw new ConfigError(['BOXRELAY_NATS_USER and BOXRELAY_NATS_PASSWORD go together']);
   }
@@ -83,6 +84,39 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   if (egressProblems.length > 0) throw new ConfigError(egressProblems);
   // The AWS SDK's own variable is the region's fallback (contract section 20), read here with the rest of the env.
   return { ...config, awsRegion: config.awsRegion ?? (env.AWS_REGION || undefined), proxyEnv };
+}
+
+/**
+ * One secret given to two accounts would let either account's deliveries verify at the other's
+ * endpoint (contract section 21). Secrets files are read for it now, as serve reads them at start; a
+ * problem names the accounts and never the secret.
+ */
+function sharedSecretProblems(config: Config, readFile: (path: string) => string): string[] {
+  if (config.accounts.length === 0) return [];
+  const problems: string[] = [];
+  // Section 1's file is checked by serve and `config check`; its problems are not counted twice.
+  const fileSecrets = (path: string | undefined, where: string) => (path === undefined ? [] : secretsOfFile(path, where, readFile, where === 'BOXRELAY_SECRETS_FILE' ? [] : problems).map((secret) => secret.value));
+  const owners = new Map<string, string>();
+  const owned: [string, string[]][] = [
+    [DEFAULT_ACCOUNT, [...config.secrets, ...fileSecrets(config.secretsFile, 'BOXRELAY_SECRETS_FILE')]],
+    ...config.accounts.map((account, index): [string, string[]] => [
+      account.name,
+      [...account.secrets, ...fileSecrets(account.secretsFile, `accounts.${index}.secretsFile`)],
+    ]),
+  ];
+  const reported = new Set<string>();
+  for (const [name, secrets] of owned) {
+    for (const secret of new Set(secrets)) {
+      const owner = owners.get(secret);
+      const pair = `${owner} and ${name}`;
+      if (owner === undefined) owners.set(secret, name);
+      else if (!reported.has(pair)) {
+        reported.add(pair);
+        problems.push(`accounts ${pair}: one signing secret is given to both (each account needs its own; the secret is not shown)`);
+      }
+    }
+  }
+  return problems;
 }
 
 /** Settings of contract section 18 that only make sense together; the CA file is read now, as the hooks' are. */
@@ -103,6 +137,16 @@ function kafkaSettingProblems(config: Config, readFile: (path: string) => string
     }
   }
   return problems;
+}
+
+/** The hooks or accounts file (`BOXRELAY_HOOKS_FILE`, `BOXRELAY_ACCOUNTS_FILE`), in place of the inline list, which may not be given too. */
+function readListFile<T>(root: 'hooks' | 'accounts', path: string, schema: z.ZodType<T>, inline: boolean, readFile: (path: string) => string): T {
+  if (inline) throw new ConfigError([`${envNameOf(`${root}File`)} and ${root} are both set: keep one`]);
+  const problems: string[] = [];
+  const list = schema.safeParse(readStructuredFile(path, readFile, problems) ?? []);
+  if (!list.success) problems.push(...describeIssues(list.error.issues, root));
+  if (problems.length > 0 || !list.success) throw new ConfigError(problems);
+  return list.data;
 }
 
 function readStructuredFile(path: string, readFile: (path: string) => string, problems: string[]): unknown {
@@ -132,7 +176,7 @@ function plainMessage(message: string): string {
  */
 function describeIssues(
   issues: z.core.$ZodIssue[],
-  root: 'config' | 'hooks',
+  root: 'config' | 'hooks' | 'accounts',
   source: { file?: string | undefined; fromEnv: Set<string> } = { fromEnv: new Set() },
 ): string[] {
   const fileName = `BOXRELAY_CONFIG (${source.file})`;
@@ -140,9 +184,9 @@ function describeIssues(
     const [head, ...rest] = issue.path;
     let where: string;
     let example = '';
-    if (root === 'hooks') where = `hooks file: ${['hooks', ...issue.path].map(String).join('.')}`;
+    if (root !== 'config') where = `${root} file: ${[root, ...issue.path].map(String).join('.')}`;
     else if (head === undefined) where = source.file ? fileName : 'config';
-    else if (head === 'hooks') where = ['hooks', ...rest].map(String).join('.');
+    else if (head === 'hooks' || head === 'accounts') where = [head, ...rest].map(String).join('.');
     else if (configKeys.includes(head as ConfigKey)) {
       const key = head as ConfigKey;
       const inFile = source.file !== undefined && !source.fromEnv.has(key);

@@ -1,4 +1,4 @@
-import type { Config, ConfigKey, HookConfig } from './schema.js';
+import type { AccountConfig, Config, ConfigKey, HookConfig } from './schema.js';
 
 /** What stands in for a secret in what `boxrelay config check` prints. */
 const HIDDEN = '***';
@@ -57,6 +57,15 @@ function shownHook(hook: HookConfig): unknown {
   };
 }
 
+/** An account as it may be shown: its secrets and API key hidden, credentials in its URL too. */
+function shownAccount(account: AccountConfig): unknown {
+  return {
+    ...(mapStrings(account, withoutCredentials) as AccountConfig),
+    secrets: account.secrets.map(() => HIDDEN),
+    upstreamApiKey: account.upstreamApiKey && HIDDEN,
+  };
+}
+
 /** The effective settings with every secret, token, key and password replaced by `***`; unset ones left out. */
 export function redactConfig(config: Config): Record<string, unknown> {
   const shown: Record<string, unknown> = {};
@@ -64,6 +73,7 @@ export function redactConfig(config: Config): Record<string, unknown> {
     if (value === undefined) continue;
     if (secretSettings.has(key)) shown[key] = mapStrings(value, () => HIDDEN);
     else if (key === 'hooks') shown[key] = config.hooks.map(shownHook);
+    else if (key === 'accounts') shown[key] = config.accounts.map(shownAccount);
     else shown[key] = mapStrings(value, withoutCredentials);
   }
   return shown;

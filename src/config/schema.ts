@@ -154,6 +154,50 @@ export const hooksSchema = z
   .array(hookSchema)
   .refine((hooks) => new Set(hooks.map((h) => h.name)).size === hooks.length, 'hook names must be unique');
 
+/** The account of contract section 1, the one every relay has; no configured account may take its name. */
+export const DEFAULT_ACCOUNT = 'default';
+
+const natsSubjectPrefix = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'expected NATS subject tokens of A-Z a-z 0-9 _ -');
+
+/** One Sandbox Service account of contract section 21; its name is in its endpoint, its ids and its events. */
+export const accountSchema = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'an account name is a-z or 0-9, then up to 62 of a-z, 0-9 and -')
+    .refine((name) => name !== DEFAULT_ACCOUNT, `${DEFAULT_ACCOUNT} is the account of BOXRELAY_SECRETS and is reserved`),
+  secrets: stringList.default([]),
+  secretsFile: optionalText,
+  upstreamBaseUrl: z.url({ protocol: /^https?$/ }).optional(),
+  upstreamApiKey: optionalText,
+  /** Unset: `<BOXRELAY_SOURCE>/<name>`. */
+  cloudEventsSource: optionalText,
+  /** Unset: BOXRELAY_NATS_SUBJECT_PREFIX. */
+  natsSubjectPrefix: natsSubjectPrefix.optional(),
+});
+
+export type AccountConfig = z.infer<typeof accountSchema>;
+
+/**
+ * The account list: names unique, each with a secret given here (a secret only the database holds
+ * would leave the endpoint refusing everything until `boxrelay upstream register --account`).
+ * Secrets shared between accounts are checked where the secrets files are read (`loadConfig`).
+ */
+export const accountsSchema = z.array(accountSchema).superRefine((accounts, ctx) => {
+  const seen = new Set<string>();
+  accounts.forEach((account, index) => {
+    if (seen.has(account.name)) ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `account ${account.name}: the name is given to two accounts` });
+    seen.add(account.name);
+    if (account.secrets.length === 0 && account.secretsFile === undefined) {
+      ctx.addIssue({ code: 'custom', path: [index, 'secrets'], message: `account ${account.name}: no signing secret (give secrets or secretsFile)` });
+    }
+    if ((account.upstreamBaseUrl === undefined) !== (account.upstreamApiKey === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [index, 'upstreamApiKey'], message: `account ${account.name}: upstreamBaseUrl and upstreamApiKey go together` });
+    }
+  });
+});
+
 /** Every setting of contract section 1 (plus documented extensions), keyed as in a config file. */
 export const configSchema = z.strictObject({
   port: port.default(8080),
@@ -180,10 +224,7 @@ export const configSchema = z.strictObject({
   backupInterval: duration.refine((ms) => ms >= 60_000, 'expected 1m or more').default(86_400_000),
   backupKeep: positiveInt.default(7),
   natsUrl: optionalText,
-  natsSubjectPrefix: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'expected NATS subject tokens of A-Z a-z 0-9 _ -')
-    .default('sandbox'),
+  natsSubjectPrefix: natsSubjectPrefix.default('sandbox'),
   natsMode: z.enum(['jetstream', 'core']).default('jetstream'),
   natsStream: z.string().regex(/^[A-Za-z0-9_-]+$/, 'expected a stream name of A-Z a-z 0-9 _ -').default('SANDBOX_EVENTS'),
   natsDuplicateWindow: duration.default(3_600_000),
@@ -277,6 +318,9 @@ export const configSchema = z.strictObject({
   attempts: z.enum(['all', 'failed', 'off']).default('all'),
   hooksFile: optionalText,
   hooks: hooksSchema.default([]),
+  /** Contract section 21: the accounts beside `default`, from a YAML/JSON file or inline in the config file. */
+  accountsFile: optionalText,
+  accounts: accountsSchema.default([]),
   source: z.string().min(1).default('sandbox'),
   // Guessable tokens are refused: the admin API may listen on 0.0.0.0.
   adminToken: z.string().min(32, 'must be at least 32 characters (make one with `openssl rand -hex 32`)').optional(),

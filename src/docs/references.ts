@@ -36,10 +36,10 @@ function defaultText(key: ConfigKey, value: unknown): string {
 const cell = (text: string) => text.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
 /**
- * Keys of the `BOXRELAY_CONFIG` file that no variable gives: the relay refuses `BOXRELAY_HOOKS`
+ * Keys of the `BOXRELAY_CONFIG` file that no variable gives: the relay refuses `BOXRELAY_HOOKS` and `BOXRELAY_ACCOUNTS`
  * (a list has no string form, `loadConfig`), so the reference lists no such variable.
  */
-const FILE_ONLY_KEYS: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['hooks']);
+const FILE_ONLY_KEYS: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['hooks', 'accounts']);
 
 /** Every variable the configuration reference lists. */
 export function configVariableNames(): string[] {

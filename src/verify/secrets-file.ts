@@ -27,6 +27,19 @@ export function parseSecretsFile(text: string): SigningSecret[] {
   return secrets;
 }
 
+/**
+ * A secrets file read once, as serve first loads it; a problem goes to `problems` naming `where`, the
+ * file and a line number, never a secret, and leaves no secrets.
+ */
+export function secretsOfFile(path: string, where: string, readFile: (path: string) => string, problems: string[]): SigningSecret[] {
+  try {
+    return parseSecretsFile(readFile(path));
+  } catch (error) {
+    problems.push(`${where} (${path}): ${error instanceof SecretsFileError ? error.message : `cannot read (${errorCodeOf(error) ?? 'error'})`}`);
+    return [];
+  }
+}
+
 export interface SecretsFileOptions {
   logger: Logger;
   readFile?: (path: string) => string;

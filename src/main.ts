@@ -9,6 +9,7 @@ import { createInlineFanout, createSinks, type Fanout } from './dispatch/fanout.
 import { createOperations } from './dispatch/operations.js';
 import { createOperatorEvents } from './dispatch/operator-events.js';
 import { createPauses } from './dispatch/pauses.js';
+import { createSinkDegradation, DEGRADATION_CHECK_MS, type SinkDegradation } from './dispatch/sink-degradation.js';
 import type { DispatchTuning } from './dispatch/tuning.js';
 import { attemptRoutes } from './http/admin/attempts.js';
 import { auditRoutes } from './http/admin/audit.js';
@@ -37,13 +38,14 @@ import { boxStateCounts, createMetrics } from './metrics/metrics.js';
 import type { BusTuning } from './sinks/bus.js';
 import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
-import type { Schedule } from './schedule.js';
+import { scheduleRepeating, type Schedule } from './schedule.js';
 import { filterErrorReporter, transformErrorReporter } from './sinks/filter-errors.js';
 import { transformSourceOf } from './sinks/transform.js';
 import { configuredSinks, sinkRouterOf } from './sinks/route.js';
 import { acceptEvent } from './store/write/accept-event.js';
 import { countBoxesByState } from './store/state/boxes.js';
 import { createSinkStates } from './store/state/sink-state.js';
+import { createDegradedMarks } from './store/state/degraded-marks.js';
 import { createFanoutStore } from './store/fanout-store.js';
 import { recordPastRouting } from './store/exceptions/past-routing.js';
 import { unnumberedFor } from './store/log/sequencer.js';
@@ -117,6 +119,8 @@ export interface RelayDeps {
   reconcile?: { timers?: Timers; firstDelayMs?: number; upstream?: ReconcilerFromConfig['upstream']; wait?: ReconcilerFromConfig['wait']; leaseMs?: number; runTimers?: Timers };
   /** Timers of the scheduled backups (BOXRELAY_BACKUP_DIR; tests fire them by hand). */
   backup?: { timers?: Timers };
+  /** Timers of the check for failing sinks (`boxrelay.sink.degraded`; tests fire them by hand). */
+  degradation?: { timers?: Timers };
   /** A part the relay cannot serve without has ended (the storage thread): `serve` stops and exits 1, to be restarted. */
   onFatal?: (error: Error) => void;
 }
@@ -180,13 +184,22 @@ export async function createRelay(deps: RelayDeps) {
         timers: deps.backup?.timers,
       })
     : undefined;
-  metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, secrets, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds, backups });
-
-  // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
-  const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
   // The worker thread keeps its own recorder; its batches are written within 100 ms.
   const attemptLog = createAttemptLog(store.database);
   const inlineAttempts = config.fanoutThread === 'inline' ? createAttemptRecorder({ log: attemptLog, mode: config.attempts, logger }) : undefined;
+  const degradation = createSinkDegradation({
+    kysely: store.database.kysely,
+    marks: createDegradedMarks(store.database.kysely),
+    sinks: sinkNames,
+    operatorEvents,
+    clock,
+    flush: async () => inlineAttempts?.flush(),
+    logger,
+  });
+  metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, secrets, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds, backups, degradation });
+
+  // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
+  const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
   fanout = createRelayFanout({ deps, store, fanoutStore, sinkStates, pauses, operatorEvents, attemptLog, inlineAttempts, metrics, dispatchMetrics: tally.metrics(metrics), sinkNames });
   const trail = createAuditTrail({ clock, logger });
   const operations = createOperations({ exceptions: fanoutStore.exceptions, sinks: sinkNames, sinksFor, clock, trail, wake: fanout.wake });
@@ -239,6 +252,7 @@ export async function createRelay(deps: RelayDeps) {
     reconciler,
     tally,
     backups,
+    degradation,
     publicApp,
     internalApp,
     sinkNames,
@@ -348,6 +362,7 @@ function createRelayMetrics({
   fanoutOf,
   logHeldBackSeconds,
   backups,
+  degradation,
 }: {
   config: Config;
   registry: Registry;
@@ -361,6 +376,7 @@ function createRelayMetrics({
   fanoutOf: () => Fanout;
   logHeldBackSeconds: () => Promise<number>;
   backups: Backups | undefined;
+  degradation: SinkDegradation;
 }): Metrics {
   const kysely = store.database.kysely;
   return createMetrics(registry, {
@@ -381,6 +397,7 @@ function createRelayMetrics({
       deadLettersBySink: () => fanoutStore.exceptions.countBySink('deadLetters'),
       sinkUp: () => Object.fromEntries(fanoutOf().sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
+      sinkFailureRatios: degradation.ratios,
       ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
       logUnnumberedSeconds: logHeldBackSeconds,
       ...(backups ? { backupLastSuccessAt: backups.lastSuccessAt } : {}),
@@ -515,6 +532,7 @@ interface LifecycleParts {
   reconciler: Reconciler | undefined;
   tally: DeliveryTally;
   backups: Backups | undefined;
+  degradation: SinkDegradation;
   publicApp: Parameters<typeof listen>[0];
   internalApp: Parameters<typeof listen>[0];
   sinkNames: string[];
@@ -524,12 +542,13 @@ interface LifecycleParts {
 
 /** Start, drain and stop: what listens, the schedules, and the order they end in. */
 function relayLifecycle(parts: LifecycleParts) {
-  const { deps, store, fanout, secrets, secretsFile, sinksFor, reconciler, tally, backups, publicApp, internalApp, sinkNames, shuttingDown } = parts;
+  const { deps, store, fanout, secrets, secretsFile, sinksFor, reconciler, tally, backups, degradation, publicApp, internalApp, sinkNames, shuttingDown } = parts;
   const { config, logger, clock = systemClock, tracing = tracingOff, timers, reconcile: reconcileOptions } = deps;
   const secretsLogger = logger.child({ part: 'secrets' });
   let listening: Listening[] = [];
   let pruning: PruneSchedule | undefined;
   let reconciling: Schedule | undefined;
+  let degradationChecks: Schedule | undefined;
   return {
     async start() {
       await store.started();
@@ -561,6 +580,13 @@ function relayLifecycle(parts: LifecycleParts) {
         });
       }
       backups?.start();
+      // On the main thread, beside the receiver: two reads per check whatever the traffic, none per delivery (createSinkDegradation).
+      degradationChecks = scheduleRepeating(() => degradation.check(), {
+        timers: deps.degradation?.timers,
+        firstDelayMs: DEGRADATION_CHECK_MS,
+        intervalMs: DEGRADATION_CHECK_MS,
+        onError: (error) => logger.error({ err: error }, 'could not check the sinks for failures; next check at the next interval'),
+      });
       logger.info({ port: publicServer.port, internalPort: internalServer.port, sinks: sinkNames }, 'boxrelay listening');
       return { port: publicServer.port, internalPort: internalServer.port };
     },
@@ -587,9 +613,11 @@ function relayLifecycle(parts: LifecycleParts) {
         reconciling?.stop(),
         reconciler?.stop(),
         backups?.stop(),
+        degradationChecks?.stop(),
       ]);
       pruning = undefined;
       reconciling = undefined;
+      degradationChecks = undefined;
       await secrets.stopDatabaseRefresh();
       listening = [];
       // One shutdown budget for both: what the HTTP close used is not given to the sinks again.

@@ -6,7 +6,12 @@ import type { StoredEvent } from '../events/types.js';
 import type { DeliveryWriter } from '../store/write/delivery-sql.js';
 
 /** What an operator must act on (contract section 5, "Operator events"). */
-export type OperatorEventType = 'boxrelay.sink.paused' | 'boxrelay.sink.resumed' | 'boxrelay.event.dead_lettered' | 'boxrelay.reconcile.failed';
+export type OperatorEventType =
+  | 'boxrelay.sink.paused'
+  | 'boxrelay.sink.resumed'
+  | 'boxrelay.sink.degraded'
+  | 'boxrelay.event.dead_lettered'
+  | 'boxrelay.reconcile.failed';
 
 export interface OperatorEvent {
   type: OperatorEventType;

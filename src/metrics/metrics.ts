@@ -79,6 +79,8 @@ export interface MetricSources {
   sinkUp?(): Record<string, boolean>;
   /** Sinks paused now (by their failures or an operator). */
   pausedSinks?(): Promise<string[]>;
+  /** Each sink's share of failed attempts over the last 5 minutes, every replica's (0 under 10 attempts). */
+  sinkFailureRatios?(): Promise<Record<string, number>>;
   /** Accepted secrets now, with their slots and expiry (epoch ms). */
   secrets?(): { slot: number; expiresAt?: number | undefined }[];
   ready?(): Promise<boolean>;
@@ -213,6 +215,11 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
     });
   bySinkGauge('outbox_pending', 'Events waiting for delivery (outbox rows and the log past the cursors), by sink', sources.pendingBySink);
   bySinkGauge('dead_letters', 'Dead letters waiting to be retried or discarded, by sink', sources.deadLettersBySink);
+  bySinkGauge(
+    'sink_failure_ratio',
+    "Share of the sink's failed attempts over the last 5 minutes, every replica's (0 with fewer than 10 attempts), by sink",
+    sources.sinkFailureRatios,
+  );
 
   new Gauge({
     name: `${prefix}boxes`,

@@ -18,7 +18,7 @@ export interface TestRelay {
   close(): Promise<void>;
 }
 
-export interface TestRelayOptions extends Pick<RelayDeps, 'dispatch' | 'buses' | 'reconcile' | 'tracing'> {
+export interface TestRelayOptions extends Pick<RelayDeps, 'dispatch' | 'buses' | 'reconcile' | 'tracing' | 'degradation'> {
   clock?: ManualClock;
 }
 
@@ -33,7 +33,7 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
   const clock = options.clock ?? new ManualClock();
   const registry = new Registry();
   const logs = captureLogs();
-  const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, buses: options.buses, reconcile: options.reconcile, tracing: options.tracing });
+  const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, buses: options.buses, reconcile: options.reconcile, tracing: options.tracing, degradation: options.degradation });
   return {
     relay,
     config,

@@ -2,8 +2,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { FanoutStore } from '../src/store/fanout-store.js';
 import { createSinkStates, type SinkStates } from '../src/store/state/sink-state.js';
 import { dispatchHarness, type Harness, type HarnessOptions } from './support/dispatch-harness.js';
-import { engines, postgresSchema } from './support/databases.js';
-import { waitFor } from './support/fanout.js';
+import { openStore } from '../src/store/store.js';
+import { POSTGRES_URL, engines, postgresSchema } from './support/databases.js';
+import { recordEvent, waitFor } from './support/fanout.js';
+import { SECRET } from './support/sign.js';
+import { slowTcp } from './support/slow-tcp.js';
 import { hookServer, type HookServer } from './support/hook-server.js';
 
 /**
@@ -143,6 +146,25 @@ describe.each(engines)('a slow database on $name', ({ url }) => {
     });
     const ids = [await t.post('bx_s1'), await t.post('bx_s2'), await t.post('bx_s3')];
     const requests = await target.received(3, 30_000);
+    expect(requests.map((r) => (JSON.parse(r.body) as { id: string }).id).sort()).toEqual([...ids].sort());
+  });
+});
+
+describe('a database answering every round trip 1.2 s late, on PostgreSQL (a proxy in between)', () => {
+  it('delays a hook that is not paused, never stops it', { timeout: 120_000 }, async () => {
+    const target = await hook();
+    const direct = await postgresSchema();
+    // Migrated and given its deliveries at full speed: through the proxy a start alone takes minutes of round trips.
+    const store = await openStore({ url: direct });
+    cleanups.push(() => store.close());
+    const ids = [];
+    for (const boxId of ['bx_s1', 'bx_s2', 'bx_s3']) ids.push(await recordEvent(store, { receivedAt: Date.now(), boxId, sinks: ['h'], secret: SECRET }));
+    await store.sequenceLog();
+    const serverPort = Number(new URL(POSTGRES_URL).port || 5432);
+    const proxy = await slowTcp(serverPort, 1200);
+    cleanups.push(() => proxy.close());
+    await harness({ url: direct.replace(`:${serverPort}/`, `:${proxy.port}/`), config: { hooks: [{ name: 'h', url: target.url }] } });
+    const requests = await target.received(3, 100_000);
     expect(requests.map((r) => (JSON.parse(r.body) as { id: string }).id).sort()).toEqual([...ids].sort());
   });
 });

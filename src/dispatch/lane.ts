@@ -91,17 +91,16 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   let stateChanges = 0;
   const stateCurrent = (): boolean => state !== undefined && state.epoch >= knownEpoch && clock.now() < laneUntil;
   /**
-   * Renews the lane's lease and its partitions, then reads the state (its run of failures changes
-   * without a new epoch); a newer epoch is acknowledged by renewing again.
+   * Renews the lane's lease and its partitions, which answers the sink's state (its run of failures
+   * changes without a new epoch); a newer epoch is acknowledged by renewing again.
    */
   const holdCurrent = async (): Promise<void> => {
     for (let acknowledged = state?.epoch ?? 0; ; ) {
-      const { epoch, until } = await logLane.hold(acknowledged);
-      knownEpoch = Math.max(knownEpoch, epoch);
+      const { state: now, until } = await logLane.hold(acknowledged);
+      knownEpoch = Math.max(knownEpoch, now.epoch);
       laneUntil = until;
-      const read = await sinkStates.read(sink.name);
-      if (read.epoch !== state?.epoch) stateChanges++;
-      state = read;
+      if (now.epoch !== state?.epoch) stateChanges++;
+      state = now;
       if (state.epoch <= acknowledged) return;
       acknowledged = state.epoch;
     }

@@ -20,9 +20,9 @@ export interface LogLane {
   /**
    * Renews the lane's lease and its partitions, acknowledging the pause epoch `seenEpoch`; takes
    * partitions up to this process's share (not while stopping) and gives back what is beyond it once
-   * idle. Answers the sink's pause epoch now and until when the lane's lease runs by this process's clock.
+   * idle. Answers the sink's pause state now and until when the lane's lease runs by this process's clock.
    */
-  hold(seenEpoch: number): Promise<{ epoch: number; until: number }>;
+  hold(seenEpoch: number): Promise<{ state: SinkState; until: number }>;
   /** Stores the cursors, gives every partition back and leaves the sink's readers. */
   stop(): Promise<void>;
 }
@@ -204,7 +204,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
     async hold(seenEpoch) {
       // Counted from before the request: a stall while it is under way eats into the lease.
       const askedAt = clock.now();
-      const { held, share, epoch } = await store.log.acquireParts({
+      const { held, share, state } = await store.log.acquireParts({
         sink: sink.name,
         owner,
         now: askedAt,
@@ -226,7 +226,7 @@ export function createLogLane(ctx: LaneContext): LogLane {
         await store.log.releaseParts({ sink: sink.name, owner, parts: surplus });
         partitions.hold(held.filter((part) => !surplus.includes(part.part)));
       }
-      return { epoch, until };
+      return { state, until };
     },
 
     async stop() {

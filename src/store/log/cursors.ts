@@ -1,3 +1,4 @@
+import { sinkStateOf, type SinkState } from '../state/sink-state.js';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
@@ -33,8 +34,8 @@ export interface AcquiredParts {
   held: FencedPart[];
   /** How many partitions are this process's fair share: it gives back what it holds beyond it. */
   share: number;
-  /** The sink's pause epoch now: newer than `seenEpoch`, the lane reads the state and acknowledges it. */
-  epoch: number;
+  /** The sink's pause state now: of an epoch newer than `seenEpoch`, the lane takes it and acknowledges it. */
+  state: SinkState;
 }
 
 export interface AdvanceCursors {
@@ -80,6 +81,9 @@ export function ensureCursorsQuery(db: Kysely<Schema>, database: Pick<Database, 
     .onConflict((oc) => oc.columns(['sink', 'part']).doNothing());
 }
 
+/** The columns of a sink's state a renewal answers. */
+const STATE_COLUMNS = ['failing_since', 'paused_at', 'paused_by', 'next_probe_at', 'epoch'] as const;
+
 export function createLogCursors(database: Database, clock: () => number = Date.now): LogCursors {
   const db = database.kysely;
   const postgres = database.dialect === 'postgres';
@@ -101,11 +105,11 @@ export function createLogCursors(database: Database, clock: () => number = Date.
   };
   /**
    * The lane's heartbeat and lease as a reader of the sink, acknowledging `seenEpoch`; answers the
-   * sink's epoch now. On PostgreSQL it holds the state row FOR SHARE, so it runs wholly before or
+   * sink's state now (its epoch, its pause, its run of failures), so a renewal costs no read of its own. On PostgreSQL it holds the state row FOR SHARE, so it runs wholly before or
    * wholly after a pause: a pause that commits first is in its answer, and one that commits after
    * sees this row when it waits for the lanes (`SinkStates.lanesBehind`).
    */
-  const register = async ({ sink, owner, now, leaseMs, seenEpoch }: AcquireParts): Promise<number> => {
+  const register = async ({ sink, owner, now, leaseMs, seenEpoch }: AcquireParts): Promise<SinkState> => {
     await ensureSinkState(sink);
     const [row] = await executeUnsynced(
       database,
@@ -113,7 +117,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
         .with('state', (qb) =>
           qb
             .selectFrom('sink_state')
-            .select('epoch')
+            .selectAll()
             .where('sink', '=', sink)
             .$if(postgres, (q) => q.forShare()),
         )
@@ -126,9 +130,9 @@ export function createLogCursors(database: Database, clock: () => number = Date.
             seen_epoch: eb.ref('excluded.seen_epoch'),
           })),
         )
-        .returning((eb) => eb.selectFrom('state').select('epoch').as('epoch')),
+        .returning((eb) => STATE_COLUMNS.map((column) => eb.selectFrom('state').select(column).as(column))),
     );
-    return Number(row?.epoch ?? 0);
+    return sinkStateOf({ sink, ...(row as Omit<SinkState, 'sink'>) });
   };
 
   // Plain functions, no `this`: the fan-out worker calls them through the main thread.
@@ -144,7 +148,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
     async acquireParts(request: AcquireParts): Promise<AcquiredParts> {
       const { sink, owner, now, leaseMs, readerTtlMs } = request;
       await ensureCursors([sink]);
-      const epoch = await register(request);
+      const state = await register(request);
       const live = await db
         .selectFrom('log_readers')
         .select((eb) => eb.fn.countAll<number>().as('count'))
@@ -189,7 +193,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
             );
       const held = [...renewed, ...taken].map((row) => ({ part: row.part, seq: Number(row.seq), epoch: Number(row.epoch) }));
       held.sort((a, b) => a.part - b.part);
-      return { held, share, epoch };
+      return { held, share, state };
     },
 
     /**

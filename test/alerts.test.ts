@@ -30,6 +30,7 @@ const EXPECTED_ALERTS = [
   'BoxRelaySinkDown',
   'BoxRelayReconcileFailing',
   'BoxRelayHookPaused',
+  'BoxRelaySinkFailing',
   'BoxRelayStorageFillingUp',
   'BoxRelayStorageLow',
 ];

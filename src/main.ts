@@ -31,6 +31,8 @@ import { createConsoleRouter } from './http/console/console-app.js';
 import { createInternalApp } from './http/internal-app.js';
 import { listen, type Listening } from './http/listen.js';
 import { createPublicApp } from './http/public-app.js';
+import type { AccountEndpoint } from './http/receive-webhook.js';
+import { DEFAULT_ACCOUNT } from './config/default-account.js';
 import type { DependencyStatus } from './dependency-status.js';
 import { createReadiness } from './http/readiness.js';
 import type { Logger } from './log.js';
@@ -138,6 +140,7 @@ export async function createRelay(deps: RelayDeps) {
   // Read before the database is opened: a wrong key must not look like missing secrets.
   const secretsFile = config.secretsFile ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) }) : undefined;
   secretsFile?.load();
+  const accounts = openAccountEndpoints(config, clock, logger);
   const cipher = createSecretCipher(config.secretsEncryptionKey);
 
   let fanout: Fanout | undefined;
@@ -205,11 +208,14 @@ export async function createRelay(deps: RelayDeps) {
   const operations = createOperations({ exceptions: fanoutStore.exceptions, sinks: sinkNames, sinksFor, clock, trail, wake: fanout.wake });
 
   const accept = acceptEvent({ writer: store.writer, sinksFor, metrics });
+  const defaultAccount = { name: DEFAULT_ACCOUNT, secrets };
   const publicApp = createPublicApp({
     toleranceSeconds: config.toleranceSeconds,
     maxBodyBytes: config.maxBodyBytes,
     clock,
-    secrets,
+    // With accounts configured, `/webhooks` is served only while the default account has a secret (contract section 21).
+    accountOf: (name) =>
+      name === DEFAULT_ACCOUNT ? (accounts.endpoints.size === 0 || secrets.accepted().length > 0 ? defaultAccount : undefined) : accounts.endpoints.get(name),
     accept,
     metrics,
     tracing,
@@ -248,6 +254,7 @@ export async function createRelay(deps: RelayDeps) {
     fanout,
     secrets,
     secretsFile,
+    accountSecretsFiles: accounts.files,
     sinksFor,
     reconciler,
     tally,
@@ -266,6 +273,9 @@ export async function createRelay(deps: RelayDeps) {
     fanout,
     secrets,
     secretsFile,
+    /** The configured accounts' endpoints, by name, and their secrets files. */
+    accounts: accounts.endpoints,
+    accountSecretsFiles: accounts.files,
     registry,
     reconciler,
     publicApp,
@@ -313,7 +323,27 @@ function fanoutDatabase(config: Config, store: Store): Pick<FanoutThreadDeps, 'o
   return store.database.dialect === 'postgres' ? { ownDatabase: { options: splitPool(databaseOptionsOf(config)).fanout } } : {};
 }
 
-/** Every accepted signing secret (environment, file, database); none closes the store and refuses to start. */
+/**
+ * The endpoint of each configured account (contract section 21): its own secrets, from its list and
+ * its file (read now: a missing or invalid one stops the start, as section 1's does). The database's
+ * secrets are the default account's.
+ */
+function openAccountEndpoints(config: Config, clock: Clock, logger: Logger): { endpoints: Map<string, AccountEndpoint>; files: SecretsFile[] } {
+  const endpoints = new Map<string, AccountEndpoint>();
+  const files: SecretsFile[] = [];
+  for (const account of config.accounts) {
+    const file = account.secretsFile === undefined ? undefined : new SecretsFile(account.secretsFile, { logger: logger.child({ part: 'secrets', account: account.name }) });
+    file?.load();
+    if (file) files.push(file);
+    endpoints.set(account.name, { name: account.name, secrets: new SecretRing({ env: account.secrets, file, clock }) });
+  }
+  return { endpoints, files };
+}
+
+/**
+ * Every accepted signing secret (environment, file, database); none closes the store and refuses to
+ * start, unless other accounts are configured (then `/webhooks` answers 404 until one is).
+ */
 async function openSecretRing({
   config,
   store,
@@ -340,7 +370,7 @@ async function openSecretRing({
   try {
     // Read first: `upstream register` may have left the only secret in the database.
     await secrets.refreshDatabase();
-    if (secrets.accepted().length === 0) throw new NoSecretError();
+    if (secrets.accepted().length === 0 && config.accounts.length === 0) throw new NoSecretError();
   } catch (error) {
     await store.close();
     throw error;
@@ -528,6 +558,7 @@ interface LifecycleParts {
   fanout: Fanout;
   secrets: SecretRing;
   secretsFile: SecretsFile | undefined;
+  accountSecretsFiles: SecretsFile[];
   sinksFor: SinkRouter;
   reconciler: Reconciler | undefined;
   tally: DeliveryTally;
@@ -542,7 +573,7 @@ interface LifecycleParts {
 
 /** Start, drain and stop: what listens, the schedules, and the order they end in. */
 function relayLifecycle(parts: LifecycleParts) {
-  const { deps, store, fanout, secrets, secretsFile, sinksFor, reconciler, tally, backups, degradation, publicApp, internalApp, sinkNames, shuttingDown } = parts;
+  const { deps, store, fanout, secrets, secretsFile, accountSecretsFiles, sinksFor, reconciler, tally, backups, degradation, publicApp, internalApp, sinkNames, shuttingDown } = parts;
   const { config, logger, clock = systemClock, tracing = tracingOff, timers, reconcile: reconcileOptions } = deps;
   const secretsLogger = logger.child({ part: 'secrets' });
   let listening: Listening[] = [];
@@ -562,6 +593,7 @@ function relayLifecycle(parts: LifecycleParts) {
       // A SIGTERM during start: the servers serve their delay already draining.
       if (shuttingDown(false)) for (const l of listening) l.drain();
       secretsFile?.start(config.secretsReloadMs);
+      for (const file of accountSecretsFiles) file.start(config.secretsReloadMs);
       secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
         secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
       );
@@ -607,6 +639,7 @@ function relayLifecycle(parts: LifecycleParts) {
       const started = Date.now();
       shuttingDown(true);
       secretsFile?.stop();
+      for (const file of accountSecretsFiles) file.stop();
       await Promise.all([
         ...listening.map((l) => l.close(config.shutdownTimeoutMs)),
         pruning?.stop(),

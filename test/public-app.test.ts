@@ -77,7 +77,7 @@ describe('a fault inside the relay', () => {
       toleranceSeconds: 300,
       maxBodyBytes: 1024 * 64,
       clock,
-      secrets: new SecretRing({ env: [SECRET], clock }),
+      accountOf: (name) => (name === 'default' ? { name, secrets: new SecretRing({ env: [SECRET], clock }) } : undefined),
       accept: () => Promise.reject(new Error('boom')),
       tracing: tracingOff,
       metrics,

@@ -7,7 +7,8 @@ import { describeError, errorCodeOf, RelayError } from '../errors.js';
 import { isPostgresUrl } from '../store/engines/database.js';
 import { configExamples } from './examples.js';
 import { secretsOfFile } from '../verify/secrets-file.js';
-import { accountsSchema, configKeys, configSchema, DEFAULT_ACCOUNT, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
+import { DEFAULT_ACCOUNT } from './default-account.js';
+import { accountsSchema, configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
 
 /** Thrown when configuration is invalid; `problems` holds one human-readable line each. */
 export class ConfigError extends RelayError {

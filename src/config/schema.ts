@@ -6,6 +6,7 @@ import { untrusted } from '../log.js';
 import { compileFilter } from '../sinks/filter.js';
 import { hookTransformOf, type TransformedHook } from '../sinks/transform.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
+import { DEFAULT_ACCOUNT } from './default-account.js';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -153,9 +154,6 @@ export type HookConfig = z.infer<typeof hookSchema>;
 export const hooksSchema = z
   .array(hookSchema)
   .refine((hooks) => new Set(hooks.map((h) => h.name)).size === hooks.length, 'hook names must be unique');
-
-/** The account of contract section 1, the one every relay has; no configured account may take its name. */
-export const DEFAULT_ACCOUNT = 'default';
 
 const natsSubjectPrefix = z
   .string()

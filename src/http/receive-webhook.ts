@@ -11,11 +11,16 @@ import type { Tracing } from '../tracing/tracing.js';
 import { readBody } from './read-body.js';
 import { asRelayError, sendJson, sendRelayError } from './send-error.js';
 
+/** An account's endpoint (contract section 21): its name, and the secrets that verify there and nowhere else. */
+export interface AccountEndpoint {
+  name: string;
+  secrets: SecretRing;
+}
+
 export interface ReceiveWebhookDeps {
   toleranceSeconds: number;
   maxBodyBytes: number;
   clock: Clock;
-  secrets: SecretRing;
   accept: AcceptEvent;
   metrics: Metrics;
   tracing: Tracing;
@@ -23,7 +28,7 @@ export interface ReceiveWebhookDeps {
 }
 
 /** Answers one request; rejects only on a bug (anything that is not a RelayError). */
-export type ReceiveWebhook = (req: IncomingMessage, res: ServerResponse, requestId: string) => Promise<void>;
+export type ReceiveWebhook = (req: IncomingMessage, res: ServerResponse, requestId: string, account: AccountEndpoint) => Promise<void>;
 
 /**
  * The logger of the one line per delivery. The line's keys are fixed, none of them a redacted path,
@@ -35,15 +40,16 @@ export function deliveryLogger(logger: Logger): Logger {
 }
 
 /**
- * `POST /webhooks`: raw body -> verify -> parse -> store once -> 200. The checks run in the order of
+ * `POST /webhooks` (and `/webhooks/<account>`): raw body -> verify with the account's secrets ->
+ * parse -> store once, as the account's -> 200. The checks run in the order of
  * the contract's table, so the first failing row answers; no JSON parsing happens before the HMAC.
  * Plain node:http, so the hot path pays for no framework.
  */
 export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
-  const { clock, secrets, accept, metrics, logger, tracing } = deps;
+  const { clock, accept, metrics, logger, tracing } = deps;
   const deliveryLog = deliveryLogger(logger);
 
-  return async (req, res, requestId) => {
+  return async (req, res, requestId, { name: account, secrets }) => {
     const started = performance.now();
     const span = tracing.receive(req.headers);
     let event: ParsedEvent | undefined;
@@ -59,7 +65,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       event = parseEvent(body, headers.deliveryId);
 
       const receivedAt = clock.now();
-      const stored = await accept({ event, receivedAt, attempt: headers.attempt, traceparent: span.traceparent });
+      const stored = await accept({ event, account, receivedAt, attempt: headers.attempt, traceparent: span.traceparent });
       outcome = stored.duplicate ? 'duplicate' : 'accepted';
       if (stored.payloadDiffers) {
         logger.warn({ requestId, deliveryId: untrusted(deliveryId), type: untrusted(event.type) }, 'duplicate delivery with a different body; the first copy is kept');
@@ -85,6 +91,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
     deliveryLog[log](
       {
         requestId,
+        account,
         deliveryId: untrusted(deliveryId),
         type: untrusted(event?.type),
         boxId: untrusted(event?.boxId),

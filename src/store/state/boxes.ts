@@ -2,6 +2,7 @@ import { sql, type Kysely, type Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
 import type { Database } from '../engines/database.js';
 import type { BoxesTable, Schema } from '../schema.js';
+import { NAMED_ACCOUNT_KEY } from '../account-keys.js';
 
 /** A box as the admin API shows it (contract section 6). */
 export interface Box {
@@ -166,7 +167,9 @@ export async function boxesUnchangedSince(kysely: Kysely<Schema>, before: { iso:
         eb('state_changed_at', '<', before.iso),
         eb.and([eb('state_changed_at', 'is', null), eb('last_seen_at', '<', before.ms)]),
       ]),
-    );
+    )
+    // A run reads the default account's upstream: another account's boxes are never absent from it.
+    .where('id', 'not like', NAMED_ACCOUNT_KEY);
   if (afterId !== undefined) select = select.where('id', '>', afterId);
   const rows = await select.orderBy('id').limit(limit).execute();
   return rows.map((r) => r.id);

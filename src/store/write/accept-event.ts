@@ -1,5 +1,7 @@
+import { DEFAULT_ACCOUNT } from '../../config/default-account.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { StoredEvent } from '../../events/types.js';
+import { accountKeyed } from '../account-keys.js';
 import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.js';
 
 /**
@@ -7,7 +9,7 @@ import type { DeliveryWriter, NewDelivery, RecordResult } from './delivery-sql.j
  * reconciliation run found it. Dedup, box state and fan-out rows are one commit (the writer);
  * `events_total` counts each event the first time it is stored.
  */
-export type AcceptEvent = (delivery: Omit<NewDelivery, 'sinks'>) => Promise<RecordResult>;
+export type AcceptEvent = (delivery: Omit<NewDelivery, 'sinks'> & { /** Absent: `default`. */ account?: string }) => Promise<RecordResult>;
 
 export interface AcceptEventDeps {
   writer: DeliveryWriter;
@@ -17,8 +19,9 @@ export interface AcceptEventDeps {
 }
 
 export function acceptEvent({ writer, sinksFor, metrics }: AcceptEventDeps): AcceptEvent {
-  return async (delivery) => {
-    const stored = await writer.record({ ...delivery, sinks: sinksFor(delivery.event.type, { payload: delivery.event.payload, origin: delivery.origin }) });
+  return async ({ account = DEFAULT_ACCOUNT, ...delivery }) => {
+    const sinks = sinksFor(delivery.event.type, { payload: delivery.event.payload, origin: delivery.origin });
+    const stored = await writer.record({ ...delivery, event: accountKeyed(delivery.event, account), sinks });
     if (!stored.duplicate) metrics.events.inc({ type: metrics.eventTypeLabel(delivery.event.type) });
     return stored;
   };

@@ -1,0 +1,5 @@
+/**
+ * The account of contract section 1, the one every relay has (contract section 21): no configured
+ * account may take its name. A module of its own, so storage and verification import it without the schema.
+ */
+export const DEFAULT_ACCOUNT = 'default';

@@ -9,7 +9,7 @@ import { createLogger } from '../src/log.js';
 import { createSinkRouter } from '../src/sinks/route.js';
 import type { Sink } from '../src/sinks/sink.js';
 import { createFanoutStore, type FanoutStore } from '../src/store/fanout-store.js';
-import { createSinkStates, type SinkStates } from '../src/store/state/sink-state.js';
+import { createSinkStates } from '../src/store/state/sink-state.js';
 import { openStore } from '../src/store/store.js';
 import { tracingOff } from '../src/tracing/tracing.js';
 import { sqliteFile } from './support/databases.js';
@@ -35,19 +35,20 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   const config = configSchema.parse({ secrets: ['whsec_dGVzdC1zZWNyZXQtZm9yLXBhdXNlLXJlYWQ='], hooks: [{ name: 'h', url: hook.url }] });
 
   const outbox = createFanoutStore(store.database);
-  let readHeld: { reached(): void; release: Promise<void> } | undefined;
+  let readHeld: { reached(): void; release: Promise<void>; served(): void } | undefined;
   const heldOutbox: FanoutStore = {
     ...outbox,
     log: {
       ...outbox.log,
       async read(read) {
         const held = readHeld;
-        if (held) {
-          readHeld = undefined;
-          held.reached();
-          await held.release;
-        }
-        return outbox.log.read(read);
+        if (!held) return outbox.log.read(read);
+        readHeld = undefined;
+        held.reached();
+        await held.release;
+        const page = await outbox.log.read(read);
+        held.served();
+        return page;
       },
     },
   };
@@ -56,15 +57,6 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   const counted: Sink = { ...hookSink, deliver: (event, signal, trace) => (sent.push(event.id), hookSink.deliver(event, signal, trace)) };
 
   const sinkStates = createSinkStates(store.database);
-  let stateRead: (() => void) | undefined;
-  const watchedStates: SinkStates = {
-    ...sinkStates,
-    async read(sink) {
-      const state = await sinkStates.read(sink);
-      stateRead?.();
-      return state;
-    },
-  };
   const sinksFor = createSinkRouter({ buses: [], hooks: config.hooks, source: config.source });
   const operatorEvents = createOperatorEvents({ writer: store.writer, sinksFor, clock: systemClock, logger });
   let dispatcher: Dispatcher | undefined;
@@ -78,7 +70,7 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
       metrics: { sinkDeliveries: { inc() {} }, sinkDeliveryDuration: { observe() {} } },
       source: config.source,
       exclusive: true,
-      sinkStates: watchedStates,
+      sinkStates,
       pauses,
       operatorEvents,
       tracing: tracingOff,
@@ -100,17 +92,19 @@ it('a pause told while the lane reads the log: what that read brings waits, and 
   await hook.received(1);
 
   let release!: () => void;
+  let served!: () => void;
+  const readServed = new Promise<void>((resolve) => (served = resolve));
   const reached = new Promise<void>((resolve) => {
-    readHeld = { reached: resolve, release: new Promise<void>((r) => (release = r)) };
+    readHeld = { reached: resolve, release: new Promise<void>((r) => (release = r)), served };
   });
   const second = await post('bx_2');
   await reached;
+  // Answered while the read is under way: the lane acknowledges the pause without waiting for it.
   expect(await pauses.pauseByOperator('h')).toBe(true);
-  // The lane reads the state again after the read ends; by then (and a turn later) what the read
-  // brought would have been handed to the sink.
-  const readAgain = new Promise<void>((resolve) => (stateRead = resolve));
+  // Served after the answer; a turn later what the read brought would have been handed to the sink.
   release();
-  await readAgain;
+  await readServed;
+  await new Promise((resolve) => setImmediate(resolve));
   await new Promise((resolve) => setImmediate(resolve));
   expect(sent).toEqual([first]);
   await stop();

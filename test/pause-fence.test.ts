@@ -34,26 +34,28 @@ function gate(): { opened: Promise<void>; open(): void } {
   return { opened, open };
 }
 
-/** Holds each lane's acknowledgement of a pause epoch (a renewal naming an epoch past 0) until `release`; `reached` once one is held. */
+/** Holds each lane's acknowledgement of a pause epoch (a renewal or an acknowledgement naming an epoch past 0) until `release`; `reached` once one is held. */
 function heldAcknowledgements(): { reached: Promise<void>; release(): void; wrapStore: (store: FanoutStore) => FanoutStore } {
   const reached = gate();
   const released = gate();
   return {
     reached: reached.opened,
     release: released.open,
-    wrapStore: (store) => ({
-      ...store,
-      log: {
-        ...store.log,
-        async acquireParts(request) {
-          if (request.seenEpoch > 0) {
-            reached.open();
-            await released.opened;
-          }
-          return store.log.acquireParts(request);
+    wrapStore: (store) => {
+      const held = async (seenEpoch: number) => {
+        if (seenEpoch === 0) return;
+        reached.open();
+        await released.opened;
+      };
+      return {
+        ...store,
+        log: {
+          ...store.log,
+          acquireParts: async (request) => (await held(request.seenEpoch), store.log.acquireParts(request)),
+          acknowledge: async (reader) => (await held(reader.seenEpoch), store.log.acknowledge(reader)),
         },
-      },
-    }),
+      };
+    },
   };
 }
 

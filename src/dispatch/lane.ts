@@ -54,6 +54,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   const { store, sinkStates, clock, tuning, log, stopping, inFlight } = deps;
   const leaseMs = tuning.leaseMs ?? leaseMsFor(sink.attemptTimeoutMs, tuning);
   const workMs = workMsFor(leaseMs, tuning);
+  const holdMs = Math.min(leaseMs, tuning.holdMs);
   if (workMs < sink.attemptTimeoutMs) {
     log.warn(
       { sink: sink.name, leaseMs, attemptTimeoutMs: sink.attemptTimeoutMs },
@@ -90,23 +91,41 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   /** Counts the states taken: a read of the log or a claim under way across one is stale. */
   let stateChanges = 0;
   const stateCurrent = (): boolean => state !== undefined && state.epoch >= knownEpoch && clock.now() < laneUntil;
+  /** Takes the state a renewal answered, with the lane's lease; true when its epoch is newer than the one acknowledged. */
+  const take = (now: SinkState, until: number, acknowledged: number): boolean => {
+    knownEpoch = Math.max(knownEpoch, now.epoch);
+    laneUntil = Math.max(laneUntil, until);
+    if (now.epoch !== state?.epoch) stateChanges++;
+    state = now;
+    return now.epoch > acknowledged;
+  };
   /**
    * Renews the lane's lease and its partitions, which answers the sink's state (its run of failures
    * changes without a new epoch); a newer epoch is acknowledged by renewing again.
    */
   const holdCurrent = async (): Promise<void> => {
-    for (let acknowledged = state?.epoch ?? 0; ; ) {
+    for (let acknowledged = state?.epoch ?? 0; ; acknowledged = (state as SinkState).epoch) {
       const { state: now, until } = await logLane.hold(acknowledged);
-      knownEpoch = Math.max(knownEpoch, now.epoch);
-      laneUntil = until;
-      if (now.epoch !== state?.epoch) stateChanges++;
-      state = now;
-      if (state.epoch <= acknowledged) return;
-      acknowledged = state.epoch;
+      if (!take(now, until, acknowledged)) return;
     }
   };
-  /** Told of a change (this process paused or resumed the sink): the lease is renewed, and the state learnt, at once. */
+  /** The same for the lane's lease alone: a change is acknowledged at once, even while a read of the log is under way. */
+  const acknowledgeCurrent = async (): Promise<void> => {
+    for (let acknowledged = (state as SinkState).epoch; ; acknowledged = (state as SinkState).epoch) {
+      const askedAt = clock.now();
+      const now = await store.log.acknowledge({ sink: sink.name, owner: deps.owner, now: askedAt, leaseMs: holdMs, seenEpoch: acknowledged });
+      if (!take(now, askedAt + holdMs, acknowledged)) return;
+    }
+  };
+  let acknowledging: Promise<void> | undefined;
+  /** Told of a change (this process paused or resumed the sink): it is learnt and acknowledged at once, and the lane looks for work. */
   const forgetState = () => {
+    // Not yet a reader: its first renewal learns the state.
+    if (state !== undefined && !stopping.aborted) {
+      acknowledging ??= acknowledgeCurrent()
+        .catch((error: unknown) => log.warn({ err: error, sink: sink.name }, 'could not acknowledge a pause or a resume; the next renewal does'))
+        .finally(() => (acknowledging = undefined));
+    }
     renewDue = true;
     wake('all');
   };
@@ -176,7 +195,7 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     tuning,
     log,
     workMs,
-    holdMs: Math.min(leaseMs, tuning.holdMs),
+    holdMs,
     tryEvent: deps.tryEvent,
     judge: deps.judge,
     untilStored: deps.untilStored,

@@ -29,6 +29,9 @@ export interface AcquireParts {
   take: boolean;
 }
 
+/** A lane as a reader of its sink: what renews its lease and acknowledges a pause epoch. */
+export type Reader = Pick<AcquireParts, 'sink' | 'owner' | 'now' | 'leaseMs' | 'seenEpoch'>;
+
 export interface AcquiredParts {
   /** Every partition this process holds now (renewed), with its stored cursor and epoch. */
   held: FencedPart[];
@@ -52,6 +55,12 @@ export interface LogCursors {
   /** Creates the sink's cursors at the log's head when it has none (a sink routed to for the first time). */
   ensureCursors(sinks: string[]): Promise<void>;
   acquireParts(request: AcquireParts): Promise<AcquiredParts>;
+  /**
+   * The lane's lease as a reader renewed alone, acknowledging `seenEpoch`, and the sink's state now:
+   * a lane told of a pause acknowledges it so, even while a read of the log is under way (its
+   * partitions are renewed only between reads).
+   */
+  acknowledge(reader: Reader): Promise<SinkState>;
   /** Moves this process's cursors (of partitions it still holds) forward, with `mark` noting when. */
   advanceCursors(advance: AdvanceCursors): Promise<void>;
   releaseParts(release: { sink: string; owner: string; parts: number[] }): Promise<void>;
@@ -109,7 +118,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
    * wholly after a pause: a pause that commits first is in its answer, and one that commits after
    * sees this row when it waits for the lanes (`SinkStates.lanesBehind`).
    */
-  const register = async ({ sink, owner, now, leaseMs, seenEpoch }: AcquireParts): Promise<SinkState> => {
+  const register = async ({ sink, owner, now, leaseMs, seenEpoch }: Reader): Promise<SinkState> => {
     await ensureSinkState(sink);
     const [row] = await executeUnsynced(
       database,
@@ -138,6 +147,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
   // Plain functions, no `this`: the fan-out worker calls them through the main thread.
   return {
     ensureCursors,
+    acknowledge: register,
 
     /**
      * A heartbeat as a reader of the sink, then: the partitions this process holds are renewed, and

@@ -15,7 +15,7 @@ import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
 import { evaluateInFanoutWorker, exitFanoutWorker, hangFanoutWorker, inspectorUrlIn } from './support/inspector.js';
 import { SHARED_NATS, natsClient, uniqueNames } from './support/nats.js';
-import { requireBuild, type RelayProcess } from './support/process.js';
+import { logLines, requireBuild, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 import { threadsOf } from './support/threads.js';
 
@@ -176,7 +176,7 @@ describe('fan-out in a worker thread', () => {
     expect(await relay.exited).toBe(0);
     // The worker's lines (its NATS sink's) reach stdout through the main thread's one writer: every line whole.
     expect(relay.lines.some((line) => line.includes('"sink":"nats"') && line.includes('JetStream stream'))).toBe(true);
-    for (const line of relay.lines) expect(() => JSON.parse(line), line).not.toThrow();
+    for (const line of logLines(relay)) expect(() => JSON.parse(line), line).not.toThrow();
   });
 
   it('a SIGTERM under load: every 200 is stored, its rows released, and all arrive at NATS and the hook after a restart', async () => {

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sqliteFile } from './support/databases.js';
-import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { killIfRunning, logLines, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 
 beforeAll(requireBuild);
@@ -24,7 +24,7 @@ describe('the log of serve (asynchronous writes to stdout)', () => {
     relay.child.kill('SIGTERM');
     await closed;
     expect(relay.child.exitCode).toBe(0);
-    const entries = relay.lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const entries = logLines(relay).map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(entries.find((e) => e.msg === 'delivery')).toMatchObject({ deliveryId: d.id, outcome: 'accepted', level: 30 });
     expect(entries.map((e) => e.msg)).toEqual(expect.arrayContaining(['shutting down', 'boxrelay stopped']));
   });

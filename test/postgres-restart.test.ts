@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './support/fanout.js';
 import { ownPostgres, type OwnPostgres } from './support/postgres-server.js';
-import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
+import { killIfRunning, logLines, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET, delivery } from './support/sign.js';
 
 // Short database waits, so each case takes seconds.
@@ -128,7 +128,7 @@ describe('PostgreSQL failures under a running relay', () => {
     const acknowledged = answers.filter((a) => a.status === 200).map((a) => a.id);
     expect((await storedIds(acknowledged)).size).toBe(acknowledged.length);
     // Within the 30 s interval each distinct cause is logged once, however many requests it failed.
-    const reasons = relay.lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.msg === 'storage failure').map((e) => e.reason);
+    const reasons = logLines(relay).map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.msg === 'storage failure').map((e) => e.reason);
     expect(reasons.length).toBeLessThan(answers.filter((a) => a.status === 503).length);
     expect(new Set(reasons).size).toBe(reasons.length);
   });

@@ -18,6 +18,7 @@ import { configCommand } from './config-check.js';
 import { exitInvalidConfig, exitMisconfigured } from './misconfigured.js';
 import { reconcileOnce } from './reconcile.js';
 import { sendTest } from './send-test.js';
+import { startSummary } from './start-summary.js';
 import { storeCommand } from './store-copy.js';
 import { packageVersion } from '../package-version.js';
 import {
@@ -118,7 +119,9 @@ async function serve(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-  await started;
+  const ports = await started;
+  // For a person at a terminal, beside the JSON lines on stdout: what listens where and what is on.
+  if (logger.isLevelEnabled('info')) for (const line of startSummary(config, ports, packageVersion())) process.stderr.write(`boxrelay: ${line}\n`);
 }
 
 async function migrate(): Promise<void> {

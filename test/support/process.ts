@@ -90,6 +90,11 @@ export async function spawnRelay(env: Record<string, string>): Promise<RelayProc
   return { child, port: listening.port as number, internalPort: listening.internalPort as number, lines, exited, waitForLog };
 }
 
+/** The relay's JSON log lines (stdout), without the plain-text lines `boxrelay: …` it writes to stderr for a person. */
+export function logLines(relay: RelayProcess): string[] {
+  return relay.lines.filter((line) => !line.startsWith('boxrelay: '));
+}
+
 /** Runs a CLI command to completion. */
 export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });

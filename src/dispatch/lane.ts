@@ -95,6 +95,8 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
   const take = (now: SinkState, until: number, acknowledged: number): boolean => {
     knownEpoch = Math.max(knownEpoch, now.epoch);
     laneUntil = Math.max(laneUntil, until);
+    // Read before a newer state this lane took meanwhile (a renewal and an acknowledgement crossing): kept as it is.
+    if (state !== undefined && now.epoch < state.epoch) return false;
     if (now.epoch !== state?.epoch) stateChanges++;
     state = now;
     return now.epoch > acknowledged;

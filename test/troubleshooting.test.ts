@@ -2,6 +2,7 @@
 // sources (the error classes, the sinks' failures and the buses' refusals), not listed here by hand.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -91,5 +92,49 @@ describe('docs/troubleshooting.md', () => {
   it('names what last_error holds for work set aside for a sink no replica serves', () => {
     const [, setAside] = /SINK_NOT_CONFIGURED = '([^']+)'/.exec(read('src/store/exceptions/rows.ts'))!;
     expect(named(setAside!)).toBe(true);
+  });
+});
+
+/**
+ * The warn, error and fatal lines the relay logs: each call `<logger>.warn|error|fatal(…)` in src/,
+ * by its message's text (a template's or a concatenation's longest literal part). Messages given
+ * as a variable (a reason passed in) are not read.
+ */
+function logMessages(): { where: string; text: string }[] {
+  const messages: { where: string; text: string }[] = [];
+  for (const file of sources('src')) {
+    const source = ts.createSourceFile(file, read(file), ts.ScriptTarget.Latest, true);
+    const visit = (node: ts.Node): void => {
+      if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression) && ['warn', 'error', 'fatal'].includes(node.expression.name.text)) {
+        const target = node.expression.expression.getText(source);
+        const message = node.arguments.at(-1);
+        if (/(^|\.)\w*[lL]og(ger)?$/.test(target) && message !== undefined) {
+          const parts = literalParts(message);
+          const longest = parts.sort((a, b) => b.length - a.length)[0];
+          const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+          if (longest !== undefined) messages.push({ where: `${file}:${line}`, text: longest });
+        }
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return messages;
+}
+
+/** The literal text of a message: a string, a template's fixed parts, a concatenation's. */
+function literalParts(node: ts.Expression): string[] {
+  if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) return [node.text];
+  if (ts.isTemplateExpression(node)) return [node.head.text, ...node.templateSpans.map((span) => span.literal.text)].filter((text) => text.trim().length > 0);
+  if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.PlusToken) return [...literalParts(node.left), ...literalParts(node.right)];
+  if (ts.isParenthesizedExpression(node)) return literalParts(node.expression);
+  return [];
+}
+
+describe('docs/troubleshooting.md and the log', () => {
+  it('gives every warn, error and fatal message of the relay', () => {
+    const messages = logMessages();
+    expect(messages.length).toBeGreaterThan(50);
+    expect(messages.filter(({ text }) => !page.includes(text)).map(({ where, text }) => `${where}: ${text}`)).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import { createAuditTrail } from './audit-trail.js';
 import { systemClock, type Clock } from './clock.js';
-import type { Config } from './config/schema.js';
+import { accountSourcesOf, type Config } from './config/schema.js';
 import { createDeliveryTally } from './dispatch/delivery-tally.js';
 import { createAttemptRecorder } from './dispatch/attempt-recorder.js';
 import { createFanoutThread, type FanoutThreadDeps } from './dispatch/fanout-thread.js';
@@ -490,6 +490,7 @@ function createRelayFanout({
     logger,
     metrics: dispatchMetrics,
     source: config.source,
+    accountSources: accountSourcesOf(config),
     exclusive,
     sinkStates,
     pauses,

@@ -177,6 +177,11 @@ export const accountSchema = z.strictObject({
 
 export type AccountConfig = z.infer<typeof accountSchema>;
 
+/** Each configured account's CloudEvents `source`: its own, else `<BOXRELAY_SOURCE>/<name>` (contract section 21). */
+export function accountSourcesOf(config: { source: string; accounts: AccountConfig[] }): Record<string, string> {
+  return Object.fromEntries(config.accounts.map((account) => [account.name, account.cloudEventsSource ?? `${config.source}/${account.name}`]));
+}
+
 /**
  * The account list: names unique, each with a secret given here (a secret only the database holds
  * would leave the endpoint refusing everything until `boxrelay upstream register --account`).

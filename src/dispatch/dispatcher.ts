@@ -13,7 +13,7 @@ import { createJudge } from './judge.js';
 import { createLane } from './lane.js';
 import type { OperatorEvents } from './operator-events.js';
 import type { Pauses } from './pauses.js';
-import { recentEvents } from './recent-events.js';
+import { recentEvents, type AccountSources } from './recent-events.js';
 import { createSinkHealth } from './sink-health.js';
 import { createTryEvent } from './try-event.js';
 import { defaultTuning, type DispatchTuning } from './tuning.js';
@@ -28,6 +28,8 @@ export interface DispatcherDeps {
   metrics: DispatchMetrics;
   /** CloudEvents `source`. */
   source: string;
+  /** The other accounts' CloudEvents `source`s (contract section 21). */
+  accountSources?: AccountSources;
   /** Only this process serves the database (SQLite): leases left by a previous run are stale at start. */
   exclusive: boolean;
   sinkStates: SinkStates;
@@ -103,7 +105,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const untilStored = untilStoredBy({ stopping: stopping.signal, maxDelayMs: tuning.pollMs, log });
   const tryEvent = createTryEvent({
     // An event's CloudEvent is built once for all its sinks, whose lanes read it within moments of each other.
-    eventOf: recentEvents(deps.source),
+    eventOf: recentEvents(deps.source, { accountSources: deps.accountSources }),
     judge,
     tracing: deps.tracing,
     tuning,

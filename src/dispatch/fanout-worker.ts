@@ -4,6 +4,7 @@
 // the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../clock.js';
+import { accountSourcesOf } from '../config/schema.js';
 import { createLogger } from '../log.js';
 import { createTracing, tracingOff } from '../tracing/tracing.js';
 import { createAttemptLog } from '../store/attempts/record-attempts.js';
@@ -62,6 +63,7 @@ const fanout = createInlineFanout({
   logger,
   metrics: recorder.metrics,
   source: config.source,
+  accountSources: accountSourcesOf(config),
   exclusive,
   tracing,
   tuning: { pollMs: config.outboxPollMs, leaseMs: config.outboxLeaseMs, unservedGraceMs: config.unservedSinkGrace },

@@ -1,4 +1,5 @@
 import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
+import { namedAccountOf } from '../store/account-keys.js';
 
 export interface RecentLimits {
   /** Events kept: the lanes of one event's sinks read it within a few reads of each other. */
@@ -8,6 +9,9 @@ export interface RecentLimits {
 }
 
 export const recentLimits: RecentLimits = { events: 2048, payloadChars: 8 * 1024 * 1024 };
+
+/** Each configured account's CloudEvents `source` but `default`'s, by name: data, so it crosses to the fan-out's thread. */
+export type AccountSources = Readonly<Record<string, string>>;
 
 interface Built {
   payload: string;
@@ -22,14 +26,16 @@ interface Built {
  */
 export function recentEvents(
   source: string,
-  { limits = recentLimits, build = toCloudEvent }: { limits?: RecentLimits; build?: typeof toCloudEvent } = {},
+  { limits = recentLimits, build = toCloudEvent, accountSources = {} }: { limits?: RecentLimits; build?: typeof toCloudEvent; accountSources?: AccountSources } = {},
 ): (eventId: string, payload: string, origin: string | null) => CloudEvent {
   const built = new Map<string, Built>();
   let chars = 0;
   return (eventId, payload, origin) => {
     const kept = built.get(eventId);
     if (kept !== undefined && kept.payload === payload && kept.origin === origin) return kept.event;
-    const event = build(payload, source, origin);
+    const account = namedAccountOf(eventId);
+    // An account no longer configured keeps its name, with the default rule's source.
+    const event = build(payload, source, origin, account === undefined ? undefined : { name: account, source: accountSources[account] ?? `${source}/${account}` });
     if (kept !== undefined) {
       built.delete(eventId);
       chars -= kept.payload.length;

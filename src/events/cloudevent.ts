@@ -10,6 +10,14 @@ export interface CloudEvent {
   data: Record<string, unknown>;
   /** Extension attribute: how a reconciliation run found the event; absent on received webhooks. */
   boxrelayorigin?: string;
+  /** Extension attribute: the account of the event (contract section 21); absent for the default account's. */
+  boxrelayaccount?: string;
+}
+
+/** The account an event is of, other than `default`, with its CloudEvents `source`. */
+export interface EventAccount {
+  name: string;
+  source: string;
 }
 
 interface StoredPayload {
@@ -23,21 +31,32 @@ interface StoredPayload {
 
 /**
  * Builds the CloudEvent from the stored raw payload: `data` unchanged, `subject` the raw box id.
- * An operator event is one the relay wrote (its stored origin), whatever its type says.
+ * An operator event is one the relay wrote (its stored origin), whatever its type says. An event of
+ * an account other than `default` carries the account's name and `source`.
  */
-export function toCloudEvent(payload: string, source: string, origin: string | null = null): CloudEvent {
+export function toCloudEvent(payload: string, source: string, origin: string | null = null, account?: EventAccount): CloudEvent {
   const event = JSON.parse(payload) as StoredPayload;
   const operator = origin === 'operator';
   const subject = operator ? event.subject : event.data.box?.id;
   return {
     specversion: '1.0',
     id: event.id,
-    source: operator ? `${source}/boxrelay` : source,
+    source: operator ? `${source}/boxrelay` : (account?.source ?? source),
     type: event.type,
     ...(typeof subject === 'string' && subject !== '' ? { subject } : {}),
     time: event.createdAt,
     datacontenttype: 'application/json',
     data: event.data,
     ...(origin === 'history' || origin === 'synthesized' ? { boxrelayorigin: origin } : {}),
+    ...(account === undefined ? {} : { boxrelayaccount: account.name }),
   };
+}
+
+/**
+ * The id receivers deduplicate by (`Nats-Msg-Id`, `webhook-id`, FIFO deduplication ids; contract
+ * section 21): the event id for the default account, `<name>:<event id>` for any other, so one
+ * delivery id under two accounts is two messages to them.
+ */
+export function receiverId(event: Pick<CloudEvent, 'id' | 'boxrelayaccount'>): string {
+  return event.boxrelayaccount === undefined ? event.id : `${event.boxrelayaccount}:${event.id}`;
 }

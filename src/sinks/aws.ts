@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config/schema.js';
 import { describeError, type BusName } from '../errors.js';
-import type { CloudEvent } from '../events/cloudevent.js';
+import { receiverId, type CloudEvent } from '../events/cloudevent.js';
 import { oncePerReason, untrusted, type Logger } from '../log.js';
 import { busSink, type Bus, type BusLink, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF, type BusTuning } from './bus.js';
 import { BusRefusedError, BusUnavailableError, SinkFailure, asSinkFailure } from './failures.js';
@@ -124,10 +124,11 @@ export function awsMessage(event: CloudEvent, body: string, traceparent: string 
     'content-type': { DataType: 'String', StringValue: 'application/cloudevents+json' },
   };
   if (event.subject) attributes.ce_subject = { DataType: 'String', StringValue: event.subject };
+  if (event.boxrelayaccount) attributes.ce_boxrelayaccount = { DataType: 'String', StringValue: event.boxrelayaccount };
   if (traceparent) attributes.traceparent = { DataType: 'String', StringValue: traceparent };
   let bytes = Buffer.byteLength(body);
   for (const [name, { StringValue }] of Object.entries(attributes)) bytes += Buffer.byteLength(name) + 'String'.length + Buffer.byteLength(StringValue);
-  return fifo ? { body, attributes, groupId: event.subject || NO_BOX_GROUP, deduplicationId: event.id, bytes } : { body, attributes, bytes };
+  return fifo ? { body, attributes, groupId: event.subject || NO_BOX_GROUP, deduplicationId: receiverId(event), bytes } : { body, attributes, bytes };
 }
 
 /**

@@ -5,7 +5,7 @@ import { Webhook } from 'standardwebhooks';
 import { createEgressDispatcher, fetchThrough } from '../egress/dispatcher.js';
 import { proxyRouteOf, type ProxyEnv } from '../egress/proxy-env.js';
 import { readTlsFiles } from '../egress/tls-files.js';
-import type { CloudEvent } from '../events/cloudevent.js';
+import { receiverId, type CloudEvent } from '../events/cloudevent.js';
 import { describeError } from '../errors.js';
 import { parseRetryAfter } from '../retry-after.js';
 import { standardWebhooksKey } from '../verify/secrets.js';
@@ -116,7 +116,7 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
       headers = new Headers(hook.headers);
       headers.set('content-type', contentType);
       headers.set('user-agent', 'boxrelay');
-      headers.set('webhook-id', event.id);
+      headers.set('webhook-id', receiverId(event));
       headers.set('webhook-timestamp', timestamp);
       // The receiver continues the trace of the attempt (tracing on).
       if (traceparent) headers.set('traceparent', traceparent);
@@ -126,7 +126,7 @@ export function createHttpHookSink({ hook, clock, proxyEnv = {}, fetch: injected
       throw new HookRequestInvalidError();
     }
     // `v1,<base64>` over `<webhook-id>.<webhook-timestamp>.<body>`, the library signing with the same second.
-    if (signer) headers.set('webhook-signature', signer.sign(event.id, now, body));
+    if (signer) headers.set('webhook-signature', signer.sign(receiverId(event), now, body));
     return { body, headers };
   };
 

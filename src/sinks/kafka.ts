@@ -113,7 +113,12 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
     message: (event, body, traceparent) => ({
       key: event.subject ?? NO_BOX_KEY,
       value: body,
-      headers: { 'content-type': 'application/cloudevents+json', ce_id: event.id, ...(traceparent ? { traceparent } : {}) },
+      headers: {
+        'content-type': 'application/cloudevents+json',
+        ce_id: event.id,
+        ...(event.boxrelayaccount ? { ce_boxrelayaccount: event.boxrelayaccount } : {}),
+        ...(traceparent ? { traceparent } : {}),
+      },
     }),
     connect(busLink) {
       link = busLink;

@@ -17,7 +17,7 @@ import {
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
 import type { Config } from '../config/schema.js';
-import type { CloudEvent } from '../events/cloudevent.js';
+import { receiverId, type CloudEvent } from '../events/cloudevent.js';
 import { DAY_MS } from '../clock.js';
 import { describeError } from '../errors.js';
 import { oncePerReason, untrusted, type Logger } from '../log.js';
@@ -404,7 +404,7 @@ function natsMessage(
   }
   const headers = new MsgHdrsImpl();
   try {
-    headers.set('Nats-Msg-Id', event.id);
+    headers.set('Nats-Msg-Id', receiverId(event));
   } catch {
     throw new NatsInvalidMessageError();
   }

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
+import { receiverId } from '../events/cloudevent.js';
 import { oncePerReason, untrusted } from '../log.js';
 import { busSink, type BusDefinition, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
@@ -53,7 +54,7 @@ export function createRedisSink({ settings, url, logger, ackTimeoutMs = DEFAULT_
     ackTimeoutMs,
     spanName: () => `publish ${settings.redisStream}`,
     message: (event, body, traceparent) => ({
-      seenKey: `${settings.redisStream}:seen:${event.id}`,
+      seenKey: `${settings.redisStream}:seen:${receiverId(event)}`,
       fields: ['id', event.id, 'type', event.type, 'subject', event.subject ?? '', 'event', body, ...(traceparent ? ['traceparent', traceparent] : [])],
     }),
     connect(link) {

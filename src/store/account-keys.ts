@@ -13,5 +13,11 @@ export function accountKeyed(event: ParsedEvent, account: string): ParsedEvent {
   return { ...event, id: `${account}:${event.id}`, boxId: event.boxId === null ? null : `${account}:${event.boxId}` };
 }
 
+/** The account of a stored key other than `default`'s: what `accountKeyed` put before its `:`. */
+export function namedAccountOf(key: string): string | undefined {
+  const colon = key.indexOf(':');
+  return colon === -1 ? undefined : key.slice(0, colon);
+}
+
 /** What a named account's key looks like (SQL LIKE): what a run for `default` must leave alone. */
 export const NAMED_ACCOUNT_KEY = '%:%';

@@ -1,0 +1,64 @@
+import request from 'supertest';
+import { describe, expect, it } from 'vitest';
+import { awsMessage } from '../src/sinks/aws.js';
+import { engines } from './support/databases.js';
+import { waitFor } from './support/fanout.js';
+import { fanoutFixture, hook } from './support/fanout-relay.js';
+import { collect, natsClient, SHARED_NATS, uniqueNames } from './support/nats.js';
+import { SECRET, delivery, eventId, sendRaw } from './support/sign.js';
+
+const PROD = 'whsec_cHJvZC1yZWNlaXZlcnMtc2VjcmV0LTAxMjM0NTY=';
+const STAGING = 'whsec_c3RhZ2luZy1yZWNlaXZlcnMtc2VjcmV0LTAxMjM=';
+
+const { server, relay, defer } = fanoutFixture();
+
+describe.each(engines)('what receivers see of several accounts (contract section 21) on $name', (engine) => {
+  it('one delivery id under three accounts reaches NATS and a hook three times, with distinct receiver ids, the account and its source', async () => {
+    const names = uniqueNames();
+    const nats = await natsClient();
+    defer(() => nats.close());
+    nats.streams.push(names.stream);
+    const published = collect(nats.nc, `${names.prefix}.>`);
+    const receiver = await server();
+    const t = await relay({
+      database: await engine.url(),
+      natsUrl: SHARED_NATS,
+      natsSubjectPrefix: names.prefix,
+      natsStream: names.stream,
+      hooks: [hook('all', receiver.url, { secret: 'whsec_aG9vay1zZWNyZXQtcmVjZWl2ZXJzLTAxMjM0NQ==' })],
+      accounts: [
+        { name: 'prod', secrets: [PROD], cloudEventsSource: 'sandbox-production' },
+        { name: 'staging', secrets: [STAGING] },
+      ],
+    });
+    const id = eventId();
+    for (const [path, secret] of [['/webhooks', SECRET], ['/webhooks/prod', PROD], ['/webhooks/staging', STAGING]] as const) {
+      const d = delivery({ timestamp: t.clock.seconds, id, secret, boxId: 'bx_same', type: 'box.error' });
+      expect((await sendRaw(request(t.relay.publicApp).post(path).set(d.headers), d.body)).body).toEqual({ ok: true, id, duplicate: false });
+    }
+
+    await waitFor(async () => receiver.requests.length === 3, 'the hook to get three events');
+    const byHookId = Object.fromEntries(receiver.requests.map((r) => [r.headers['webhook-id'], JSON.parse(r.body) as Record<string, unknown>]));
+    expect(Object.keys(byHookId).sort()).toEqual([id, `prod:${id}`, `staging:${id}`]);
+    expect(byHookId[id]).toMatchObject({ id, source: 'sandbox', subject: 'bx_same' });
+    expect(byHookId[id]).not.toHaveProperty('boxrelayaccount');
+    expect(byHookId[`prod:${id}`]).toMatchObject({ id, source: 'sandbox-production', subject: 'bx_same', boxrelayaccount: 'prod' });
+    expect(byHookId[`staging:${id}`]).toMatchObject({ id, source: 'sandbox/staging', subject: 'bx_same', boxrelayaccount: 'staging' });
+
+    // JetStream keeps all three: none is a duplicate of another within its window.
+    const messages = await published.received(3);
+    expect(messages.map((m) => m.headers?.get('Nats-Msg-Id')).sort()).toEqual([id, `prod:${id}`, `staging:${id}`]);
+    await waitFor(async () => (await nats.jsm.streams.info(names.stream)).state.messages === 3, 'three messages in the stream');
+  });
+});
+
+describe('the FIFO deduplication id and CloudEvents attributes of SQS and SNS', () => {
+  it('are the event id for default and <name>:<event id> with ce_boxrelayaccount for another account', () => {
+    const base = { specversion: '1.0', id: 'evt_1', source: 's', type: 'box.ready', subject: 'bx_1', time: 't', datacontenttype: 'application/json', data: {} } as const;
+    const ofDefault = awsMessage(base, '{}', undefined, true);
+    expect(ofDefault).toMatchObject({ deduplicationId: 'evt_1', groupId: 'bx_1' });
+    expect(ofDefault.attributes).not.toHaveProperty('ce_boxrelayaccount');
+    const ofProd = awsMessage({ ...base, boxrelayaccount: 'prod' }, '{}', undefined, true);
+    expect(ofProd).toMatchObject({ deduplicationId: 'prod:evt_1', attributes: { ce_boxrelayaccount: { DataType: 'String', StringValue: 'prod' } } });
+  });
+});

@@ -68,6 +68,10 @@ const targets: Target[] = [
   ...(natsUrl
     ? [relay('relay-per-box', 'relay, NATS ordering per-box', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_NATS_ORDERING: 'per-box' } })]
     : []),
+  // What an attempt row per event published costs (issue 51 item 7): the same NATS fan-out recording failed attempts only.
+  ...(natsUrl
+    ? [relay('relay-failed-attempts', 'relay, BOXRELAY_ATTEMPTS=failed (no row per success)', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_ATTEMPTS: 'failed' } })]
+    : []),
   // The fan-out on the receiver's event loop instead of its worker thread.
   relay('relay-inline', 'relay, fan-out inline (BOXRELAY_FANOUT_THREAD=inline)', ctx, { logLevel: 'info', database: freshDatabase, env: { BOXRELAY_FANOUT_THREAD: 'inline' } }),
   // What the fan-out costs the receiver: the same relay with no sink configured (storage only).

@@ -31,6 +31,11 @@ async function seed(db: Kysely<Schema>): Promise<void> {
     .insertInto('secrets')
     .values(times.map((at, i) => ({ secret: `secret-${i}`, webhook_id: 'wh_1', created_at: at - DAY_MS, expires_at: at === NOW - DAY_MS ? NOW + DAY_MS : at })))
     .execute();
+  // The S3 archive's ledger: written objects of one event each; one past the window not yet written stays, with its event.
+  await db.insertInto('archive_objects').values(times.map((at, i) => ({ key: `k${i}`, body: null, created_at: at, written_at: at }))).execute();
+  await db.insertInto('archive_items').values(times.map((at, i) => ({ item: `evt_a${i}`, object_key: `k${i}`, created_at: at }))).execute();
+  await db.insertInto('archive_objects').values({ key: 'unwritten', body: 'H4sI', created_at: OLD, written_at: null }).execute();
+  await db.insertInto('archive_items').values({ item: 'evt_unwritten', object_key: 'unwritten', created_at: OLD }).execute();
   const attempt = { duration_ms: 5, outcome: 'delivered', status: 200, error_code: null, error_message: null, answered: 1, request: null, response: null } as const;
   // Expired attempts of two sinks, and one event and sink resent 70 times (recent): 20 beyond the 50 kept.
   await db
@@ -73,10 +78,13 @@ describe.each(engines)('retention in steps, on $name', (engine) => {
       'attempts beyond 50': EXPIRED,
       'log marks': EXPIRED,
       'log readers': EXPIRED,
+      'archive ledger': 2 * EXPIRED,
       'expired secrets': EXPIRED,
     });
     const db = database.kysely;
     for (const table of ['audit', 'sink_minutes', 'log_marks', 'log_readers', 'secrets'] as const) expect(await countOf(db, table), table).toBe(1);
+    expect((await db.selectFrom('archive_items').select('item').orderBy('item').execute()).map((row) => row.item)).toEqual([`evt_a${EXPIRED}`, 'evt_unwritten']);
+    expect((await db.selectFrom('archive_objects').select('key').orderBy('key').execute()).map((row) => row.key)).toEqual([`k${EXPIRED}`, 'unwritten']);
     // Of the resent event, the newest 50 are kept.
     const resent = await db.selectFrom('attempts').select('n').where('event_id', '=', 'evt_resent').orderBy('n').execute();
     expect(resent.map((a) => a.n)).toEqual(Array.from({ length: 50 }, (_, i) => EXPIRED + i + 1));
@@ -127,7 +135,7 @@ describe.each(engines)('retention in steps, on $name', (engine) => {
     expect(await countOf(db, 'log_marks')).toBe(EXPIRED + 1);
     // The steps after the failed one ran.
     const after = RETENTION_STEPS.slice(RETENTION_STEPS.findIndex((step) => step.name === 'log marks') + 1).map((step) => step.name);
-    expect(after).toEqual(['log readers', 'expired secrets']);
+    expect(after).toEqual(['log readers', 'archive ledger', 'expired secrets']);
     expect(result.removed).toMatchObject({ 'log readers': EXPIRED, 'expired secrets': EXPIRED });
     expect(await countOf(db, 'log_readers')).toBe(1);
     expect(result.expiredSecrets).toBe(EXPIRED);

@@ -181,6 +181,19 @@ export const RETENTION_STEPS: readonly RetentionStep[] = [
   // When cursors passed positions that retention has removed, and readers long gone.
   { name: 'log marks', run: (c) => deleteAll(c, { table: 'log_marks', where: sql<boolean>`at < ${c.cutoff}`, orderBy: 'at' }) },
   { name: 'log readers', run: (c) => deleteAll(c, { table: 'log_readers', where: sql<boolean>`seen_at < ${c.cutoff}` }) },
+  // The S3 archive's record of written objects: an event past the window is read from the log no more.
+  // An object S3 does not have yet stays, with its events, until whoever meets them writes it.
+  {
+    name: 'archive ledger',
+    run: async (c) => {
+      await deleteAll(c, {
+        table: 'archive_items',
+        where: sql<boolean>`created_at < ${c.cutoff} AND NOT EXISTS (SELECT 1 FROM archive_objects o WHERE o.key = archive_items.object_key AND o.written_at IS NULL)`,
+        orderBy: 'created_at',
+      });
+      await deleteAll(c, { table: 'archive_objects', where: sql<boolean>`created_at < ${c.cutoff} AND written_at IS NOT NULL`, orderBy: 'created_at' });
+    },
+  },
   // An expired secret verifies nothing any more; kept, it would only be a secret at rest.
   { name: 'expired secrets', run: (c) => deleteAll(c, { table: 'secrets', where: sql<boolean>`expires_at < ${c.now}` }) },
 ];

@@ -1,7 +1,9 @@
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSummary } from '../src/cli/start-summary.js';
 import { configSchema } from '../src/config/schema.js';
+import { packageVersion } from '../src/package-version.js';
 import { sqliteFile } from './support/databases.js';
 import { killIfRunning, requireBuild, spawnRelay, type RelayProcess } from './support/process.js';
 import { SECRET } from './support/sign.js';
@@ -35,6 +37,20 @@ describe('what serve tells a person once it listens', () => {
     expect(text).not.toContain('db-password-71c2');
     expect(text).not.toContain(ADMIN_TOKEN);
     expect(text).not.toContain('go nowhere');
+  });
+});
+
+describe('docs/getting-started.md', () => {
+  it('shows the lines a relay with the defaults prints (the data line by its beginning: the path is the reader’s)', () => {
+    const shown = readFileSync(join(import.meta.dirname, '..', 'docs', 'getting-started.md'), 'utf8')
+      .split('\n')
+      .filter((line) => line.startsWith('boxrelay: '));
+    const printed = startSummary(configSchema.parse({}), { port: 8080, internalPort: 9091 }, packageVersion()).map((line) => `boxrelay: ${line}`);
+    expect(shown).toHaveLength(printed.length);
+    shown.forEach((line, index) => {
+      if (line.startsWith('boxrelay: data kept in SQLite file ')) expect(printed[index]).toMatch(/^boxrelay: data kept in SQLite file \//);
+      else expect(line).toBe(printed[index]);
+    });
   });
 });
 

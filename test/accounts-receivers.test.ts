@@ -52,6 +52,45 @@ describe.each(engines)('what receivers see of several accounts (contract section
   });
 });
 
+describe('NATS subjects of several accounts (contract section 21)', () => {
+  it("publish each account's events under its prefix, into one stream the relay creates, and extend a stream that lacks a prefix", async () => {
+    const names = uniqueNames();
+    const nats = await natsClient();
+    defer(() => nats.close());
+    nats.streams.push(names.stream);
+    const prodPrefix = `${names.prefix}-prod`;
+    const settings = { natsUrl: SHARED_NATS, natsSubjectPrefix: names.prefix, natsStream: names.stream };
+    const first = await relay({ ...settings, accounts: [{ name: 'prod', secrets: [PROD], natsSubjectPrefix: prodPrefix }, { name: 'staging', secrets: [STAGING] }] });
+    await waitFor(async () => (await nats.jsm.streams.info(names.stream).catch(() => undefined)) !== undefined, 'the stream to be created');
+    expect((await nats.jsm.streams.info(names.stream)).config.subjects).toEqual([`${names.prefix}.>`, `${prodPrefix}.>`]);
+    const id = eventId();
+    for (const [path, secret] of [['/webhooks', SECRET], ['/webhooks/prod', PROD], ['/webhooks/staging', STAGING]] as const) {
+      const d = delivery({ timestamp: first.clock.seconds, id, secret, boxId: 'bx_1', type: 'box.error' });
+      expect((await sendRaw(request(first.relay.publicApp).post(path).set(d.headers), d.body)).status).toBe(200);
+    }
+    await waitFor(async () => (await nats.jsm.streams.info(names.stream)).state.messages === 3, 'three messages in the stream');
+    const subjects = [];
+    for (let seq = 1; seq <= 3; seq++) {
+      const message = (await nats.jsm.streams.getMessage(names.stream, { seq }))!;
+      subjects.push([message.subject, message.header.get('Nats-Msg-Id')]);
+    }
+    expect(subjects.sort()).toEqual(
+      [
+        [`${names.prefix}.box.error.bx_1`, id],
+        [`${names.prefix}.box.error.bx_1`, `staging:${id}`],
+        [`${prodPrefix}.box.error.bx_1`, `prod:${id}`],
+      ].sort(),
+    );
+    await first.close();
+
+    // A later configuration gives staging a prefix of its own: the stream takes it beside the others.
+    const stagingPrefix = `${names.prefix}-staging`;
+    await relay({ ...settings, accounts: [{ name: 'prod', secrets: [PROD], natsSubjectPrefix: prodPrefix }, { name: 'staging', secrets: [STAGING], natsSubjectPrefix: stagingPrefix }] });
+    await waitFor(async () => ((await nats.jsm.streams.info(names.stream)).config.subjects ?? []).length === 3, 'the stream to take the new prefix');
+    expect((await nats.jsm.streams.info(names.stream)).config.subjects).toEqual([`${names.prefix}.>`, `${prodPrefix}.>`, `${stagingPrefix}.>`]);
+  });
+});
+
 describe('the FIFO deduplication id and CloudEvents attributes of SQS and SNS', () => {
   it('are the event id for default and <name>:<event id> with ce_boxrelayaccount for another account', () => {
     const base = { specversion: '1.0', id: 'evt_1', source: 's', type: 'box.ready', subject: 'bx_1', time: 't', datacontenttype: 'application/json', data: {} } as const;

@@ -16,7 +16,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import type { Config } from '../config/schema.js';
+import type { AccountConfig, Config } from '../config/schema.js';
 import { receiverId, type CloudEvent } from '../events/cloudevent.js';
 import { DAY_MS } from '../clock.js';
 import { describeError } from '../errors.js';
@@ -51,7 +51,7 @@ export type NatsSettings = Pick<
   | 'natsUser'
   | 'natsPassword'
   | 'natsTlsCaFile'
-> & { natsUrl: string };
+> & { natsUrl: string; /** Accounts with subjects under a prefix of their own (contract section 21). */ accounts?: Pick<AccountConfig, 'name' | 'natsSubjectPrefix'>[] };
 
 export interface NatsSinkOptions {
   settings: NatsSettings;
@@ -91,6 +91,15 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   const log = logger.child({ sink: NATS_SINK });
   const prefix = settings.natsSubjectPrefix;
   const captured = `${prefix}.>`;
+  const accountPrefixes = new Map((settings.accounts ?? []).flatMap((account) => (account.natsSubjectPrefix === undefined ? [] : [[account.name, account.natsSubjectPrefix] as const])));
+  const prefixOf = (event: CloudEvent) => (event.boxrelayaccount === undefined ? undefined : accountPrefixes.get(event.boxrelayaccount)) ?? prefix;
+  // Every account's subjects go to the one stream; a prefix under another's is captured by it already
+  // (and JetStream refuses overlapping subjects in a stream).
+  const allCaptured = [...new Set([prefix, ...accountPrefixes.values()])]
+    .map((p) => `${p}.>`)
+    .filter((subject, _i, all) => !all.some((other) => other !== subject && subjectCovers(other, subject)));
+  const ours = (subject: string) => allCaptured.some((captures) => subjectCovers(captures, subject));
+  const notCapturedBy = (subjects: string[] | undefined) => allCaptured.filter((wanted) => !(subjects ?? []).some((s) => subjectCovers(s, wanted)));
   const jetStreamMode = settings.natsMode === 'jetstream';
   const closing = new AbortController();
   const listeners = new Set<() => void>();
@@ -197,25 +206,28 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
         // starting together); adding its subjects again would be refused as duplicates.
         const existing = capturing ?? (named?.config.subjects?.some((s) => subjectCovers(s, captured)) ? named.config.name : undefined);
         if (!settingUp(session)) return;
-        if (existing) {
-          log.info({ stream: existing, subjects: captured }, 'publishing to the existing JetStream stream that captures the subjects');
-        } else if (named) {
-          // The prefix changed: the stream keeps its old subjects (their messages stay readable) and takes the new ones.
-          await jsm.streams.update(settings.natsStream, { subjects: [...(named.config.subjects ?? []), captured] });
-          log.info({ stream: settings.natsStream, subjects: captured }, 'added the subjects to the existing JetStream stream');
+        const kept = existing ? (await jsm.streams.info(existing)).config : named?.config;
+        const missing = notCapturedBy(kept?.subjects);
+        if (kept && missing.length === 0) {
+          log.info({ stream: kept.name, subjects: allCaptured }, 'publishing to the existing JetStream stream that captures the subjects');
+        } else if (kept) {
+          // The prefix changed, or an account has a prefix of its own: the stream keeps its old subjects
+          // (their messages stay readable) and takes the new ones.
+          await jsm.streams.update(kept.name, { subjects: [...(kept.subjects ?? []), ...missing] });
+          log.info({ stream: kept.name, subjects: missing }, 'added the subjects to the existing JetStream stream');
         } else {
           await jsm.streams.add({
             name: settings.natsStream,
-            subjects: [captured],
+            subjects: allCaptured,
             duplicate_window: nanos(settings.natsDuplicateWindow),
             max_age: nanos(settings.natsMaxAge ?? settings.retentionDays * DAY_MS),
           });
-          log.info({ stream: settings.natsStream, subjects: captured }, 'created the JetStream stream');
+          log.info({ stream: settings.natsStream, subjects: allCaptured }, 'created the JetStream stream');
         }
         return on({ type: 'streamReady', session });
       } catch (error) {
         if (!settingUp(session)) return;
-        const reason = `JetStream stream ${settings.natsStream} for ${captured} could not be set up: ${describeError(error)}`;
+        const reason = `JetStream stream ${settings.natsStream} for ${allCaptured.join(', ')} could not be set up: ${describeError(error)}`;
         report(reason);
         on({ type: 'streamRefused', session, error: reason });
       }
@@ -233,7 +245,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
       } else if (status.type === 'reconnect') {
         log.info({ server: status.server }, 'NATS reconnected');
         on({ type: 'connected', connection });
-      } else if (status.type === 'error' && isPublishDenied(status.error) && status.error.subject.startsWith(`${prefix}.`)) {
+      } else if (status.type === 'error' && isPublishDenied(status.error) && ours(status.error.subject)) {
         // Refusals of the JetStream API are the stream set-up's to report.
         denials.add(status.error.subject);
         reportDenial(status.error.subject);
@@ -292,14 +304,14 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
     start() {
       void connectLoop();
     },
-    spanName: (event) => `publish ${subjectFor(prefix, event)}`,
+    spanName: (event) => `publish ${subjectFor(prefixOf(event), event)}`,
     async deliver(event: CloudEvent, _signal, trace) {
       const current = state;
       if (current.name === 'streamRefused') throw new NatsStreamUnavailableError(current.error);
       if (current.name === 'settingUpStream') throw new NatsStreamUnavailableError('stream not set up yet');
       if (current.name !== 'ready') throw new BusDownError(NATS_SINK);
       const { connection } = current.session;
-      const { subject, payload, headers } = natsMessage(prefix, event, connection.info?.max_payload, trace?.traceparent);
+      const { subject, payload, headers } = natsMessage(prefixOf(event), event, connection.info?.max_payload, trace?.traceparent);
       // The last word before the publish (a lease run out since the admission, a pause told meanwhile).
       trace?.starting?.();
       if (!jetStreamMode) {

@@ -28,9 +28,11 @@ describe('what serve tells a person once it listens', () => {
       database: 'postgres://relay:db-password-71c2@db:5432/boxrelay',
       adminToken: ADMIN_TOKEN,
       hooks: [{ name: 'alerts', url: 'https://hooks.example/box' }],
+      accounts: [{ name: 'staging', secrets: ['whsec_c3RhZ2luZy1zZWNyZXQ='] }],
     });
     const text = startSummary(config, ports, '1.0.0').join('\n');
-    expect(text).toContain('webhooks on http://10.0.0.5:8080/webhooks');
+    expect(text).toContain('webhooks on http://10.0.0.5:8080/webhooks (accounts: /webhooks/staging) (port 8080)');
+    expect(text).not.toContain('c3RhZ2luZy1zZWNyZXQ');
     expect(text).toContain('data kept in PostgreSQL postgres://relay:***@db:5432/boxrelay');
     expect(text).toContain('sinks on: nats, hook alerts');
     expect(text).toContain('admin API and console on: http://127.0.0.1:9091/console (sign in with BOXRELAY_ADMIN_TOKEN)');

@@ -33,8 +33,10 @@ export function startSummary(config: Config, ports: StartedPorts, version: strin
   const admin = config.adminToken
     ? `admin API and console on: ${internalUrl}/console (sign in with BOXRELAY_ADMIN_TOKEN), ${internalUrl}/admin/*`
     : 'admin API and console off (/admin and /console answer 404): set BOXRELAY_ADMIN_TOKEN to 32 or more characters (openssl rand -hex 32) to turn them on';
+  // Each further account of contract section 21 has an endpoint of its own beside the default one.
+  const accounts = config.accounts.length > 0 ? ` (accounts: ${config.accounts.map(({ name }) => `/webhooks/${name}`).join(', ')})` : '';
   return [
-    `version ${version} listening: webhooks on ${publicUrl}/webhooks (port ${ports.port}); /metrics, /admin and /console on ${internalUrl} (port ${ports.internalPort})`,
+    `version ${version} listening: webhooks on ${publicUrl}/webhooks${accounts} (port ${ports.port}); /metrics, /admin and /console on ${internalUrl} (port ${ports.internalPort})`,
     `data kept in ${data}`,
     sinks,
     admin,

@@ -2,6 +2,8 @@ import { writeFileSync } from 'node:fs';
 import request from 'supertest';
 import { afterEach, describe, expect, it } from 'vitest';
 import { engines, sqliteFile } from './support/databases.js';
+import { loadConfig } from '../src/config/load.js';
+import { problemsOf } from './support/config-files.js';
 import { startFakeSandbox } from './support/fake-sandbox.js';
 import { pendingCount } from './support/fanout-relay.js';
 import { testRelay, type TestRelay } from './support/relay.js';
@@ -151,5 +153,40 @@ describe('an account secrets file', () => {
     expect((await post('/webhooks/staging', next)).status).toBe(200);
     expect((await post('/webhooks/staging', STAGING)).status).toBe(401);
     expect((await post('/webhooks', next)).status).toBe(401);
+  });
+});
+
+describe('hooks by account', () => {
+  let t: TestRelay;
+  afterEach(() => t.close());
+
+  it('a hook listing accounts gets only theirs, and a CEL filter reads event.boxrelayaccount', async () => {
+    t = await testRelay({
+      accounts: [
+        { name: 'prod', secrets: [PROD] },
+        { name: 'staging', secrets: [STAGING] },
+      ],
+      hooks: [
+        { name: 'every', url: 'http://127.0.0.1:9/a' },
+        { name: 'prod-only', url: 'http://127.0.0.1:9/b', accounts: ['prod'] },
+        { name: 'default-and-staging', url: 'http://127.0.0.1:9/c', accounts: ['default', 'staging'] },
+        { name: 'staging-by-cel', url: 'http://127.0.0.1:9/d', filter: 'has(event.boxrelayaccount) && event.boxrelayaccount == "staging"' },
+      ],
+    });
+    for (const [path, secret] of [['/webhooks', SECRET], ['/webhooks/prod', PROD], ['/webhooks/staging', STAGING]] as const) {
+      const d = delivery({ timestamp: t.clock.seconds, secret });
+      expect((await sendRaw(request(t.relay.publicApp).post(path).set(d.headers), d.body)).status).toBe(200);
+    }
+    const pending = Object.fromEntries(await Promise.all(['every', 'prod-only', 'default-and-staging', 'staging-by-cel'].map(async (hook) => [hook, await pendingCount(t, hook)])));
+    expect(pending).toEqual({ every: 3, 'prod-only': 1, 'default-and-staging': 2, 'staging-by-cel': 1 });
+    expect(t.logs.entries().filter((entry) => Number(entry.level) >= 40)).toEqual([]);
+  });
+
+  it('refuses a hook that names no account, one line per name', () => {
+    const config = { accounts: [{ name: 'prod', secrets: [PROD] }], hooks: [{ name: 'h', url: 'https://x.example', accounts: ['prod', 'prd', 'Default'] }] };
+    expect(problemsOf(() => loadConfig({ env: { BOXRELAY_CONFIG: '/c.json' }, readFile: () => JSON.stringify(config) }))).toEqual([
+      'hooks.0.accounts: hook h: no account is named "prd" (accounts: default, prod)',
+      'hooks.0.accounts: hook h: no account is named "Default" (accounts: default, prod)',
+    ]);
   });
 });

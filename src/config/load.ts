@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import { proxyEnvOf, proxyEnvProblems } from '../egress/proxy-env.js';
 import { readTlsFiles } from '../egress/tls-files.js';
 import { describeError, errorCodeOf, RelayError } from '../errors.js';
+import { untrusted } from '../log.js';
 import { isPostgresUrl } from '../store/engines/database.js';
 import { configExamples } from './examples.js';
 import { secretsOfFile } from '../verify/secrets-file.js';
@@ -67,7 +68,7 @@ export function loadConfig({ env, readFile = (p) => readFileSync(p, 'utf8') }: C
   const config = parsed.data;
   if (config.hooksFile) config.hooks = readListFile('hooks', config.hooksFile, hooksSchema, raw.hooks !== undefined, readFile);
   if (config.accountsFile) config.accounts = readListFile('accounts', config.accountsFile, accountsSchema, raw.accounts !== undefined, readFile);
-  const accountProblems = sharedSecretProblems(config, readFile);
+  const accountProblems = [...sharedSecretProblems(config, readFile), ...hookAccountProblems(config)];
   if (accountProblems.length > 0) throw new ConfigError(accountProblems);
   if ((config.natsUser === undefined) !== (config.natsPassword === undefined)) {
     throw new ConfigError(['BOXRELAY_NATS_USER and BOXRELAY_NATS_PASSWORD go together']);
@@ -118,6 +119,16 @@ function sharedSecretProblems(config: Config, readFile: (path: string) => string
     }
   }
   return problems;
+}
+
+/** A hook's `accounts` name accounts this relay has: a typo would silently send it nothing. */
+function hookAccountProblems(config: Config): string[] {
+  const names = new Set([DEFAULT_ACCOUNT, ...config.accounts.map((account) => account.name)]);
+  return config.hooks.flatMap((hook, index) =>
+    (hook.accounts ?? [])
+      .filter((name) => !names.has(name))
+      .map((name) => `hooks.${index}.accounts: hook ${hook.name}: no account is named ${JSON.stringify(untrusted(name))} (accounts: ${[...names].join(', ')})`),
+  );
 }
 
 /** Settings of contract section 18 that only make sense together; the CA file is read now, as the hooks' are. */

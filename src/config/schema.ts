@@ -76,6 +76,8 @@ export const hookSchema = z.strictObject({
   tls: z.strictObject({ ca: optionalText, cert: optionalText, key: optionalText }).optional(),
   /** A CEL expression over `event`; the hook gets only events for which it is true. */
   filter: z.string().min(1).optional(),
+  /** The accounts whose events the hook gets (contract section 21); absent: every account's. Checked against the accounts in `loadConfig`. */
+  accounts: z.array(z.string().min(1)).min(1).optional(),
   /** Requests (first attempts and retries) started to this hook in any second, per process; absent: unlimited. */
   maxPerSecond: positiveInt.max(10_000).optional(),
 }).superRefine((hook, ctx) => {

@@ -1,4 +1,4 @@
-import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
+import { eventAccount, toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import { namedAccountOf } from '../store/account-keys.js';
 
 export interface RecentLimits {
@@ -33,9 +33,7 @@ export function recentEvents(
   return (eventId, payload, origin) => {
     const kept = built.get(eventId);
     if (kept !== undefined && kept.payload === payload && kept.origin === origin) return kept.event;
-    const account = namedAccountOf(eventId);
-    // An account no longer configured keeps its name, with the default rule's source.
-    const event = build(payload, source, origin, account === undefined ? undefined : { name: account, source: accountSources[account] ?? `${source}/${account}` });
+    const event = build(payload, source, origin, eventAccount(namedAccountOf(eventId), source, accountSources));
     if (kept !== undefined) {
       built.delete(eventId);
       chars -= kept.payload.length;

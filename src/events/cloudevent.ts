@@ -1,3 +1,5 @@
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
+
 /** The normalized event of contract section 3 (CloudEvents 1.0, structured JSON). */
 export interface CloudEvent {
   specversion: '1.0';
@@ -18,6 +20,15 @@ export interface CloudEvent {
 export interface EventAccount {
   name: string;
   source: string;
+}
+
+/**
+ * The account of an event by its name (`default`'s and none: undefined), with the `source` its
+ * configuration gives; an account no longer configured keeps its name, with the default rule's source.
+ */
+export function eventAccount(name: string | undefined, source: string, accountSources: Readonly<Record<string, string>>): EventAccount | undefined {
+  if (name === undefined || name === DEFAULT_ACCOUNT) return undefined;
+  return { name, source: accountSources[name] ?? `${source}/${name}` };
 }
 
 interface StoredPayload {

@@ -5,4 +5,6 @@ export const BOX_EVENT_TYPES = ['box.ready', 'box.error', 'box.archived', 'box.h
 export interface StoredEvent {
   payload: string;
   origin?: string | null | undefined;
+  /** The account it is of (contract section 21); absent: `default`. */
+  account?: string | undefined;
 }

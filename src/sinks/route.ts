@@ -1,5 +1,6 @@
-import type { Config, HookConfig } from '../config/schema.js';
-import { toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
+import { accountSourcesOf, type Config, type HookConfig } from '../config/schema.js';
+import { eventAccount, toCloudEvent, type CloudEvent } from '../events/cloudevent.js';
 import { OPERATOR_EVENT_PREFIX } from '../events/parse-event.js';
 import type { StoredEvent } from '../events/types.js';
 import { busNames } from './buses.js';
@@ -41,9 +42,11 @@ export type SinkRouter = ((type: string, event?: StoredEvent) => string[]) & { r
 export interface SinkRouterOptions {
   /** Every configured bus gets every event (operator events too). */
   buses: string[];
-  hooks: Pick<HookConfig, 'name' | 'events' | 'filter'>[];
+  hooks: Pick<HookConfig, 'name' | 'events' | 'filter' | 'accounts'>[];
   /** CloudEvents `source` of the events filters see. */
   source: string;
+  /** The other accounts' `source`s (contract section 21). */
+  accountSources?: Readonly<Record<string, string>>;
   /** A filter that failed on an event (counted as false). */
   onFilterError?: (sink: string, error: Error) => void;
 }
@@ -57,6 +60,10 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
   }));
   const filters = new Map<string, EventFilter>();
   for (const hook of options.hooks) if (hook.filter !== undefined) filters.set(hook.name, compileFilter(hook.filter));
+  // A hook that lists accounts gets only their events (contract section 21); the others get every account's.
+  const accountsOf = new Map(options.hooks.flatMap((hook) => (hook.accounts === undefined ? [] : [[hook.name, new Set(hook.accounts)] as const])));
+  const ofAccount = (sinks: string[], account: string) =>
+    accountsOf.size === 0 ? sinks : sinks.filter((sink) => accountsOf.get(sink)?.has(account) ?? true);
   const cache = new Map<string, string[]>();
   const byType = (type: string): string[] => {
     let sinks = cache.get(type);
@@ -81,13 +88,14 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
     }
   };
   const route = (type: string, stored?: StoredEvent): string[] => {
-    const sinks = byType(type);
+    const account = stored?.account ?? DEFAULT_ACCOUNT;
+    const sinks = ofAccount(byType(type), account);
     if (stored === undefined || !sinks.some((sink) => filters.has(sink))) return sinks;
     let event: { json: CloudEvent; cel: CelEvent } | undefined;
     // Made once for all the event's filters.
     const built = () => {
       if (event === undefined) {
-        const json = toCloudEvent(stored.payload, options.source, stored.origin ?? null);
+        const json = toCloudEvent(stored.payload, options.source, stored.origin ?? null, eventAccount(account, options.source, options.accountSources ?? {}));
         event = { json, cel: celEventOf(json) };
       }
       return event;
@@ -102,7 +110,7 @@ export function createSinkRouter(options: SinkRouterOptions): SinkRouter {
 
 /** The router of a configuration. */
 export const sinkRouterOf = (config: Config, onFilterError?: SinkRouterOptions['onFilterError']): SinkRouter =>
-  createSinkRouter({ buses: busNames(config), hooks: config.hooks, source: config.source, onFilterError });
+  createSinkRouter({ buses: busNames(config), hooks: config.hooks, source: config.source, accountSources: accountSourcesOf(config), onFilterError });
 
 /** The configured sinks' names: each bus whose URL is set, then each hook. */
 export function configuredSinks(config: Config): string[] {

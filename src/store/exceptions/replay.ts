@@ -5,6 +5,7 @@ import { once } from '../engines/sqlite-writes.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
 import { noRowOf, sendAgain, type Replay } from './rows.js';
+import { namedAccountOf } from '../account-keys.js';
 
 /**
  * How much one step of a replay takes: at most `rows` stored deliveries, and the payloads it reads
@@ -114,7 +115,7 @@ async function withPayloads(database: Database, rows: PageRow[]): Promise<Routed
  */
 function replayTargets({ sinksFor, configured, sink }: Replay, row: RoutedRow): string[] {
   const stored = row.sinks === null ? [] : row.sinks.split(',').filter((name) => name !== '');
-  const routed = row.sinks === null || sink !== undefined ? [...stored, ...sinksFor(row.type, { payload: row.payload ?? '', origin: row.origin })] : stored;
+  const routed = row.sinks === null || sink !== undefined ? [...stored, ...sinksFor(row.type, { payload: row.payload ?? '', origin: row.origin, account: namedAccountOf(row.id) })] : stored;
   const about = row.origin === 'operator' && row.payload !== null ? aboutSink(row.payload) : undefined;
   return [...new Set(routed)].filter((target) => configured.includes(target) && (sink === undefined || target === sink) && target !== about);
 }

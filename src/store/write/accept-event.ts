@@ -20,7 +20,7 @@ export interface AcceptEventDeps {
 
 export function acceptEvent({ writer, sinksFor, metrics }: AcceptEventDeps): AcceptEvent {
   return async ({ account = DEFAULT_ACCOUNT, ...delivery }) => {
-    const sinks = sinksFor(delivery.event.type, { payload: delivery.event.payload, origin: delivery.origin });
+    const sinks = sinksFor(delivery.event.type, { payload: delivery.event.payload, origin: delivery.origin, account });
     const stored = await writer.record({ ...delivery, event: accountKeyed(delivery.event, account), sinks });
     if (!stored.duplicate) metrics.events.inc({ type: metrics.eventTypeLabel(delivery.event.type) });
     return stored;

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../src/store/store.js';
-import { ADMIN_TOKEN } from './support/admin.js';
+import { ADMIN_TOKEN, fetchAdmin } from './support/admin.js';
 import { postgresSchema } from './support/databases.js';
 import { fanoutFixture, heldPartitions, outboxRows, unfinishedIds } from './support/fanout-relay.js';
 import { waitFor } from './support/fanout.js';
@@ -102,16 +102,13 @@ async function metrics(relay: RelayProcess): Promise<string> {
   return (await fetch(`http://127.0.0.1:${relay.internalPort}/metrics`)).text();
 }
 
-const admin = (relay: RelayProcess, path: string) =>
-  fetch(`http://127.0.0.1:${relay.internalPort}/admin${path}`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+const admin = (relay: RelayProcess, path: string) => fetchAdmin(relay.internalPort, 'POST', path);
 
-const adminGet = async (relay: RelayProcess, path: string): Promise<unknown> =>
-  (await fetch(`http://127.0.0.1:${relay.internalPort}/admin${path}`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+const adminGet = async (relay: RelayProcess, path: string): Promise<unknown> => (await fetchAdmin(relay.internalPort, 'GET', path)).body;
 
 /** `GET /admin/sinks`: each sink's pending rows. */
 async function pendingBySink(relay: RelayProcess): Promise<Record<string, number>> {
-  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/admin/sinks`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
-  const { sinks } = (await res.json()) as { sinks: { name: string; pending: number }[] };
+  const { sinks } = (await fetchAdmin(relay.internalPort, 'GET', '/sinks')).body as { sinks: { name: string; pending: number }[] };
   return Object.fromEntries(sinks.map((sink) => [sink.name, sink.pending]));
 }
 

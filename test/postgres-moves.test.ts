@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fetchAdmin } from './support/admin.js';
 import { waitFor } from './support/fanout.js';
 import { ADMIN_TOKEN, fanoutFixture } from './support/fanout-relay.js';
 import { ownPostgres, postgresTool, type OwnPostgres } from './support/postgres-server.js';
@@ -56,9 +57,9 @@ async function post(relay: RelayProcess, count: number, boxPrefix: string): Prom
 }
 
 async function statuses(relay: RelayProcess, id: string): Promise<Record<string, string>> {
-  const res = await fetch(`http://127.0.0.1:${relay.internalPort}/admin/events/${id}`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const res = await fetchAdmin(relay.internalPort, 'GET', `/events/${id}`, ADMIN_TOKEN);
   expect(res.status).toBe(200);
-  const body = (await res.json()) as { deliveries: { sink: string; status: string }[] };
+  const body = res.body as { deliveries: { sink: string; status: string }[] };
   return Object.fromEntries(body.deliveries.map((d) => [d.sink, d.status]));
 }
 

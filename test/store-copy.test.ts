@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { COPIED } from '../src/store/copy/tables.js';
 import { databaseLocation, openDatabase } from '../src/store/engines/database.js';
-import { ADMIN_TOKEN } from './support/admin.js';
+import { ADMIN_TOKEN, fetchAdmin } from './support/admin.js';
 import { postgresSchema, sqliteFile } from './support/databases.js';
 import { startFakeSandbox, type FakeSandbox } from './support/fake-sandbox.js';
 import { hookServer, type HookServer } from './support/hook-server.js';
@@ -43,9 +43,9 @@ async function post(relay: RelayProcess, options: { id?: string; secret: string;
 
 function admin(relay: RelayProcess) {
   const call = async (method: string, path: string) => {
-    const response = await fetch(`http://127.0.0.1:${relay.internalPort}/admin${path}`, { method, headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const response = await fetchAdmin(relay.internalPort, method, path);
     expect(response.status, `${method} ${path}`).toBeLessThan(300);
-    return (await response.json()) as Record<string, unknown>;
+    return response.body as Record<string, unknown>;
   };
   return {
     get: (path: string) => call('GET', path),

@@ -4,6 +4,7 @@ import { buildProgram } from '../cli/program.js';
 import { configDescriptions, otherVariables } from '../config/descriptions.js';
 import { configKeys, configSchema, envNameOf, type ConfigKey } from '../config/schema.js';
 import { createMetrics } from '../metrics/metrics.js';
+import { adminApiReference, adminOpenApi } from './admin-api.js';
 
 // The reference pages are written from the code (`npm run docs`), so they cannot drift from it;
 // test/references.test.ts fails when a page on disk differs or the contract names what they lack.
@@ -170,6 +171,8 @@ export async function referencePages(): Promise<Record<string, string>> {
     'docs/reference/configuration.md': configurationReference(),
     'docs/reference/cli.md': cliReference(),
     'docs/reference/metrics.md': await metricsReference(),
+    'docs/reference/admin-api.md': adminApiReference(),
+    'docs/reference/admin-api.openapi.json': `${JSON.stringify(adminOpenApi(), null, 2)}\n`,
   };
 }
 

@@ -1,5 +1,6 @@
 import request from 'supertest';
 import { afterEach, beforeEach, expect } from 'vitest';
+import { checkAdminAnswer } from './admin-openapi.js';
 import { testRelay, type TestRelay } from './relay.js';
 import { SECRET } from './sign.js';
 
@@ -34,6 +35,18 @@ export function adminClient(t: TestRelay) {
 }
 
 export type AdminClient = ReturnType<typeof adminClient>;
+
+/**
+ * An admin request to a relay process on its internal port (`path` under `/admin`), with the token;
+ * its answer is checked against the OpenAPI document as an in-process relay's are.
+ */
+export async function fetchAdmin(internalPort: number, method: string, path: string, token = ADMIN_TOKEN): Promise<{ status: number; body: unknown }> {
+  const url = `/admin${path}`;
+  const response = await fetch(`http://127.0.0.1:${internalPort}${url}`, { method, headers: { Authorization: `Bearer ${token}` } });
+  const text = await response.text();
+  checkAdminAnswer({ method, url, status: response.status, headers: Object.fromEntries(response.headers), body: text });
+  return { status: response.status, body: text === '' ? undefined : (JSON.parse(text) as unknown) };
+}
 
 /**
  * A fresh relay with the admin API on for each test of the calling suite; after each test, checks

@@ -2,6 +2,7 @@ import { Registry } from 'prom-client';
 import request from 'supertest';
 import { configSchema, type Config } from '../../src/config/schema.js';
 import { createRelay, type Relay, type RelayDeps } from '../../src/main.js';
+import { checkingAdminAnswers } from './admin-openapi.js';
 import { ManualClock } from './clock.js';
 import { sqliteFile } from './databases.js';
 import { captureLogs, type CapturedLogs } from './log-capture.js';
@@ -37,6 +38,8 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
   // The check for failing sinks runs only when a test fires its timers (`degradation`): on the wall clock's 15 s it
   // would announce boxrelay.sink.degraded in the middle of any test that fails a sink long enough.
   const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, buses: options.buses, reconcile: options.reconcile, tracing: options.tracing, degradation: options.degradation ?? { timers: new HandTimers() } });
+  // Every admin answer a test gets is checked against the OpenAPI document (test/support/admin-openapi.ts).
+  if (config.adminToken) relay.internalApp = checkingAdminAnswers(relay.internalApp);
   return {
     relay,
     config,

@@ -6,7 +6,8 @@ import { listAttempts, type AttemptPosition } from '../../store/attempts/list-at
 import { getEvent } from '../../store/state/events.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
-import { pageOf, queryText, readPage, type Page } from './pagination.js';
+import { isoTime, okAnswer, pageAnswer, queryParam, reply, type AdminOperation } from './operation.js';
+import { PAGE_QUERY, pageOf, queryText, readPage, type Page } from './pagination.js';
 import { requester } from './requester.js';
 import type { AdminRoutes } from './router.js';
 
@@ -20,7 +21,44 @@ export function decodePosition(after: Page['after']): AttemptPosition | undefine
   return { at: Number(match[1]), id: Number(match[2]) };
 }
 
-const resendBody = z.strictObject({ sink: z.string().min(1) });
+const resendBody = z.strictObject({ sink: z.string().min(1).describe('The sink to send the event to again.') });
+
+const headers = z.record(z.string(), z.string());
+
+/** One delivery attempt (contract section 16). */
+export const attempt = z.strictObject({
+  sink: z.string(),
+  n: z.number().int().describe("The attempt's number for this event and sink, from 1."),
+  at: isoTime(),
+  durationMs: z.number(),
+  outcome: z.enum(['delivered', 'retried', 'dead_lettered']),
+  status: z.number().int().nullable().describe("A hook's HTTP status."),
+  error: z.strictObject({ code: z.string(), message: z.string() }).nullable(),
+  request: z.strictObject({ url: z.string(), headers }).nullable().describe('What a hook sent (extra header values redacted, no signature).'),
+  response: z.strictObject({ headers, body: z.string(), bodyTruncated: z.boolean() }).nullable().describe('What a hook answered: its headers and the first bytes of its body.'),
+});
+
+const EVENT_ID = { id: 'The event id.' };
+
+export const listAttemptsOperation = {
+  method: 'get',
+  path: '/events/:id/attempts',
+  summary: "An event's delivery attempts, newest first.",
+  params: EVENT_ID,
+  query: { sink: queryParam('Only the attempts to this sink.'), ...PAGE_QUERY },
+  answers: { 200: pageAnswer('attempts', attempt) },
+  errors: ['invalid_request', 'not_found'],
+} as const satisfies AdminOperation;
+
+export const resendOperation = {
+  method: 'post',
+  path: '/events/:id/resend',
+  summary: 'Sends one stored event to one sink again (audited).',
+  params: EVENT_ID,
+  body: { schema: resendBody, required: true },
+  answers: { 202: okAnswer({ queued: z.literal(1) }) },
+  errors: ['invalid_request', 'not_found', 'payload_too_large', 'storage_unavailable'],
+} as const satisfies AdminOperation;
 
 /**
  * `GET /admin/events/:id/attempts?sink=&limit=&cursor=` (newest first) and `POST
@@ -28,21 +66,22 @@ const resendBody = z.strictObject({ sink: z.string().min(1) });
  */
 export function attemptRoutes({ kysely, operations }: { kysely: Kysely<Schema>; operations: Pick<Operations, 'resend'> }): AdminRoutes {
   return {
+    operations: [listAttemptsOperation, resendOperation],
     mount(router) {
-      router.get('/events/:id/attempts', async (req, res) => {
+      router.get(listAttemptsOperation.path, async (req, res) => {
         const eventId = req.params.id as string;
         const page = readPage(req);
         const sink = queryText(req, 'sink');
         if (!(await getEvent(kysely, eventId))) throw new NotFoundError('no such event');
         const rows = await listAttempts(kysely, { eventId, sink, before: decodePosition(page.after), limit: page.limit + 1 });
         const { items, nextCursor } = pageOf(rows, page, (row) => encodePosition(row.position));
-        res.json({ ok: true, attempts: items.map((row) => row.attempt), nextCursor });
+        reply(res, listAttemptsOperation, 200, { ok: true, attempts: items.map((row) => row.attempt), nextCursor });
       });
-      router.post('/events/:id/resend', async (req, res) => {
+      router.post(resendOperation.path, async (req, res) => {
         const body = resendBody.safeParse(req.body);
         if (!body.success) throw new InvalidRequestError('expected a JSON body {"sink": name}');
         await operations.resend(req.params.id as string, body.data.sink, requester(req));
-        res.status(202).json({ ok: true, queued: 1 });
+        reply(res, resendOperation, 202, { ok: true, queued: 1 });
       });
       router.all('/events/:id/attempts', methodNotAllowed('GET'));
       router.all('/events/:id/resend', methodNotAllowed('POST'));

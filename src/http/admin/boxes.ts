@@ -3,32 +3,75 @@ import { InvalidRequestError, NotFoundError } from '../../errors.js';
 import { forgetBoxAudited, getBox, listBoxes } from '../../store/state/boxes.js';
 import type { Database } from '../../store/engines/database.js';
 import { methodNotAllowed } from '../send-error.js';
-import { pageOf, queryText, readPage } from './pagination.js';
+import { z } from 'zod';
+import { okAnswer, pageAnswer, queryParam, reply, type AdminOperation } from './operation.js';
+import { PAGE_QUERY, pageOf, queryText, readPage } from './pagination.js';
 import { requester } from './requester.js';
 import type { AdminRoutes } from './router.js';
 
 const unknownBox = () => new NotFoundError('no such box');
 
+/** A box (contract section 6). */
+const box = z.strictObject({
+  id: z.string(),
+  name: z.string().nullable(),
+  state: z.string().nullable(),
+  previousState: z.string().nullable(),
+  stateChangedAt: z.string().nullable(),
+  lastEventId: z.string().nullable(),
+  hydratedAt: z.string().nullable(),
+});
+
+const BOX_ID = { boxId: 'The box id (also given as `/admin/boxes/?id=<id>`, for an id a browser cannot put in a path).' };
+
+export const listBoxesOperation = {
+  method: 'get',
+  path: '/boxes',
+  summary: 'The last known state of each box, by id.',
+  query: { state: queryParam('Only boxes in this state.'), q: queryParam('Only boxes whose id or name contains this text.'), ...PAGE_QUERY },
+  answers: { 200: pageAnswer('boxes', box) },
+  errors: ['invalid_request'],
+} as const satisfies AdminOperation;
+
+export const getBoxOperation = {
+  method: 'get',
+  path: '/boxes/:boxId',
+  summary: 'One box.',
+  params: BOX_ID,
+  answers: { 200: okAnswer({ box }) },
+  errors: ['invalid_request', 'not_found'],
+} as const satisfies AdminOperation;
+
+export const forgetBoxOperation = {
+  method: 'delete',
+  path: '/boxes/:boxId',
+  summary: 'Forgets a box (audited).',
+  params: BOX_ID,
+  answers: { 204: null },
+  errors: ['invalid_request', 'not_found', 'storage_unavailable'],
+} as const satisfies AdminOperation;
+
 /** `/admin/boxes?state=&q=`: the last known state of each box (contract section 7), and forgetting one. */
 export function boxRoutes(database: Database, trail: AuditTrail): AdminRoutes {
   const { kysely } = database;
   return {
+    operations: [listBoxesOperation, getBoxOperation, forgetBoxOperation],
     mount(router) {
-      router.get('/boxes', async (req, res) => {
+      router.get(listBoxesOperation.path, async (req, res) => {
         const page = readPage(req);
         if (page.after !== undefined && typeof page.after !== 'string') {
           throw new InvalidRequestError('cursor is not one this server issued');
         }
         const rows = await listBoxes(kysely, { state: queryText(req, 'state'), search: queryText(req, 'q'), afterId: page.after, limit: page.limit + 1 });
         const { items, nextCursor } = pageOf(rows, page, (box) => box.id);
-        res.json({ ok: true, boxes: items, nextCursor });
+        reply(res, listBoxesOperation, 200, { ok: true, boxes: items, nextCursor });
       });
-      router.get('/boxes/:boxId', async (req, res) => {
+      router.get(getBoxOperation.path, async (req, res) => {
         const box = await getBox(kysely, req.params.boxId as string);
         if (!box) throw unknownBox();
-        res.json({ ok: true, box });
+        reply(res, getBoxOperation, 200, { ok: true, box });
       });
-      router.delete('/boxes/:boxId', async (req, res) => {
+      router.delete(forgetBoxOperation.path, async (req, res) => {
         const id = req.params.boxId as string;
         await trail.record({ action: 'forget', target: id, by: requester(req), detail: { boxId: id } }, async (audit) => {
           if (!(await forgetBoxAudited(database, id, audit))) throw unknownBox();

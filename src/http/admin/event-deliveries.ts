@@ -6,6 +6,9 @@ import { getEvent } from '../../store/state/events.js';
 import type { FanoutStore } from '../../store/fanout-store.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
+import { z } from 'zod';
+import { storedEvent } from './events.js';
+import { isoTime, okAnswer, reply, type AdminOperation } from './operation.js';
 import type { AdminRoutes } from './router.js';
 
 export interface EventDeliveryDeps {
@@ -14,16 +17,39 @@ export interface EventDeliveryDeps {
   source: string;
 }
 
+export const getEventOperation = {
+  method: 'get',
+  path: '/events/:id',
+  summary: 'One stored event and where it stands with each sink it was routed to.',
+  params: { id: 'The event id (also given as `/admin/events/?id=<id>`, for an id a browser cannot put in a path).' },
+  answers: {
+    200: okAnswer({
+      event: storedEvent,
+      deliveries: z.array(
+        z.strictObject({
+          sink: z.string(),
+          status: z.enum(['pending', 'delivered', 'dead_lettered', 'discarded', 'set_aside']),
+          attempts: z.number().int(),
+          lastError: z.string().nullable(),
+          updatedAt: isoTime(),
+        }),
+      ),
+    }),
+  },
+  errors: ['invalid_request', 'not_found'],
+} as const satisfies AdminOperation;
+
 /** `GET /admin/events/:id`: one stored event and where it stands with each sink. */
 export function eventDeliveryRoutes({ kysely, exceptions, source }: EventDeliveryDeps): AdminRoutes {
   return {
+    operations: [getEventOperation],
     mount(router) {
-      router.get('/events/:id', async (req, res) => {
+      router.get(getEventOperation.path, async (req, res) => {
         const id = req.params.id as string;
         const stored = await getEvent(kysely, id);
         if (!stored) throw new NotFoundError('no such event');
         const rows = await exceptions.rowsOfEvent(id);
-        res.json({
+        reply(res, getEventOperation, 200, {
           ok: true,
           event: { ...toCloudEvent(stored.payload, source, stored.origin), receivedAt: new Date(stored.receivedAt).toISOString() },
           deliveries: eventDeliveries(rows),

@@ -8,6 +8,8 @@ import { hookTransformOf, transformSourceOf } from '../../sinks/transform.js';
 import { getEvent } from '../../store/state/events.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
+import { z } from 'zod';
+import { okAnswer, reply, type AdminOperation } from './operation.js';
 import type { AdminRoutes } from './router.js';
 
 export interface HookTransformDeps {
@@ -18,6 +20,48 @@ export interface HookTransformDeps {
 
 /** What stands in for pagerduty's routing key in what the admin API shows (a credential of the integration). */
 const REDACTED = '[redacted]';
+
+export const listHooksOperation = {
+  method: 'get',
+  path: '/hooks',
+  summary: "Each hook's filter and transform, read only (no URL, header, secret or routing key).",
+  answers: {
+    200: okAnswer({
+      hooks: z.array(
+        z.strictObject({
+          name: z.string(),
+          events: z.array(z.string()),
+          format: z.enum(['cloudevents', 'slack', 'teams', 'discord', 'pagerduty']),
+          filter: z.string().nullable().describe('Its CEL filter.'),
+          transform: z.string().nullable().describe("Its CEL transform: its own, or its built-in format's."),
+          contentType: z.string().nullable(),
+        }),
+      ),
+    }),
+  },
+  errors: [],
+} as const satisfies AdminOperation;
+
+export const eventBodiesOperation = {
+  method: 'get',
+  path: '/events/:id/bodies',
+  summary: 'For one stored event, the body each hook with a transform makes of it (or its error), evaluated now: nothing is counted or sent.',
+  params: { id: 'The event id.' },
+  answers: {
+    200: okAnswer({
+      bodies: z.array(
+        z.strictObject({
+          sink: z.string(),
+          skipped: z.boolean().describe('The transform gave null: nothing would be sent.'),
+          contentType: z.string().nullable(),
+          body: z.string().nullable(),
+          error: z.strictObject({ code: z.string(), message: z.string() }).nullable(),
+        }),
+      ),
+    }),
+  },
+  errors: ['not_found'],
+} as const satisfies AdminOperation;
 
 /**
  * `GET /admin/hooks`: each hook's filter and transform (its own, or its built-in format's source),
@@ -32,9 +76,10 @@ export function hookTransformRoutes({ kysely, hooks, source }: HookTransformDeps
     return transform ? [{ hook, transform, matches: hook.events.map(globMatcher) }] : [];
   });
   return {
+    operations: [listHooksOperation, eventBodiesOperation],
     mount(router) {
-      router.get('/hooks', (_req, res) => {
-        res.json({
+      router.get(listHooksOperation.path, (_req, res) => {
+        reply(res, listHooksOperation, 200, {
           ok: true,
           hooks: hooks.map((hook) => ({
             name: hook.name,
@@ -46,7 +91,7 @@ export function hookTransformRoutes({ kysely, hooks, source }: HookTransformDeps
           })),
         });
       });
-      router.get('/events/:id/bodies', async (req, res) => {
+      router.get(eventBodiesOperation.path, async (req, res) => {
         const stored = await getEvent(kysely, req.params.id as string);
         if (!stored) throw new NotFoundError('no such event');
         const event = toCloudEvent(stored.payload, source, stored.origin);
@@ -62,7 +107,7 @@ export function hookTransformRoutes({ kysely, hooks, source }: HookTransformDeps
               return { sink: hook.name, skipped: false, contentType: null, body: null, error: { code, message } };
             }
           });
-        res.json({ ok: true, bodies });
+        reply(res, eventBodiesOperation, 200, { ok: true, bodies });
       });
       router.all('/hooks', methodNotAllowed('GET'));
       router.all('/events/:id/bodies', methodNotAllowed('GET'));

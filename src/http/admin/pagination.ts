@@ -1,5 +1,6 @@
 import type { Request } from 'express';
 import { InvalidRequestError } from '../../errors.js';
+import { queryParam } from './operation.js';
 
 export interface Page {
   limit: number;
@@ -45,3 +46,9 @@ export function queryText(req: Request, name: string): string | undefined {
   if (typeof value !== 'string') throw new InvalidRequestError(`${name} must be given once`);
   return value;
 }
+
+/** The query parameters of every list. */
+export const PAGE_QUERY = {
+  limit: queryParam('How many items, 1 to 200 (default 50).'),
+  cursor: queryParam('The `nextCursor` of the previous page.'),
+};

@@ -1,19 +1,24 @@
 import express, { type RequestHandler, type Router } from 'express';
 import { InvalidRequestError } from '../../errors.js';
+import { packageVersion } from '../../package-version.js';
 import { requireBearer } from './auth.js';
+import { openApiRoutes } from './openapi.js';
+import type { AdminOperation } from './operation.js';
 
 export interface AdminRoutes {
+  /** What `GET /admin/openapi.json` says of each route mounted (every one, test/admin-openapi.test.ts checks). */
+  operations: readonly AdminOperation[];
   /** Each capability mounts its own routes on the authenticated router. */
   mount(router: Router): void;
 }
 
-/** `/admin/*`: JSON only, every route behind the bearer token. */
+/** `/admin/*`: JSON only, every route behind the bearer token; `/admin/openapi.json` describes them all. */
 export function createAdminRouter(token: string, routes: AdminRoutes[]): Router {
   const router = express.Router();
   router.use(requireBearer(token));
   router.use(express.json({ limit: '16kb' }));
   router.use(itemByQuery);
-  for (const r of routes) r.mount(router);
+  for (const r of [...routes, openApiRoutes(routes, packageVersion())]) r.mount(router);
   return router;
 }
 

@@ -1,5 +1,21 @@
 import { methodNotAllowed } from '../send-error.js';
+import { z } from 'zod';
+import { okAnswer, reply, type AdminOperation } from './operation.js';
 import type { AdminRoutes } from './router.js';
+
+export const versionOperation = {
+  method: 'get',
+  path: '/version',
+  summary: "This relay's version, the newest migration applied, and the Node.js running it.",
+  answers: {
+    200: okAnswer({
+      version: z.string(),
+      schema: z.string().nullable().describe('The newest migration applied in the database.'),
+      node: z.string().describe('`process.version`.'),
+    }),
+  },
+  errors: [],
+} as const satisfies AdminOperation;
 
 export interface VersionDeps {
   /** This relay's version (package.json). */
@@ -13,9 +29,10 @@ export interface VersionDeps {
 /** `GET /admin/version` (contract section 22): `{"ok":true,"version","schema","node"}`. */
 export function versionRoutes({ version, node, schema }: VersionDeps): AdminRoutes {
   return {
+    operations: [versionOperation],
     mount(router) {
-      router.get('/version', async (_req, res) => {
-        res.json({ ok: true, version, schema: await schema(), node });
+      router.get(versionOperation.path, async (_req, res) => {
+        reply(res, versionOperation, 200, { ok: true, version, schema: await schema(), node });
       });
       router.all('/version', methodNotAllowed('GET'));
     },

@@ -1,0 +1,116 @@
+import { ADMIN_OPERATIONS, adminDocument, type OpenApiDocument } from '../http/admin/openapi.js';
+import { packageVersion } from '../package-version.js';
+
+type Schema = Record<string, unknown>;
+
+/** The document `GET /admin/openapi.json` answers, as the repository keeps it. */
+export const adminOpenApi = (): OpenApiDocument => adminDocument(ADMIN_OPERATIONS, packageVersion());
+
+const cell = (text: string) => text.replaceAll('|', '\\|').replaceAll('\n', ' ');
+
+/** A JSON schema as a reader scans a body: `{ "ok": true, "box": { "id": string, "name": string | null } }`. */
+function shapeOf(schema: Schema, indent: string, notes: string[], at: string): string {
+  if (typeof schema.description === 'string' && at !== '') notes.push(`\`${at}\`: ${schema.description}`);
+  if ('const' in schema) return JSON.stringify(schema.const);
+  if (Array.isArray(schema.enum)) return schema.enum.map((value) => JSON.stringify(value)).join(' | ');
+  const options = (schema.anyOf ?? schema.oneOf) as Schema[] | undefined;
+  if (options) return options.map((option) => shapeOf(option, indent, notes, at)).join(' | ');
+  if (Array.isArray(schema.type)) return schema.type.map((type) => shapeOf({ ...schema, type, description: undefined }, indent, notes, at)).join(' | ');
+  const type = schema.type;
+  if (type === 'array') {
+    const items = shapeOf((schema.items ?? {}) as Schema, indent, notes, `${at}[]`);
+    return items.includes('\n') || items.includes(' | ') ? `[${items}, …]` : `${items}[]`;
+  }
+  if (type === 'object') {
+    const properties = Object.entries((schema.properties ?? {}) as Record<string, Schema>);
+    if (properties.length === 0) {
+      const values = schema.additionalProperties;
+      return typeof values === 'object' && values !== null ? `{ [name]: ${shapeOf(values as Schema, indent, notes, `${at}.*`)} }` : '{}';
+    }
+    const required = new Set((schema.required ?? []) as string[]);
+    const inner = `${indent}  `;
+    const lines = properties.map(([name, value]) => `${inner}"${name}"${required.has(name) ? '' : '?'}: ${shapeOf(value, inner, notes, at ? `${at}.${name}` : name)}`);
+    return `{\n${lines.join(',\n')}\n${indent}}`;
+  }
+  if (type === 'string' && typeof schema.format === 'string') return `string (${schema.format})`;
+  if (type === 'integer') return 'integer';
+  if (typeof type === 'string') return type;
+  return 'any';
+}
+
+function bodyBlock(schema: Schema): string[] {
+  const notes: string[] = [];
+  const shape = shapeOf(schema, '', notes, '');
+  return ['```', shape, '```', ...(notes.length > 0 ? ['', ...notes.map((note) => `- ${note}`)] : [])];
+}
+
+interface Operation {
+  summary: string;
+  parameters?: { name: string; in: string; description?: string; schema: Schema }[];
+  requestBody?: { required: boolean; content: { 'application/json': { schema: Schema } } };
+  responses: Record<string, { description: string; content?: { 'application/json': { schema: Schema } } }>;
+}
+
+function operationSection(method: string, path: string, operation: Operation): string[] {
+  const lines = [`### ${method.toUpperCase()} ${path}`, '', operation.summary, ''];
+  if (operation.parameters?.length) {
+    lines.push('| Parameter | In | Values | Meaning |', '|---|---|---|---|');
+    for (const p of operation.parameters) {
+      const values = Array.isArray(p.schema.enum) ? p.schema.enum.map((v) => `\`${String(v)}\``).join(', ') : 'text';
+      lines.push(`| \`${p.name}\` | ${p.in} | ${values} | ${cell(p.description ?? '')} |`);
+    }
+    lines.push('');
+  }
+  if (operation.requestBody) {
+    lines.push(`Request body (JSON${operation.requestBody.required ? '' : ', optional'}):`, '', ...bodyBlock(operation.requestBody.content['application/json'].schema), '');
+  }
+  const errors: string[] = [];
+  for (const [status, response] of Object.entries(operation.responses)) {
+    const schema = response.content?.['application/json'].schema;
+    if (Number(status) >= 400) {
+      errors.push(`${status} (${response.description.replace(/^[^:]*: /, '').replace(/\.$/, '')})`);
+    } else if (schema) {
+      lines.push(`**${status}**:`, '', ...bodyBlock(schema), '');
+    } else {
+      lines.push(`**${status}**: no body.`, '');
+    }
+  }
+  lines.push(`Errors: ${errors.join('; ')}.`, '');
+  return lines;
+}
+
+/** `docs/reference/admin-api.md`: every admin route, written from the document the relay serves. */
+export function adminApiReference(): string {
+  const document = adminOpenApi();
+  const sections = Object.entries(document.paths).flatMap(([path, item]) =>
+    Object.entries(item).flatMap(([method, operation]) => operationSection(method, path, operation as unknown as Operation)),
+  );
+  const index = Object.entries(document.paths).flatMap(([path, item]) =>
+    Object.entries(item).map(([method, operation]) => `| \`${method.toUpperCase()} ${path}\` | ${cell(operation.summary)} |`),
+  );
+  return [
+    '# Admin API reference',
+    '',
+    '<!-- Generated by `npm run docs` from the code: edit the source named below, not this page. -->',
+    '',
+    'Every route under `/admin` on the internal port, as `GET /admin/openapi.json` describes it (OpenAPI 3.1; the same',
+    'document is [admin-api.openapi.json](admin-api.openapi.json)). Source: the operations beside each route in',
+    '`src/http/admin/` (each route answers through the zod schema described here), `src/http/admin/openapi.ts`, and the',
+    "error codes' statuses in `src/http/status.ts`. How to use it: [operations](../operations.md#admin-api).",
+    '',
+    `Every route takes \`Authorization: Bearer $BOXRELAY_ADMIN_TOKEN\` (401 \`unauthorized\` without it; the whole`,
+    'API answers 404 while no token is set). Every error answers `{"ok":false,"code","message","requestId"}`; every route',
+    'may answer 400 `invalid_request` (a malformed request or JSON body), 413 `payload_too_large` (a body over 16 KiB) and',
+    '500 `internal_error`. A method a path does not serve answers 405 `method_not_allowed` with `Allow`. Lists take',
+    '`limit` (1 to 200, default 50) and `cursor` (the previous page\'s `nextCursor`, null at the end). A `?` after a',
+    'field name: the field may be absent.',
+    '',
+    '| Route | What it does |',
+    '|---|---|',
+    ...index,
+    '',
+    '## Routes',
+    '',
+    ...sections,
+  ].join('\n');
+}

@@ -1,6 +1,8 @@
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { awsMessage } from '../src/sinks/aws.js';
+import { hookTransformOf } from '../src/sinks/transform.js';
+import { cloudEvent } from './support/cloud-event.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { fanoutFixture, hook } from './support/fanout-relay.js';
@@ -99,5 +101,15 @@ describe('the FIFO deduplication id and CloudEvents attributes of SQS and SNS', 
     expect(ofDefault.attributes).not.toHaveProperty('ce_boxrelayaccount');
     const ofProd = awsMessage({ ...base, boxrelayaccount: 'prod' }, '{}', undefined, true);
     expect(ofProd).toMatchObject({ deduplicationId: 'prod:evt_1', attributes: { ce_boxrelayaccount: { DataType: 'String', StringValue: 'prod' } } });
+  });
+});
+
+describe('the PagerDuty dedup_key of several accounts', () => {
+  it('is boxrelay-<boxId> for default and boxrelay-<name>-<boxId> for another account, trigger and resolve alike', () => {
+    const pagerduty = hookTransformOf({ format: 'pagerduty', routingKey: 'R0123' })!;
+    const keyOf = (type: string, account?: string) =>
+      (JSON.parse(pagerduty.bodyOf({ ...cloudEvent({ box: { id: 'bx_1' }, state: 'error' }, type), ...(account ? { boxrelayaccount: account } : {}) })!.body) as { dedup_key: string }).dedup_key;
+    expect([keyOf('box.error'), keyOf('box.ready')]).toEqual(['boxrelay-bx_1', 'boxrelay-bx_1']);
+    expect([keyOf('box.error', 'prod'), keyOf('box.archived', 'prod')]).toEqual(['boxrelay-prod-bx_1', 'boxrelay-prod-bx_1']);
   });
 });

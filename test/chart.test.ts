@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createTracing } from '../src/tracing/tracing.js';
 import { loadConfig } from '../src/config/load.js';
-import { configKeys, envNameOf, hooksSchema, type ConfigKey } from '../src/config/schema.js';
+import { accountsSchema, configKeys, envNameOf, hooksSchema, type ConfigKey } from '../src/config/schema.js';
 import YAML from 'yaml';
 import semver from 'semver';
 import { unpackHelm, validateObject, type Helm, type K8sObject } from './support/helm.js';
@@ -83,6 +83,7 @@ const SECRET_VARS: Record<string, string | null> = {
   BOXRELAY_SECRETS: null,
   BOXRELAY_SECRETS_FILE: 'secrets.signing',
   BOXRELAY_HOOKS_FILE: 'secrets.hooks',
+  BOXRELAY_ACCOUNTS_FILE: 'secrets.accounts',
   BOXRELAY_ADMIN_TOKEN: 'secrets.adminToken',
   // postgres:// URL from a Secret; else /data/boxrelay.db on the StatefulSet's volume.
   BOXRELAY_DATABASE: 'secrets.postgres',
@@ -217,6 +218,9 @@ describe('chart: values.yaml config <-> contract variables', () => {
 const CHART_SET = new Set<ConfigKey>([
   // The hooks of the hooks file (secrets.hooks); the key exists for the config file only.
   'hooks',
+  // The accounts file (secrets.accounts, contract section 21): a Secret, as it holds secrets and API keys.
+  'accountsFile',
+  'accounts',
   // backup.*: the directory is the backup volume's mount, set with it.
   'backupDir',
   'backupInterval',
@@ -272,6 +276,12 @@ const MATRIX: Record<string, Obj> = {
           },
           { name: 'pager', url: 'https://events.pagerduty.com/v2/enqueue', format: 'pagerduty', routingKey: 'R0123456789abcdef0123456789abcde' },
           { name: 'shaped', url: 'https://status.internal/api', transform: '{"box": event.data.box.id}', contentType: 'application/vnd.status+json' },
+        ],
+      },
+      accounts: {
+        accounts: [
+          { name: 'staging', secrets: ['whsec_c3RhZ2luZy1jaGFydC1zZWNyZXQtMDEyMzQ1'], upstreamBaseUrl: 'https://sandbox.example.com/v1', upstreamApiKey: 'sk_staging' },
+          { name: 'team-b', secretsFile: '/etc/boxrelay/team-b/secrets', cloudEventsSource: 'sandbox/b', natsSubjectPrefix: 'sandbox-b' },
         ],
       },
       adminToken: { value: 'c0ffee'.repeat(11) },
@@ -464,6 +474,20 @@ describe('chart: rendered by helm', () => {
     expect(hooksSchema.parse(hooks.map((h) => ({ ...(h as Obj), tls: undefined }))).map((h) => h.name)).toEqual(['alerts', 'private', 'pager', 'shaped']);
     for (const wrong of [{ maxPerSecond: 0 }, { proxy: 'socks5://proxy:1080' }, { tls: { ca: '' } }, { tls: { pem: '/x' } }, { filter: '' }, { transform: '' }, { format: 'msteams' }, { colour: 'red' }]) {
       expect(() => render(withHook(wrong)), JSON.stringify(wrong)).toThrow();
+    }
+  });
+
+  it('the accounts of values follow the relay: the file mounted from a Secret, every setting accepted, a wrong one refused', () => {
+    const rendered = render(MATRIX['every optional part on']!);
+    expect(containerEnv(rendered).get('BOXRELAY_ACCOUNTS_FILE')).toBe('/etc/boxrelay/accounts/accounts.yaml');
+    const accounts = (MATRIX['every optional part on']!.secrets as { accounts: { accounts: unknown[] } }).accounts.accounts;
+    expect(accountsSchema.parse(accounts).map((account) => account.name)).toEqual(['staging', 'team-b']);
+    const withAccount = (account: Obj) => ({ secrets: { accounts: { accounts: [{ name: 'a', secrets: ['whsec_x'], ...account }] } } });
+    expect(containerEnv(render(withAccount({}))).get('BOXRELAY_ACCOUNTS_FILE')).toBe('/etc/boxrelay/accounts/accounts.yaml');
+    expect(containerEnv(render({ secrets: { accounts: { existingSecret: 'relay-accounts' } } })).get('BOXRELAY_ACCOUNTS_FILE')).toBe('/etc/boxrelay/accounts/accounts.yaml');
+    expect(containerEnv(render({})).has('BOXRELAY_ACCOUNTS_FILE')).toBe(false);
+    for (const wrong of [{ name: 'default' }, { name: 'Prod' }, { upstreamBaseUrl: 'ftp://x' }, { natsSubjectPrefix: 'a b' }, { colour: 'red' }]) {
+      expect(() => render(withAccount(wrong)), JSON.stringify(wrong)).toThrow();
     }
   });
 

@@ -68,6 +68,9 @@ with `ownSecret`) its own copy, which exists before the release's on a first ins
 {{- if and $s.hooks.hooks (not $s.hooks.existingSecret) }}
 {{- $_ := set $data $s.hooks.key (toYaml $s.hooks.hooks) }}
 {{- end }}
+{{- if and $s.accounts.accounts (not $s.accounts.existingSecret) }}
+{{- $_ := set $data $s.accounts.key (toYaml $s.accounts.accounts) }}
+{{- end }}
 {{- if and $s.adminToken.value (not $s.adminToken.existingSecret) }}
 {{- $_ := set $data $s.adminToken.key $s.adminToken.value }}
 {{- end }}
@@ -120,6 +123,11 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{/* "true" when the signing secrets file is configured. */}}
 {{- define "boxrelay.hasSigningSecrets" -}}
 {{- if or .Values.secrets.signing.secrets .Values.secrets.signing.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the accounts file is configured. */}}
+{{- define "boxrelay.hasAccounts" -}}
+{{- if or .Values.secrets.accounts.accounts .Values.secrets.accounts.existingSecret }}true{{ end }}
 {{- end }}
 
 {{/* "true" when the hooks file is configured. */}}
@@ -307,6 +315,10 @@ Numbers are rendered as integers (YAML numbers arrive as float64 and would print
 - name: BOXRELAY_HOOKS_FILE
   value: /etc/boxrelay/hooks/hooks.yaml
 {{- end }}
+{{- if include "boxrelay.hasAccounts" . }}
+- name: BOXRELAY_ACCOUNTS_FILE
+  value: /etc/boxrelay/accounts/accounts.yaml
+{{- end }}
 {{- if or $s.adminToken.value $s.adminToken.existingSecret }}
 {{ include "boxrelay.envFromSecret" (dict "name" "BOXRELAY_ADMIN_TOKEN" "secret" ($s.adminToken.existingSecret | default $own) "key" $s.adminToken.key) }}
 {{- end }}
@@ -340,5 +352,5 @@ The signing secrets are left out on purpose: the relay re-reads that file, no re
 */}}
 {{- define "boxrelay.restartChecksum" -}}
 {{- $s := .Values.secrets }}
-{{- dict "config" .Values.config "hooks" $s.hooks "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "amqpUrl" $s.amqpUrl "redisUrl" $s.redisUrl "mqttUrl" $s.mqttUrl "kafkaSaslPassword" $s.kafkaSaslPassword "upstreamApiKey" $s.upstreamApiKey "secretsEncryptionKey" $s.secretsEncryptionKey | toJson | sha256sum }}
+{{- dict "config" .Values.config "hooks" $s.hooks "accounts" $s.accounts "adminToken" $s.adminToken "postgres" $s.postgres "nats" $s.nats "amqpUrl" $s.amqpUrl "redisUrl" $s.redisUrl "mqttUrl" $s.mqttUrl "kafkaSaslPassword" $s.kafkaSaslPassword "upstreamApiKey" $s.upstreamApiKey "secretsEncryptionKey" $s.secretsEncryptionKey | toJson | sha256sum }}
 {{- end }}

@@ -119,6 +119,11 @@ volumeMounts:
     mountPath: /etc/boxrelay/hooks
     readOnly: true
   {{- end }}
+  {{- if include "boxrelay.hasAccounts" . }}
+  - name: accounts
+    mountPath: /etc/boxrelay/accounts
+    readOnly: true
+  {{- end }}
   {{- if eq $s.nats.auth "creds" }}
   - name: nats-creds
     mountPath: /etc/boxrelay/nats
@@ -156,6 +161,14 @@ volumeMounts:
     items:
       - key: {{ $s.hooks.key }}
         path: hooks.yaml
+{{- end }}
+{{- if include "boxrelay.hasAccounts" . }}
+- name: accounts
+  secret:
+    secretName: {{ $s.accounts.existingSecret | default $own }}
+    items:
+      - key: {{ $s.accounts.key }}
+        path: accounts.yaml
 {{- end }}
 {{- if eq $s.nats.auth "creds" }}
 - name: nats-creds

@@ -8,7 +8,7 @@ import type { DependencyStatus } from '../dependency-status.js';
 import type { ArchiveLedger } from '../store/archive/ledger.js';
 import type { HeldAs } from '../store/exceptions/claims.js';
 import { describeError } from '../errors.js';
-import type { CloudEvent } from '../events/cloudevent.js';
+import { receiverId, type CloudEvent } from '../events/cloudevent.js';
 import { oncePerReason, untrusted } from '../log.js';
 import { nodeTimers } from '../schedule.js';
 import { awsClientConfig, awsStatusOf, classifyAws, prober, type AwsSettings } from './aws.js';
@@ -41,15 +41,19 @@ export function hourPrefix(prefix: string, time: string): string {
   return prefix ? `${prefix}/${path}/` : `${path}/`;
 }
 
-/** The key of an object whose first event is `first` (contract section 20); `suffix` for an object of retried or replayed events. */
+/**
+ * The key of an object whose first event is `first` (contract section 20); `suffix` for an object of
+ * retried or replayed events. The event is named as receivers dedupe it: `<account>:<id>` for an
+ * account other than `default` (contract section 21), so two accounts' events of one id never share a key.
+ */
 export function archiveKey(prefix: string, first: CloudEvent, suffix = ''): string {
-  return `${hourPrefix(prefix, first.time)}${keyPart(first.id)}${suffix}.ndjson.gz`;
+  return `${hourPrefix(prefix, first.time)}${keyPart(receiverId(first))}${suffix}.ndjson.gz`;
 }
 
 interface Waiting {
   event: CloudEvent;
   line: string;
-  /** Its name in the ledger: the event id, or for an outbox row's event the row's version of it. */
+  /** Its name in the ledger: the event as receivers dedupe it (`receiverId`), or for an outbox row's event the row's version of it. */
   item: string;
   heldAs: HeldAs | undefined;
   /** The first event of an outbox object names it by its row and version: the same content never under a second key. */
@@ -263,9 +267,9 @@ export function createS3Archive({
         let written = open;
         if (kind === 'log' && recovering) {
           const firsts = await firstsOfObjects(open);
-          const cut = open.findIndex(({ event }, i) => i > 0 && firsts.has(keyPart(event.id)));
+          const cut = open.findIndex(({ event }, i) => i > 0 && firsts.has(keyPart(receiverId(event))));
           if (cut > 0) written = open.slice(0, cut);
-          else if (!firsts.has(keyPart(open[0]!.event.id))) recovering = false;
+          else if (!firsts.has(keyPart(receiverId(open[0]!.event)))) recovering = false;
         }
         const rest = [...(await recordAndPut(kind, written)), ...open.slice(written.length)];
         if (rest.length > 0) giveBack(kind, rest);
@@ -323,7 +327,7 @@ export function createS3Archive({
         const entry: Waiting = {
           event,
           line: eventJson(event),
-          item: row ? `${event.id}@${row.id}.${row.version}` : event.id,
+          item: row ? `${receiverId(event)}@${row.id}.${row.version}` : receiverId(event),
           heldAs: context?.heldAs,
           suffix: row ? `-replay-${row.id}v${row.version}` : '',
           holding: context?.holding ?? (() => {}),

@@ -156,16 +156,19 @@ describe('a database answering every round trip 1.2 s late, on PostgreSQL (a pro
   it('delays a hook that is not paused, never stops it', { timeout: 120_000 }, async () => {
     const target = await hook();
     const direct = await postgresSchema();
-    // Migrated and given its deliveries at full speed: through the proxy a start alone takes minutes of round trips.
+    // Migrated at full speed: through the slow proxy a start alone takes minutes of round trips.
     const store = await openStore({ url: direct });
     cleanups.push(() => store.close());
+    const serverPort = Number(new URL(POSTGRES_URL).port || 5432);
+    const proxy = await slowTcp(serverPort, 0);
+    cleanups.push(() => proxy.close());
+    const t = await harness({ url: direct.replace(`:${serverPort}/`, `:${proxy.port}/`), config: { hooks: [{ name: 'h', url: target.url }] } });
+    // Started: from now on every round trip of the relay's connections answers 1.2 s late.
+    proxy.delayMs = 1200;
     const ids = [];
     for (const boxId of ['bx_s1', 'bx_s2', 'bx_s3']) ids.push(await recordEvent(store, { receivedAt: Date.now(), boxId, sinks: ['h'], secret: SECRET }));
     await store.sequenceLog();
-    const serverPort = Number(new URL(POSTGRES_URL).port || 5432);
-    const proxy = await slowTcp(serverPort, 1200);
-    cleanups.push(() => proxy.close());
-    await harness({ url: direct.replace(`:${serverPort}/`, `:${proxy.port}/`), config: { hooks: [{ name: 'h', url: target.url }] } });
+    t.dispatcher.wake('log');
     const requests = await target.received(3, 100_000);
     expect(requests.map((r) => (JSON.parse(r.body) as { id: string }).id).sort()).toEqual([...ids].sort());
   });

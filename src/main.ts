@@ -175,7 +175,7 @@ export async function createRelay(deps: RelayDeps) {
     dependencies: (): Record<string, DependencyStatus> => fanoutOf().dependencies(),
     clock,
   });
-  const logHeldBackSeconds = async () => (await unnumberedFor(store.database)) / 1000;
+  const logHeldBackSeconds = async () => (await unnumberedFor(store.database, clock.now())) / 1000;
   const backups = config.backupDir
     ? scheduleBackups({
         database: config.database,

@@ -79,16 +79,16 @@ export async function waitFor<T>(check: () => T | Promise<T>, what: string, time
   }
 }
 
-/**
- * A delivery as another process stores it on PostgreSQL, through `client` (inside its transaction if
- * one is open): routed to `sinks`, without a log position until a sequencer numbers it.
- */
-/** The PostgreSQL server's clock (epoch ms), which the relay measures the log's wait by. */
+/** The PostgreSQL server's clock (epoch ms), for a test that sets the relay's own clock apart from it. */
 export async function databaseNowMs(client: pg.Client): Promise<number> {
   const { rows } = await client.query<{ now: string }>(`SELECT floor(extract(epoch from clock_timestamp()) * 1000)::bigint AS now`);
   return Number(rows[0]?.now);
 }
 
+/**
+ * A delivery as another process stores it on PostgreSQL, through `client` (inside its transaction if
+ * one is open): routed to `sinks`, without a log position until a sequencer numbers it.
+ */
 export async function storeUnnumbered(client: pg.Client, { id, boxId, receivedAt, sinks = 'h' }: { id: string; boxId: string; receivedAt: number; sinks?: string }): Promise<void> {
   await client.query(
     `INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, part, sinks)

@@ -9,7 +9,7 @@ import type { Database } from './database.js';
 export type LeaseNow = (now: number) => RawBuilder<number>;
 
 /** The PostgreSQL server's clock in epoch ms, read as the statement runs. */
-export const POSTGRES_NOW_MS = sql<number>`(floor(extract(epoch from clock_timestamp()) * 1000))::bigint`;
+const POSTGRES_NOW_MS = sql<number>`(floor(extract(epoch from clock_timestamp()) * 1000))::bigint`;
 
 export function leaseClock(database: Pick<Database, 'dialect'>): LeaseNow {
   return database.dialect === 'postgres' ? () => POSTGRES_NOW_MS : (now) => sql<number>`${now}`;

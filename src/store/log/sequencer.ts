@@ -1,5 +1,3 @@
-import { sql } from 'kysely';
-import { POSTGRES_NOW_MS } from '../engines/database-clock.js';
 import type { Database } from '../engines/database.js';
 import { logHeadSql } from './position.js';
 
@@ -101,19 +99,19 @@ export function startSequencing({ sequence, onNumbered, onError, intervalMs }: S
 }
 
 /**
- * How long the oldest delivery without a position has waited (ms), 0 when none does. On PostgreSQL
- * it is measured by the database's clock, in the statement: replicas whose own clocks disagree give
- * the same figure, and none compares its clock with the time another stored.
+ * How long the oldest delivery without a position has waited (ms), 0 when none does. Measured by
+ * the relay's clock, the one that stamped `received_at` as the delivery came in: the database's
+ * clock against it would read any skew between the two as a wait (or hide one).
  */
-export async function unnumberedFor(database: Database): Promise<number> {
+export async function unnumberedFor(database: Database, now: number): Promise<number> {
   // SQLite numbers as it inserts: nothing ever waits (and it has no index to ask).
   if (database.dialect !== 'postgres') return 0;
   const row = await database.kysely
     .selectFrom('deliveries')
-    .select(sql<number | null>`${POSTGRES_NOW_MS} - min(received_at)`.as('waited'))
+    .select((eb) => eb.fn.min('received_at').as('oldest'))
     .where('seq', 'is', null)
     .where('sinks', 'is not', null)
     .executeTakeFirst();
-  const waited = row?.waited;
-  return waited === null || waited === undefined ? 0 : Math.max(0, Number(waited));
+  const oldest = row?.oldest;
+  return oldest === null || oldest === undefined ? 0 : Math.max(0, now - Number(oldest));
 }

@@ -31,8 +31,8 @@ export function createLogLane(ctx: LaneContext): LogLane {
   const { sink, owner, store, clock, tuning, log } = ctx;
   const ordered = sink.ordering === 'per-box';
   const partitions = createLogPartitions();
-  /** Per-box order on the log: each box's last entry under way here, and how it ended. */
-  const boxTails = new Map<string, Promise<EntryFate>>();
+  /** Per-box order on the log: each box's last entry under way here, the epoch it was taken in, and how it ended. */
+  const boxTails = new Map<string, { epoch: number; fate: Promise<EntryFate> }>();
   /**
    * Entries read and not yet looked at (a narrow lane takes a few of a read at a time); `readEnd`:
    * how far the read saw the log; `readFull`: the read was a full batch.
@@ -157,14 +157,27 @@ export function createLogLane(ctx: LaneContext): LogLane {
     return fate;
   };
 
+  /**
+   * What an entry taken under `epoch` waits for: the box's entry before it here. One of an earlier
+   * holding (its partition was lost and taken back since, and read again from its cursor) still
+   * keeps one request at a time for the box, but its ending undone (lost, not a stop) leaves this
+   * holding's entries to go on: they are the reader that follows it.
+   */
+  const before = (box: string, epoch: number): Promise<EntryFate> | undefined => {
+    const tail = boxTails.get(box);
+    if (tail === undefined || tail.epoch === epoch) return tail?.fate;
+    return tail.fate.then((fate) => (fate === 'undone' ? 'delivered' : fate));
+  };
+
   const start = (entry: LogEntry, trial: Trial, state: SinkState, held: Promise<ReadonlySet<string> | typeof STOPPED>) => {
     const box = ordered ? entry.boxId : null;
-    const running = run(entry, partitions.epochOf(entry.part) as number, trial, state, box === null ? undefined : boxTails.get(box), held);
+    const epoch = partitions.epochOf(entry.part) as number;
+    const running = run(entry, epoch, trial, state, box === null ? undefined : before(box, epoch), held);
     if (box !== null) {
-      // An entry left undone (a stop; its writes are tried again until then) leaves the box's later entries to the next reader.
-      const tail = running.catch((): EntryFate => 'undone');
+      // An entry left undone (a stop, or its partition lost; its writes are tried again until then) leaves the box's later entries of its holding to the next reader.
+      const tail = { epoch, fate: running.catch((): EntryFate => 'undone') };
       boxTails.set(box, tail);
-      void tail.then(() => {
+      void tail.fate.then(() => {
         if (boxTails.get(box) === tail) boxTails.delete(box);
       });
     }

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { RelayError, StorageUnavailableError } from '../../errors.js';
+import { groupCommit, type Outcome } from '../../group-commit.js';
 import { BOX_COLUMNS } from '../state/boxes.js';
 import {
   boxOnConflict,
@@ -76,28 +77,13 @@ const RECORD_BATCH = `WITH input AS (
 const SELECT_PAYLOADS = 'SELECT id, payload FROM deliveries WHERE id = ANY($1::text[])';
 
 /**
- * A statement carries at most this many rows and, past its first row, this many bytes of bodies:
- * each stays short, and a burst is several statements, one after another.
+ * A statement carries at most this many deliveries and this many bytes of bodies (a larger one
+ * alone): each stays short, and a burst is several statements, one after another.
  */
 const BATCH_ROWS = 1000;
 const BATCH_BYTES = 4 * 1024 * 1024;
 
 const NO_BOX = BOX_COLUMNS.map(() => null);
-
-interface Pending {
-  delivery: NewDelivery;
-  /** `performance.now()` when it arrived. */
-  since: number;
-  resolve(result: RecordResult): void;
-  reject(error: Error): void;
-}
-
-interface Batch {
-  /** One row each: no id twice. */
-  rows: Pending[];
-  /** Later copies of a row's id: answered from that row's outcome. */
-  copies: Pending[];
-}
 
 /** SQLSTATE classes 22 (data exception) and 23 (integrity constraint violation): the values, not the server, are at fault. */
 function refusedValue(error: unknown): boolean {
@@ -115,13 +101,14 @@ export interface PostgresWriterOptions {
 }
 
 /**
- * Group commit: the deliveries that arrive while a statement runs are the next statement, so a burst
- * costs a few round trips and waits in memory, never on a connection pool, and a `503` means the
- * store did not commit in time. The queue holds what the HTTP server has already read (its own
- * limits bound the requests under way), and whatever waited past `commitWithinMs` leaves it
- * refused. Each caller is answered once its statement committed. A box's events in one statement
- * leave its row as they would one at a time, in the order they came. A concurrent insert of the same id by another replica waits on
- * the primary key and then sees the conflict, so each id is stored and fanned out once.
+ * Group commit (`groupCommit`): the deliveries that arrive while a statement runs are the next
+ * statement, so a burst costs a few round trips and waits in memory, never on a connection pool, and
+ * a `503` means the store did not commit in time. The queue holds what the HTTP server has already
+ * read (its own limits bound the requests under way), and whatever waited past `commitWithinMs`
+ * leaves it refused. Each caller is answered once its statement committed. A box's events in one
+ * statement leave its row as they would one at a time, in the order they came. A concurrent insert
+ * of the same id by another replica waits on the primary key and then sees the conflict, so each id
+ * is stored and fanned out once.
  */
 export function createPostgresDeliveryWriter({
   connect,
@@ -129,9 +116,6 @@ export function createPostgresDeliveryWriter({
   onCommit = () => {},
   commitWithinMs = Infinity,
 }: PostgresWriterOptions): DeliveryWriter {
-  let queue: Pending[] = [];
-  let writing = false;
-
   const query = async <R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<R[]> => {
     const client = await connect();
     try {
@@ -141,37 +125,12 @@ export function createPostgresDeliveryWriter({
     }
   };
 
-  /** Takes the next statement's deliveries off the queue, in arrival order; refuses those that waited too long. */
-  const takeBatch = (): Batch => {
-    const batch: Batch = { rows: [], copies: [] };
-    const ids = new Set<string>();
-    const left: Pending[] = [];
-    let bytes = 0;
-    const now = performance.now();
-    for (const pending of queue) {
-      const { event } = pending.delivery;
-      if (now - pending.since > commitWithinMs) {
-        pending.reject(new StorageUnavailableError({ cause: new CommitTimeoutError(now - pending.since) }));
-      } else if (ids.has(event.id)) {
-        batch.copies.push(pending);
-      } else if (batch.rows.length >= BATCH_ROWS || bytes >= BATCH_BYTES) {
-        left.push(pending);
-      } else {
-        batch.rows.push(pending);
-        ids.add(event.id);
-        bytes += event.payload.length;
-      }
-    }
-    queue = left;
-    return batch;
-  };
-
   /** Writes one row per delivery; answers, by id, the payload kept (this row's when it was stored now). */
-  const writeRows = async (rows: Pending[]): Promise<{ inserted: Set<string>; kept: Map<string, string> }> => {
+  const writeRows = async (rows: NewDelivery[]): Promise<{ inserted: Set<string>; kept: Map<string, string> }> => {
     // A sink routed to for the first time gets its cursors at the head first: these deliveries are after it.
-    await ensureCursors([...new Set(rows.flatMap((p) => p.delivery.sinks))]);
+    await ensureCursors([...new Set(rows.flatMap((delivery) => delivery.sinks))]);
     const columns: unknown[][] = COLUMN_TYPES.map(() => []);
-    for (const { delivery } of rows) {
+    for (const delivery of rows) {
       [...deliveryParams(delivery), ...(boxParams(delivery) ?? NO_BOX)].forEach((value, i) => columns[i]?.push(value));
     }
     const written = await query<{ id: string; inserted: boolean; stored: string | null }>({ name: 'boxrelay_record_deliveries', text: RECORD_BATCH, values: columns });
@@ -181,51 +140,50 @@ export function createPostgresDeliveryWriter({
     const later = unseen.length === 0 ? [] : await query<{ id: string; payload: string }>({ text: SELECT_PAYLOADS, values: [unseen] });
     const inserted = new Set(written.filter((row) => row.inserted).map((row) => row.id));
     const kept = new Map<string, string>();
-    for (const { delivery } of rows) if (inserted.has(delivery.event.id)) kept.set(delivery.event.id, delivery.event.payload);
+    for (const delivery of rows) if (inserted.has(delivery.event.id)) kept.set(delivery.event.id, delivery.event.payload);
     for (const row of [...written, ...later.map(({ id, payload }) => ({ id, stored: payload }))]) if (row.stored !== null) kept.set(row.id, row.stored);
     if (inserted.size > 0) onCommit();
     return { inserted, kept };
   };
 
-  const commit = async ({ rows, copies }: Batch): Promise<void> => {
+  /**
+   * One row per id (its first delivery's), the batch's later copies of an id answered from that
+   * row's outcome; each delivery's outcome, in the batch's order.
+   */
+  const commit = async (batch: NewDelivery[]): Promise<Outcome<RecordResult>[]> => {
+    const first = new Map<string, number>();
+    batch.forEach((delivery, i) => {
+      if (!first.has(delivery.event.id)) first.set(delivery.event.id, i);
+    });
     let written: Awaited<ReturnType<typeof writeRows>>;
     try {
-      written = await writeRows(rows);
+      written = await writeRows([...first.values()].map((i) => batch[i]!));
     } catch (error) {
       // The server refused a value (a data or constraint error): that may be one delivery's, so each is tried on its own.
-      if (refusedValue(error) && rows.length > 1) {
-        for (const row of rows) await commit({ rows: [row], copies: copies.filter((copy) => copy.delivery.event.id === row.delivery.event.id) });
-        return;
+      if (refusedValue(error) && first.size > 1) {
+        const outcomes: Outcome<RecordResult>[] = [];
+        for (const id of first.keys()) {
+          const copies = batch.flatMap((delivery, i) => (delivery.event.id === id ? [i] : []));
+          const answered = await commit(copies.map((i) => batch[i]!)).catch((failure: unknown) => copies.map(() => ({ error: failure })));
+          copies.forEach((at, k) => (outcomes[at] = answered[k]!));
+        }
+        return outcomes;
       }
-      const failure = new StorageUnavailableError({ cause: error });
-      for (const pending of [...rows, ...copies]) pending.reject(failure);
-      return;
+      throw new StorageUnavailableError({ cause: error });
     }
     const { inserted, kept } = written;
-    for (const pending of rows) {
-      const { id, payload } = pending.delivery.event;
-      pending.resolve(inserted.has(id) ? { duplicate: false, payloadDiffers: false } : { duplicate: true, payloadDiffers: kept.get(id) !== payload });
-    }
-    for (const copy of copies) copy.resolve({ duplicate: true, payloadDiffers: kept.get(copy.delivery.event.id) !== copy.delivery.event.payload });
+    return batch.map(({ event: { id, payload } }, i) => ({
+      value: inserted.has(id) && first.get(id) === i ? { duplicate: false, payloadDiffers: false } : { duplicate: true, payloadDiffers: kept.get(id) !== payload },
+    }));
   };
 
-  const drain = async (): Promise<void> => {
-    while (queue.length > 0) {
-      const batch = takeBatch();
-      if (batch.rows.length > 0) await commit(batch);
-    }
-    writing = false;
-  };
-
-  return {
-    record(delivery) {
-      return new Promise<RecordResult>((resolve, reject) => {
-        queue.push({ delivery, since: performance.now(), resolve, reject });
-        if (writing) return;
-        writing = true;
-        // One turn later: the deliveries of this turn of the event loop share the first statement.
-        setImmediate(() => void drain());
-      });
-    },
-  };
+  const deliveries = groupCommit<NewDelivery, RecordResult>({
+    commit,
+    maxItems: BATCH_ROWS,
+    maxBytes: BATCH_BYTES,
+    bytesOf: (delivery) => delivery.event.payload.length,
+    maxWaitMs: commitWithinMs,
+    tooOld: (waitedMs) => new StorageUnavailableError({ cause: new CommitTimeoutError(waitedMs) }),
+  });
+  return { record: (delivery) => deliveries.add(delivery) };
 }

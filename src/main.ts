@@ -11,6 +11,7 @@ import { createOperatorEvents } from './dispatch/operator-events.js';
 import { createPauses } from './dispatch/pauses.js';
 import { createSinkDegradation, DEGRADATION_CHECK_MS, type SinkDegradation } from './dispatch/sink-degradation.js';
 import type { DispatchTuning } from './dispatch/tuning.js';
+import { accountsRoutes, type AccountsRoutesDeps } from './http/admin/accounts.js';
 import { attemptRoutes } from './http/admin/attempts.js';
 import { auditRoutes } from './http/admin/audit.js';
 import { sinkHealthRoutes } from './http/admin/sink-health.js';
@@ -240,10 +241,15 @@ export async function createRelay(deps: RelayDeps) {
       leaseMs: deps.reconcile?.leaseMs,
       timers: deps.reconcile?.runTimers,
     });
+  // `default` is listed while it has a secret (contract section 21), as its endpoint is served only then.
+  const listedAccounts = () => [
+    ...(secrets.accepted().length > 0 ? [{ name: DEFAULT_ACCOUNT, secrets: secrets.accepted().length }] : []),
+    ...[...accounts.endpoints.values()].map(({ name, secrets: ring }) => ({ name, secrets: ring.accepted().length })),
+  ];
   const admin = config.adminToken
     ? createAdminRouter(
         config.adminToken,
-        adminRoutes({ config, clock, store, fanoutStore, fanout, sinkStates, pauses, operations, reconciler, trail, tally, inlineAttempts, sinkNames, logHeldBackSeconds }),
+        adminRoutes({ config, clock, store, fanoutStore, fanout, sinkStates, pauses, operations, reconciler, trail, tally, inlineAttempts, sinkNames, logHeldBackSeconds, listedAccounts }),
       )
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, console: admin && createConsoleRouter(), logger });
@@ -517,6 +523,7 @@ function adminRoutes({
   inlineAttempts,
   sinkNames,
   logHeldBackSeconds,
+  listedAccounts,
 }: {
   config: Config;
   clock: Clock;
@@ -532,6 +539,7 @@ function adminRoutes({
   inlineAttempts: AttemptRecorder | undefined;
   sinkNames: string[];
   logHeldBackSeconds: () => Promise<number>;
+  listedAccounts: AccountsRoutesDeps['accounts'];
 }): AdminRoutes[] {
   const kysely = store.database.kysely;
   return [
@@ -540,6 +548,11 @@ function adminRoutes({
     deadLetterRoutes(operations),
     replayRoutes(operations),
     reconcileRoutes(reconciler, { kysely, trail }),
+    accountsRoutes({
+      database: store.database,
+      accounts: listedAccounts,
+      reconcile: (name) => (name === DEFAULT_ACCOUNT && reconciler ? reconciler.status() : null),
+    }),
     eventDeliveryRoutes({ kysely, exceptions: fanoutStore.exceptions, source: config.source }),
     hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
     sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: fanoutStore.exceptions.countBySink, trail }),

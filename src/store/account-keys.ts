@@ -1,3 +1,4 @@
+import { sql, type RawBuilder, type SqlBool } from 'kysely';
 import type { ParsedEvent } from '../events/parse-event.js';
 import { DEFAULT_ACCOUNT } from '../config/default-account.js';
 
@@ -21,3 +22,17 @@ export function namedAccountOf(key: string): string | undefined {
 
 /** What a named account's key looks like (SQL LIKE): what a run for `default` must leave alone. */
 export const NAMED_ACCOUNT_KEY = '%:%';
+
+/**
+ * The rows of one account, by their key in `column`. `default`'s keys hold no `:`, which no index
+ * finds: a scan. A named account's keys start with `<name>:`; where text sorts bytewise
+ * (`sortsTextBytewise`) they are the range from `<name>:` to `<name>;` (`;` follows `:`), which the
+ * key's index counts without reading other accounts' rows; elsewhere only the pattern finds them.
+ */
+export function ofAccount(column: string, account: string, bytewise: boolean): RawBuilder<SqlBool> {
+  const ref = sql.ref(column);
+  if (account === DEFAULT_ACCOUNT) return sql<SqlBool>`${ref} not like ${NAMED_ACCOUNT_KEY}`;
+  if (bytewise) return sql<SqlBool>`(${ref} >= ${`${account}:`} and ${ref} < ${`${account};`})`;
+  // Names are a-z, 0-9 and -: nothing in them is a LIKE wildcard.
+  return sql<SqlBool>`${ref} like ${`${account}:%`}`;
+}

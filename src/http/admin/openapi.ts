@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { HttpErrorCode } from '../../errors.js';
 import { methodNotAllowed } from '../send-error.js';
 import { statusByCode } from '../status.js';
+import { listAccountsOperation } from './accounts.js';
 import { listAttemptsOperation, resendOperation } from './attempts.js';
 import { auditOperation } from './audit.js';
 import { forgetBoxOperation, getBoxOperation, listBoxesOperation } from './boxes.js';
@@ -177,6 +178,7 @@ export const ADMIN_OPERATIONS: readonly AdminOperation[] = [
   replayOperation,
   startReconcileOperation,
   reconcileStatusOperation,
+  listAccountsOperation,
   listHooksOperation,
   listSinksOperation,
   pauseOperation,

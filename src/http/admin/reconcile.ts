@@ -39,6 +39,9 @@ const runReport = z.strictObject({
     .describe('Dry runs only: what a real run would do.'),
 });
 
+/** Whether an account's run goes on, and its last finished one. */
+export const reconcileState = z.strictObject({ running: z.boolean(), last: runReport.nullable() });
+
 export const startReconcileOperation = {
   method: 'post',
   path: '/reconcile',
@@ -52,7 +55,7 @@ export const reconcileStatusOperation = {
   method: 'get',
   path: '/reconcile',
   summary: 'Whether a run goes on, and the last finished one.',
-  answers: { 200: okAnswer({ running: z.boolean(), last: runReport.nullable() }) },
+  answers: { 200: okAnswer(reconcileState.shape) },
   errors: ['reconcile_not_configured'],
 } as const satisfies AdminOperation;
 

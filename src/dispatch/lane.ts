@@ -101,24 +101,21 @@ export function createLane(sink: Sink, deps: LaneDeps): Lane {
     state = now;
     return now.epoch > acknowledged;
   };
-  /**
-   * Renews the lane's lease and its partitions, which answers the sink's state (its run of failures
-   * changes without a new epoch); a newer epoch is acknowledged by renewing again.
-   */
-  const holdCurrent = async (): Promise<void> => {
+  /** Asks (a renewal) acknowledging the state this lane holds until the answer is no newer: a newer epoch is acknowledged by asking again. */
+  const untilAcknowledged = async (ask: (acknowledged: number) => Promise<{ state: SinkState; until: number }>): Promise<void> => {
     for (let acknowledged = state?.epoch ?? 0; ; acknowledged = (state as SinkState).epoch) {
-      const { state: now, until } = await logLane.hold(acknowledged);
+      const { state: now, until } = await ask(acknowledged);
       if (!take(now, until, acknowledged)) return;
     }
   };
+  /** Renews the lane's lease and its partitions, which answers the sink's state (its run of failures changes without a new epoch). */
+  const holdCurrent = () => untilAcknowledged((acknowledged) => logLane.hold(acknowledged));
   /** The same for the lane's lease alone: a change is acknowledged at once, even while a read of the log is under way. */
-  const acknowledgeCurrent = async (): Promise<void> => {
-    for (let acknowledged = (state as SinkState).epoch; ; acknowledged = (state as SinkState).epoch) {
+  const acknowledgeCurrent = () =>
+    untilAcknowledged(async (acknowledged) => {
       const askedAt = clock.now();
-      const now = await store.log.acknowledge({ sink: sink.name, owner: deps.owner, now: askedAt, leaseMs: holdMs, seenEpoch: acknowledged });
-      if (!take(now, askedAt + holdMs, acknowledged)) return;
-    }
-  };
+      return { state: await store.log.acknowledge({ sink: sink.name, owner: deps.owner, now: askedAt, leaseMs: holdMs, seenEpoch: acknowledged }), until: askedAt + holdMs };
+    });
   let acknowledging: Promise<void> | undefined;
   /** Told of a change (this process paused or resumed the sink): it is learnt and acknowledged at once, and the lane looks for work. */
   const forgetState = () => {

@@ -1,4 +1,4 @@
-import { sinkStateOf, type SinkState } from '../state/sink-state.js';
+import { NO_SINK_STATE, sinkStateOf, type SinkState } from '../state/sink-state.js';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
@@ -109,7 +109,7 @@ export function createLogCursors(database: Database, clock: () => number = Date.
   /** A lane's reader row locks the sink's state row, which must exist for that (see `register`). */
   const ensureSinkState = async (sink: string): Promise<void> => {
     if (lanesKnown.has(sink)) return;
-    await db.insertInto('sink_state').values({ sink, failing_since: null, paused_at: null, paused_by: null, next_probe_at: null }).onConflict((oc) => oc.column('sink').doNothing()).execute();
+    await db.insertInto('sink_state').values({ sink, ...NO_SINK_STATE }).onConflict((oc) => oc.column('sink').doNothing()).execute();
     lanesKnown.add(sink);
   };
   /**

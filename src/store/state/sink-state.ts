@@ -11,7 +11,8 @@ export const PROBE_INTERVAL_MS = 60_000;
 
 /** A sink's pause fields when it is not paused (the epoch is the row's own). */
 const NOT_PAUSED = { paused_at: null, paused_by: null, next_probe_at: null } as const;
-const NONE: Omit<SinkState, 'sink'> = { failing_since: null, ...NOT_PAUSED, epoch: 0 };
+/** A sink never paused nor failing: the state of a sink without a row, and a new row's. */
+export const NO_SINK_STATE: Omit<SinkState, 'sink'> = { failing_since: null, ...NOT_PAUSED, epoch: 0 };
 
 /** The row as read: PostgreSQL answers a bigint as a string. */
 export const sinkStateOf = (row: SinkState): SinkState => ({ ...row, epoch: Number(row.epoch) });
@@ -46,7 +47,7 @@ export function createSinkStates(database: Database): SinkStates {
   return {
     async read(sink: string): Promise<SinkState> {
       const row = await db.selectFrom('sink_state').selectAll().where('sink', '=', sink).executeTakeFirst();
-      return row ? sinkStateOf(row) : { sink, ...NONE };
+      return row ? sinkStateOf(row) : { sink, ...NO_SINK_STATE };
     },
 
     async readAll(): Promise<Map<string, SinkState>> {
@@ -58,7 +59,7 @@ export function createSinkStates(database: Database): SinkStates {
     async failed(sink: string, now: number): Promise<SinkState> {
       return db
         .insertInto('sink_state')
-        .values({ sink, ...NONE, failing_since: now })
+        .values({ sink, ...NO_SINK_STATE, failing_since: now })
         .onConflict((oc) => oc.column('sink').doUpdateSet((eb) => ({ failing_since: eb.fn.coalesce('sink_state.failing_since', 'excluded.failing_since') })))
         .returningAll()
         .executeTakeFirstOrThrow()
@@ -83,7 +84,7 @@ export function createSinkStates(database: Database): SinkStates {
       const nextProbeAt = by === 'failures' ? nextProbe(now) : null;
       const pause = db
         .insertInto('sink_state')
-        .values({ sink, ...NONE, paused_at: now, paused_by: by, next_probe_at: nextProbeAt, epoch: 1 })
+        .values({ sink, ...NO_SINK_STATE, paused_at: now, paused_by: by, next_probe_at: nextProbeAt, epoch: 1 })
         .onConflict((oc) =>
           oc
             .column('sink')

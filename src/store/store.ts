@@ -2,7 +2,6 @@ import { deferAutocheckpoint, startCheckpointer } from './engines/checkpointer.j
 import { isSqliteFile, type Database, type DatabaseOptions } from './engines/database.js';
 import { routeWrites } from './engines/route-writes.js';
 import type { DeliveryWriter } from './write/delivery-sql.js';
-import { createLogCursors } from './log/cursors.js';
 import { openMigrated } from './engines/migrate.js';
 import { createPostgresDeliveryWriter } from './write/postgres-delivery-writer.js';
 import { createSqliteWriter } from './write/sqlite-writer.js';
@@ -69,8 +68,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     (database.dialect === 'sqlite'
       ? createSqliteWriter(database, { onCommit })
       : createPostgresDeliveryWriter({
-          connect: () => database.connectOwn('writer'),
-          ensureCursors: createLogCursors(database).ensureCursors,
+          database,
           onCommit: () => sequencing?.request(),
           commitWithinMs: options.timeoutMs,
         }));

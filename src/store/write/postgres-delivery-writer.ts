@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { RelayError, StorageUnavailableError } from '../../errors.js';
 import { groupCommit, type Outcome } from '../../group-commit.js';
+import type { Database } from '../engines/database.js';
+import { ensureCursorsQuery } from '../log/cursors.js';
 import { BOX_COLUMNS } from '../state/boxes.js';
 import {
   boxOnConflict,
@@ -91,9 +93,9 @@ function refusedValue(error: unknown): boolean {
 }
 
 export interface PostgresWriterOptions {
-  /** The writer's own connection: the statements run one at a time. */
-  connect(): Promise<pg.PoolClient>;
-  ensureCursors(sinks: string[]): Promise<void>;
+  database: Extract<Database, { dialect: 'postgres' }>;
+  /** The writer's own connection (by default `connectOwn('writer')`): the statements run one at a time. */
+  connect?: () => Promise<pg.PoolClient>;
   /** After a commit that stored at least one delivery. */
   onCommit?: () => void;
   /** A delivery whose statement has not started within this many ms of its arrival is refused (unset: no bound). */
@@ -111,8 +113,8 @@ export interface PostgresWriterOptions {
  * is stored and fanned out once.
  */
 export function createPostgresDeliveryWriter({
-  connect,
-  ensureCursors,
+  database,
+  connect = () => database.connectOwn('writer'),
   onCommit = () => {},
   commitWithinMs = Infinity,
 }: PostgresWriterOptions): DeliveryWriter {
@@ -125,10 +127,24 @@ export function createPostgresDeliveryWriter({
     }
   };
 
+  /** Sinks whose cursors exist (made here, or found made). */
+  const withCursors = new Set<string>();
+  /**
+   * A sink routed to for the first time gets its cursors at the head first: these deliveries are
+   * after it. On the writer's own connection, as the statement: never refused by a busy pool.
+   */
+  const ensureCursors = async (sinks: string[]): Promise<void> => {
+    for (const sink of new Set(sinks)) {
+      if (withCursors.has(sink)) continue;
+      const { sql, parameters } = ensureCursorsQuery(database.kysely, database, sink, Date.now()).compile();
+      await query({ text: sql, values: [...parameters] });
+      withCursors.add(sink);
+    }
+  };
+
   /** Writes one row per delivery; answers, by id, the payload kept (this row's when it was stored now). */
   const writeRows = async (rows: NewDelivery[]): Promise<{ inserted: Set<string>; kept: Map<string, string> }> => {
-    // A sink routed to for the first time gets its cursors at the head first: these deliveries are after it.
-    await ensureCursors([...new Set(rows.flatMap((delivery) => delivery.sinks))]);
+    await ensureCursors(rows.flatMap((delivery) => delivery.sinks));
     const columns: unknown[][] = COLUMN_TYPES.map(() => []);
     for (const delivery of rows) {
       [...deliveryParams(delivery), ...(boxParams(delivery) ?? NO_BOX)].forEach((value, i) => columns[i]?.push(value));

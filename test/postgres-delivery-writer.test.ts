@@ -1,8 +1,13 @@
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ParsedEvent } from '../src/events/parse-event.js';
+import type { Database } from '../src/store/engines/database.js';
+import { openMigrated } from '../src/store/engines/migrate.js';
 import { openStore } from '../src/store/store.js';
-import type { NewDelivery } from '../src/store/write/delivery-sql.js';
+import { DELIVERY_COLUMNS, deliveryParams, type NewDelivery } from '../src/store/write/delivery-sql.js';
+import { createPostgresDeliveryWriter } from '../src/store/write/postgres-delivery-writer.js';
 import { postgresSchema } from './support/databases.js';
+import { waitFor } from './support/fanout.js';
 import { eventId } from './support/sign.js';
 
 const closers: (() => Promise<void>)[] = [];
@@ -16,6 +21,23 @@ function delivery(id = eventId(), { boxName = 'ci-1', sinks = [] as string[] } =
   const event: ParsedEvent = { id, type: 'box.ready', createdAt: createdAtIso, createdAtIso, boxId: `bx_${id}`, boxName, state: 'ready', previousState: 'cloning', payload: JSON.stringify({ id }) };
   return { event, receivedAt: 1000, attempt: 1, sinks };
 }
+
+async function migrated(url: string): Promise<Extract<Database, { dialect: 'postgres' }>> {
+  const { database } = await openMigrated({ url });
+  closers.push(() => database.close());
+  if (database.dialect !== 'postgres') throw new Error('a PostgreSQL URL');
+  return database;
+}
+
+async function client(url: string): Promise<pg.Client> {
+  const other = new pg.Client(url);
+  await other.connect();
+  closers.push(() => other.end());
+  return other;
+}
+
+/** Each promise's fate once it has one. */
+const fates = <T>(answers: Promise<T>[]) => Promise.allSettled(answers);
 
 describe('the PostgreSQL delivery writer', () => {
   it('gives a sink routed to for the first time its cursors on its own connection, not through a pool that is full', async () => {
@@ -42,5 +64,51 @@ describe('the PostgreSQL delivery writer', () => {
     }
     const cursors = await store.database.kysely.selectFrom('log_cursors').select('part').where('sink', '=', 'alerts').execute();
     expect(cursors).toHaveLength(16);
+  });
+
+  it('answers a delivery it committed duplicate:false even when reading another replica’s copy fails after the commit', async () => {
+    const url = await postgresSchema();
+    const database = await migrated(url);
+    const own = await database.connectOwn('writer');
+    const writerPid = (await own.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    own.release();
+    const failures: unknown[] = [];
+    const writer = createPostgresDeliveryWriter({ database, onFailure: (error) => failures.push(error) });
+    const replica = await client(url);
+    const locker = await client(url);
+    const observer = await client(url);
+    const waitingOnLock = (pid: number, query: string) =>
+      waitFor(async () => {
+        const { rows } = await observer.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock' AND query LIKE $2`, [pid, `${query}%`]);
+        return rows.length > 0 || undefined;
+      }, `backend ${pid} to wait on a lock in ${query}`);
+
+    // Another replica is storing the same id: its transaction is open.
+    const copy = delivery();
+    await replica.query('BEGIN');
+    const params = deliveryParams(copy);
+    await replica.query(`INSERT INTO deliveries (${DELIVERY_COLUMNS}, arrival) VALUES (${params.map((_, i) => `$${i + 1}`).join(', ')}, 0)`, params);
+    const fresh = delivery();
+    const answers = fates([writer.record(fresh), writer.record(copy)]);
+    await waitingOnLock(writerPid, 'WITH input');
+    // A table lock queued behind the writer's statement: granted as that commits, so the writer's next read waits behind it.
+    const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    await locker.query('BEGIN');
+    const locked = locker.query('LOCK TABLE deliveries IN ACCESS EXCLUSIVE MODE');
+    await waitingOnLock(lockerPid, 'LOCK TABLE');
+    await replica.query('COMMIT');
+    await locked;
+    await waitingOnLock(writerPid, 'SELECT id, payload');
+    // The writer's connection is lost after its commit, before it could read the other replica's copy.
+    await observer.query('SELECT pg_terminate_backend($1)', [writerPid]);
+    await locker.query('ROLLBACK');
+
+    const [freshAnswer, copyAnswer] = await answers;
+    const stored = await observer.query<{ id: string }>('SELECT id FROM deliveries ORDER BY id');
+    expect(stored.rows.map((row) => row.id)).toEqual([fresh.event.id, copy.event.id].sort());
+    expect(freshAnswer).toEqual({ status: 'fulfilled', value: { duplicate: false, payloadDiffers: false } });
+    expect(copyAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: true } });
+    // The lost connection is still told, as a storage failure.
+    expect(failures).toMatchObject([{ code: '57P01' }]);
   });
 });

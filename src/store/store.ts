@@ -70,6 +70,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       : createPostgresDeliveryWriter({
           database,
           onCommit: () => sequencing?.request(),
+          onFailure,
           commitWithinMs: options.timeoutMs,
         }));
   let checkpointer: { stop(): Promise<void> } | undefined;

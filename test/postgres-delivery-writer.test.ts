@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ParsedEvent } from '../src/events/parse-event.js';
+import { StorageUnavailableError } from '../src/errors.js';
 import type { Database } from '../src/store/engines/database.js';
 import { openMigrated } from '../src/store/engines/migrate.js';
 import { openStore } from '../src/store/store.js';
@@ -110,5 +111,37 @@ describe('the PostgreSQL delivery writer', () => {
     expect(copyAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: true } });
     // The lost connection is still told, as a storage failure.
     expect(failures).toMatchObject([{ code: '57P01' }]);
+  });
+
+  it('finds the one delivery whose value the server refuses in a batch of 1,000 in a few statements, and stores the rest', async () => {
+    const url = await postgresSchema();
+    const database = await migrated(url);
+    let statements = 0;
+    const counted = new WeakSet<object>();
+    const writer = createPostgresDeliveryWriter({
+      database,
+      connect: async () => {
+        const connection = await database.connectOwn('writer');
+        if (counted.has(connection)) return connection;
+        counted.add(connection);
+        const query = connection.query.bind(connection) as (...args: unknown[]) => unknown;
+        // Counts what the writer sends the server: each statement.
+        connection.query = ((...args: unknown[]) => {
+          statements++;
+          return query(...args);
+        }) as typeof connection.query;
+        return connection;
+      },
+    });
+    const batch = Array.from({ length: 1000 }, (_, i) => delivery(eventId(), { boxName: i === 617 ? 'nul\u0000name' : 'ci-1' }));
+    const answers = await fates(batch.map((one) => writer.record(one)));
+    const refused = answers.flatMap((answer, i) => (answer.status === 'rejected' ? [i] : []));
+    expect(refused).toEqual([617]);
+    expect((answers[617] as PromiseRejectedResult).reason).toBeInstanceOf(StorageUnavailableError);
+    expect(answers.filter((answer) => answer.status === 'fulfilled' && !answer.value.duplicate)).toHaveLength(999);
+    const { n } = await database.kysely.selectFrom('deliveries').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+    expect(Number(n)).toBe(999);
+    // Halving the refused part each time: about two statements per halving, not one per delivery.
+    expect(statements).toBeLessThanOrEqual(2 * Math.ceil(Math.log2(1000)) + 1);
   });
 });

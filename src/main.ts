@@ -594,18 +594,28 @@ function relayLifecycle(parts: LifecycleParts) {
   let pruning: PruneSchedule | undefined;
   let reconciling: Schedule | undefined;
   let degradationChecks: Schedule | undefined;
+  let pastRouting: { stop: AbortController; done: Promise<void> } | undefined;
   return {
     async start() {
       await store.started();
-      // Before the admin API answers: an event an older release stored lists every sink it went to.
-      const recorded = await recordPastRouting(store.database, (type) => sinksFor(type));
-      if (recorded > 0) logger.info({ rows: recorded }, 'delivered rows written for events stored before statuses were kept (routed by this configuration)');
       await fanout.start();
       const publicServer = await listen(publicApp, config.port, config.host);
       const internalServer = await listen(internalApp, config.internalPort, config.internalHost);
       listening = [publicServer, internalServer];
       // A SIGTERM during start: the servers serve their delay already draining.
       if (shuttingDown(false)) for (const l of listening) l.drain();
+      // An event an older release stored lists every sink it went to once this is done: after listening, since its
+      // cost grows with what that release stored (nothing is sent; a start cut short goes on at the next).
+      const stop = new AbortController();
+      pastRouting = {
+        stop,
+        done: recordPastRouting(store.database, sinksFor, { signal: stop.signal }).then(
+          (rows) => {
+            if (rows > 0) logger.info({ rows }, 'delivered rows written for events stored before statuses were kept (routed by this configuration)');
+          },
+          (error: unknown) => logger.error({ err: error }, 'could not write the delivered rows of events stored before statuses were kept; the next start goes on'),
+        ),
+      };
       secretsFile?.start(config.secretsReloadMs);
       for (const file of accountSecretsFiles) file.start(config.secretsReloadMs);
       secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
@@ -654,8 +664,10 @@ function relayLifecycle(parts: LifecycleParts) {
       shuttingDown(true);
       secretsFile?.stop();
       for (const file of accountSecretsFiles) file.stop();
+      pastRouting?.stop.abort();
       await Promise.all([
         ...listening.map((l) => l.close(config.shutdownTimeoutMs)),
+        pastRouting?.done,
         pruning?.stop(),
         reconciling?.stop(),
         reconciler?.stop(),

@@ -1,11 +1,12 @@
 import { sql, type Kysely } from 'kysely';
+import pg from 'pg';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { UNRECORDED_ROUTING } from '../migrations/020_unrecorded_routing.js';
 import { openDatabase } from '../src/store/engines/database.js';
 import { createMigrator, openMigrated } from '../src/store/engines/migrate.js';
 import { recordPastRouting } from '../src/store/exceptions/past-routing.js';
-import { engines } from './support/databases.js';
+import { engines, postgresSchema } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
 import { adminAuth, fanoutFixture, hook, pendingCount } from './support/fanout-relay.js';
 import { ManualClock } from './support/clock.js';
@@ -30,6 +31,9 @@ async function olderDatabase(url: string, lastMigration: string, write: (db: Kys
 
 const webhook = (id: string, type: string, box: string) =>
   JSON.stringify({ id, type, createdAt: '2026-11-20T10:00:00.000Z', data: { box: { id: box }, previousState: 'running', state: 'error' } });
+
+/** The start's writing of those deliveries' rows is done (it runs once the relay listens). */
+const pastRoutingWritten = (t: TestRelay) => t.logs.waitFor((entry) => entry.msg === 'delivered rows written for events stored before statuses were kept (routed by this configuration)');
 
 /** The sinks `GET /admin/events/:id` lists, with their statuses. */
 async function statusesOf(t: TestRelay, id: string): Promise<Record<string, string>> {
@@ -98,6 +102,7 @@ describe.each(engines)('an upgrade keeps every routed sink with its status on $n
       },
       { clock },
     );
+    await pastRoutingWritten(t);
 
     // The one pending NATS row goes out once; nothing the old release delivered is sent again.
     await published.received(1);
@@ -148,6 +153,7 @@ describe.each(engines)('an upgrade keeps every routed sink with its status on $n
     });
 
     const t = await relay({ database: url, hooks: [hook('a', a.url), hook('b', b.url)] }, { clock });
+    await pastRoutingWritten(t);
     await b.received(1);
     expect(b.requests[0]!.headers['webhook-id']).toBe('evt_half');
     await waitFor(async () => (await statusesOf(t, 'evt_half')).b === 'delivered', 'the pending row delivered');
@@ -176,10 +182,35 @@ describe.each(engines)('an upgrade keeps every routed sink with its status on $n
     });
 
     const t = await relay({ database: url, hooks: [hook('a', a.url), hook('late', late.url)] });
+    await pastRoutingWritten(t);
     expect(await statusesOf(t, 'evt_kept')).toEqual({ a: 'delivered' });
     // Stored before: routed as the configuration routes it now, as that release listed it.
     expect(await statusesOf(t, 'evt_old')).toMatchObject({ a: 'delivered' });
     expect(await t.relay.store.database.kysely.selectFrom('relay_meta').select('name').where('name', '=', UNRECORDED_ROUTING).execute()).toEqual([]);
+  });
+
+  /** Routed as a new event is: a hook's `filter` and `accounts` leave out what they leave out today. */
+  it("routes those events as the configuration routes a new one: by type, the hooks' accounts and filters", async () => {
+    const url = await engine.url();
+    await olderDatabase(url, '008_deliveries_type_index', async (db) => {
+      for (const [id, type, box] of [['evt_prod', 'box.error', 'bx_prod'], ['evt_ci', 'box.error', 'bx_ci'], ['evt_ready', 'box.ready', 'bx_prod']] as const) {
+        await sql`INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload, origin)
+          VALUES (${id}, ${type}, ${box}, '2026-11-20T10:00:00.000Z', ${Date.now() - HOUR}, 1, ${webhook(id, type, box)}, NULL)`.execute(db);
+      }
+    });
+    const t = await relay({
+      database: url,
+      accounts: [{ name: 'staging', secrets: ['whsec_c3RhZ2luZy1yZWNlaXZlci1zZWNyZXQtMDEyMzQ='] }],
+      hooks: [
+        hook('every', (await server()).url),
+        hook('prod', (await server()).url, { events: ['box.error'], filter: 'event.data.box.id == "bx_prod"' }),
+        hook('staging', (await server()).url, { accounts: ['staging'] }),
+      ],
+    });
+    await pastRoutingWritten(t);
+    expect(await statusesOf(t, 'evt_prod')).toEqual({ every: 'delivered', prod: 'delivered' });
+    expect(await statusesOf(t, 'evt_ci')).toEqual({ every: 'delivered' });
+    expect(await statusesOf(t, 'evt_ready')).toEqual({ every: 'delivered' });
   });
 
   /**
@@ -204,7 +235,7 @@ describe.each(engines)('an upgrade keeps every routed sink with its status on $n
       if (++routings > 3) throw new Error('stopped');
       return routed(type);
     };
-    await expect(recordPastRouting(database, cut, 2)).rejects.toThrow('stopped');
+    await expect(recordPastRouting(database, cut, { pageSize: 2 })).rejects.toThrow('stopped');
     const rows = () => database.kysely.selectFrom('outbox').select(['delivery_id', 'sink', 'status']).orderBy('delivery_id').orderBy('sink').execute();
     expect(await rows()).toEqual([
       { delivery_id: 'evt_0', sink: 'a', status: 'delivered' },
@@ -213,12 +244,41 @@ describe.each(engines)('an upgrade keeps every routed sink with its status on $n
       { delivery_id: 'evt_1', sink: 'b', status: 'delivered' },
     ]);
 
-    const written = await Promise.all([recordPastRouting(database, routed, 2), recordPastRouting(database, routed, 2)]);
+    const written = await Promise.all([recordPastRouting(database, routed, { pageSize: 2 }), recordPastRouting(database, routed, { pageSize: 2 })]);
     expect(written[0]! + written[1]!).toBe(10);
     expect(await rows()).toEqual(
       ['evt_0', 'evt_1', 'evt_2', 'evt_3', 'evt_4', 'evt_5', 'evt_6'].flatMap((id) => ['a', 'b'].map((sink) => ({ delivery_id: id, sink, status: 'delivered' }))),
     );
     expect(await database.kysely.selectFrom('relay_meta').select('name').where('name', '=', UNRECORDED_ROUTING).execute()).toEqual([]);
-    expect(await recordPastRouting(database, routed, 2)).toBe(0);
+    expect(await recordPastRouting(database, routed, { pageSize: 2 })).toBe(0);
+  });
+});
+
+describe('an upgrade with many deliveries of an older release on postgres', () => {
+  /** Their rows take a while on a large database: the relay serves meanwhile (held here by a lock on the progress). */
+  it('listens and takes events before their rows are written, and writes them all after', async () => {
+    const url = await postgresSchema();
+    const OLD = 1200;
+    await olderDatabase(url, '008_deliveries_type_index', async (db) => {
+      const rows = Array.from({ length: OLD }, (_, i) => sql`(${`evt_${i}`}, 'box.error', ${`bx_${i}`}, '2026-11-20T10:00:00.000Z', ${1_000_000 + i}, 1, ${webhook(`evt_${i}`, 'box.error', `bx_${i}`)})`);
+      await sql`INSERT INTO deliveries (id, type, box_id, created_at, received_at, attempt, payload) VALUES ${sql.join(rows)}`.execute(db);
+    });
+    const { database } = await openMigrated({ url });
+    await database.close();
+    const other = new pg.Client(url);
+    await other.connect();
+    defer(() => other.end());
+    await other.query('BEGIN');
+    await other.query(`SELECT value FROM relay_meta WHERE name = $1 FOR UPDATE`, [UNRECORDED_ROUTING]);
+
+    // Statements wait for the lock rather than time out while it is held.
+    const t = await relay({ database: url, databaseTimeoutMs: 20_000, hooks: [hook('a', (await server()).url)] });
+    expect((await t.post()).status).toBe(200);
+    expect((await other.query(`SELECT count(*)::int AS n FROM outbox WHERE status = 'delivered'`)).rows[0].n).toBe(0);
+
+    await other.query('ROLLBACK');
+    expect((await pastRoutingWritten(t)).rows).toBe(OLD);
+    expect((await other.query(`SELECT count(*)::int AS n FROM outbox WHERE status = 'delivered' AND sink = 'a'`)).rows[0].n).toBe(OLD);
+    expect(await statusesOf(t, `evt_${OLD - 1}`)).toEqual({ a: 'delivered' });
   });
 });

@@ -1,4 +1,5 @@
 import { RelayError, StorageUnavailableError } from '../../errors.js';
+import { groupCommit, type Outcome } from '../../group-commit.js';
 import { walkSteps, type NamedTransaction, type StatementResult } from '../engines/atomically.js';
 import type { Database } from '../engines/database.js';
 import { runStatements, type SqliteWriter } from '../engines/sqlite-writes.js';
@@ -24,19 +25,20 @@ interface Work {
   synced: boolean;
   /** A delivery: its commit wakes the fan-out when it is new. */
   delivery: boolean;
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
 }
 
 /** A delivery that could not be stored is the receiver's 503 (the sender retries); its cause is why. */
 const refusal = (error: unknown) => new StorageUnavailableError({ cause: error });
 
+/** A delivery's outcome that stored it (not a duplicate). */
+const isNew = (outcome: Outcome<unknown> | undefined): boolean => outcome !== undefined && 'value' in outcome && !(outcome.value as RecordResult).duplicate;
+
 /**
  * Group commit: everything handed over within one turn of the event loop (the deliveries, and the
  * writes other connections send: cursor moves, claims, attempts, admin writes, retention's batches)
  * shares one IMMEDIATE transaction and so one fsync, which is what makes synchronous=FULL
- * affordable. Each runs in a savepoint of its own, so one that fails fails alone; each caller's
- * promise settles only after the commit.
+ * affordable (`groupCommit`). Each runs in a savepoint of its own, so one that fails fails alone;
+ * each caller is answered only after the commit.
  */
 export function createSqliteWriter(
   database: Extract<Database, { dialect: 'sqlite' }>,
@@ -73,11 +75,10 @@ export function createSqliteWriter(
     return { duplicate: false, payloadDiffers: false };
   };
 
-  type Settled = { value: unknown } | { error: unknown };
   // Nested in the turn's transaction, better-sqlite3 runs it as a savepoint.
   const inSavepoint = sqlite.transaction((work: Work) => work.run());
   const writeTurn = sqlite.transaction((batch: Work[]) =>
-    batch.map((work): Settled => {
+    batch.map((work): Outcome<unknown> => {
       const made = cursorsMade.length;
       try {
         return { value: inSavepoint(work) };
@@ -89,37 +90,20 @@ export function createSqliteWriter(
       }
     }),
   );
-
-  let queue: Work[] = [];
-  const flush = (): void => {
-    const batch = queue;
-    queue = [];
+  const commitTurn = (batch: Work[]): Outcome<unknown>[] => {
     cursorsMade = [];
-    let settled: Settled[];
-    try {
-      settled = batch.some((work) => work.synced) ? writeTurn.immediate(batch) : unsynced(database, () => writeTurn.immediate(batch));
-      for (const sink of cursorsMade) withCursors.add(sink);
-    } catch (error) {
-      for (const work of batch) work.reject(error);
-      return;
-    }
-    let stored = false;
-    batch.forEach((work, i) => {
-      const outcome = settled[i] as Settled;
-      if ('error' in outcome) return work.reject(outcome.error);
-      stored ||= work.delivery && !(outcome.value as RecordResult).duplicate;
-      work.resolve(outcome.value);
-    });
-    if (stored) onCommit();
+    const outcomes = batch.some((work) => work.synced) ? writeTurn.immediate(batch) : unsynced(database, () => writeTurn.immediate(batch));
+    for (const sink of cursorsMade) withCursors.add(sink);
+    if (batch.some((work, i) => work.delivery && isNew(outcomes[i]))) onCommit();
+    return outcomes;
   };
+  // The writes of a turn share its transaction: synchronous, so nothing comes while it runs.
+  const turns = groupCommit<Work, unknown>({ commit: commitTurn });
   const queued = <T>(run: () => T, { synced = true, delivery = false }: { synced?: boolean; delivery?: boolean } = {}): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      if (queue.length === 0) setImmediate(flush);
-      queue.push({ run, synced, delivery, resolve: resolve as (value: unknown) => void, reject: delivery ? (error) => reject(refusal(error)) : reject });
-    });
+    turns.add({ run, synced, delivery }) as Promise<T>;
 
   return {
-    record: (delivery) => queued(() => writeOne(delivery), { delivery: true }),
+    record: (delivery) => queued(() => writeOne(delivery), { delivery: true }).catch((error: unknown) => Promise.reject(refusal(error))),
     write: (statements, durability) => queued((): StatementResult[] => runStatements(database.prepare, statements), { synced: durability === 'synced' }),
     transact(name, args) {
       const transaction = byName.get(name);

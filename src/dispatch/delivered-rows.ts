@@ -1,7 +1,8 @@
+import { groupCommit } from '../group-commit.js';
 import type { Logger } from '../log.js';
 import type { Delivered } from '../store/exceptions/rows.js';
 
-/** Delivered outbox rows, recorded in batches: one statement for the acks that arrive together. */
+/** Delivered outbox rows, recorded in batches: one statement for the acks that arrive while the last is written. */
 export interface DeliveredRows {
   mark(row: Delivered): void;
   /** Delivered here and not yet recorded: a claim that finds the row again must not send it twice. */
@@ -22,32 +23,30 @@ export interface DeliveredRowsDeps {
 
 export function createDeliveredRows({ markDelivered, release, recorded, log }: DeliveredRowsDeps): DeliveredRows {
   const recording = new Set<number>();
-  let delivered: Delivered[] = [];
-  let flushing: Promise<void> = Promise.resolve();
-  const flush = (): Promise<void> => {
-    const batch = delivered;
-    delivered = [];
-    if (batch.length === 0) return flushing;
-    flushing = flushing
-      .then(async () => {
+  const rows = groupCommit<Delivered, void>({
+    async commit(batch) {
+      try {
         const reopened = await markDelivered(batch);
         // No longer held back as recording before they are given back: a claim that finds them sends them.
         batch.forEach((row) => recording.delete(row.id));
         if (reopened.length > 0) await release(reopened);
-      })
-      // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is no longer pending.
-      .then(recorded)
-      .catch((error: unknown) => log.error({ err: error, rows: batch.length }, 'could not record delivered rows; they will be sent again'))
-      .finally(() => batch.forEach((row) => recording.delete(row.id)));
-    return flushing;
-  };
+        // The next event of a box (per-box ordering) becomes claimable only once its predecessor's row is no longer pending.
+        recorded();
+      } catch (error) {
+        log.error({ err: error, rows: batch.length }, 'could not record delivered rows; they will be sent again');
+      } finally {
+        batch.forEach((row) => recording.delete(row.id));
+      }
+      // Nobody waits on a mark: a failure is logged here, once a batch.
+      return batch.map(() => ({ value: undefined }));
+    },
+  });
   return {
     mark(row) {
-      if (delivered.length === 0) setImmediate(flush);
       recording.add(row.id);
-      delivered.push(row);
+      void rows.add(row);
     },
     recording: (id) => recording.has(id),
-    flush,
+    flush: () => rows.flush(),
   };
 }

@@ -6,7 +6,7 @@ import { openMigrated } from '../src/store/engines/migrate.js';
 import { createFanoutStore } from '../src/store/fanout-store.js';
 import { TARGET_BATCH_MS, batchPace } from '../src/store/retention/batches.js';
 import { pruneExpired, RETENTION_STEPS } from '../src/store/retention/prune.js';
-import type { Schema } from '../src/store/schema.js';
+import type { OutboxStatus, Schema } from '../src/store/schema.js';
 import { openStore, type Store } from '../src/store/store.js';
 import { engines } from './support/databases.js';
 import { recordEvent, recordWork } from './support/fanout.js';
@@ -106,6 +106,52 @@ describe.each(engines)('retention in steps, on $name', (engine) => {
       expect(scans).toEqual([]);
     });
   }
+
+  /**
+   * A long run of deliveries kept for their pending work ahead of settled ones: read a few batches at
+   * a time, the event loop turning between reads, not in one statement as long as the run (on SQLite
+   * that statement held the receive thread), and exactly the settled ones removed, ties included.
+   */
+  it('reads a run of kept deliveries a few batches per statement, and removes exactly the settled ones past the window', async () => {
+    database = (await openMigrated({ url: await engine.url() })).database;
+    const db = database.kysely;
+    const KEPT = 400;
+    const delivery = (id: string, receivedAt: number, sinks = '', seq: number | null = null) => ({
+      id,
+      type: 'box.ready',
+      box_id: `bx_${id}`,
+      created_at: 'x',
+      received_at: receivedAt,
+      attempt: 1,
+      payload: '{}',
+      sinks,
+      seq,
+      part: 0,
+    });
+    const row = (deliveryId: string, status: OutboxStatus) => ({ delivery_id: deliveryId, sink: 'h', status, attempts: 1, next_attempt_at: OLD, created_at: OLD, updated_at: OLD, box_id: null });
+    // Kept, one reason in turn: a retry pending, a dead letter, or a sink's cursor short of it in the log.
+    const kept = Array.from({ length: KEPT }, (_, i) => `evt_k${String(i).padStart(4, '0')}`);
+    await db.insertInto('deliveries').values(kept.map((id, i) => delivery(id, OLD + i, i % 3 === 2 ? 'h' : '', i % 3 === 2 ? i + 1 : null))).execute();
+    await db.insertInto('outbox').values(kept.flatMap((id, i) => (i % 3 === 2 ? [] : [row(id, i % 3 === 0 ? 'pending' : 'dead')]))).execute();
+    await db.insertInto('log_cursors').values({ sink: 'h', part: 0, seq: 0, lease_owner: null, lease_until: null, updated_at: OLD }).execute();
+    // Settled, after the run: 30 received in one millisecond (with one kept among them), some with settled rows.
+    const settled = Array.from({ length: 30 }, (_, i) => `evt_s${String(i).padStart(2, '0')}`);
+    await db.insertInto('deliveries').values([...settled.map((id) => delivery(id, OLD + KEPT)), delivery('evt_s15x', OLD + KEPT)]).execute();
+    await db.insertInto('outbox').values([row('evt_s03', 'delivered'), row('evt_s04', 'discarded'), row('evt_s15x', 'set_aside')]).execute();
+    // Inside the window: stays whatever its state.
+    await db.insertInto('deliveries').values(delivery('evt_recent', NOW - DAY_MS)).execute();
+    const statements: Statement[] = [];
+
+    const result = await pruneExpired(spy(database, statements), { now: NOW, retentionDays: RETENTION_DAYS, batchSize: BATCH });
+
+    expect(result.removed.deliveries).toBe(settled.length);
+    expect((await db.selectFrom('deliveries').select('id').orderBy('id').execute()).map((d) => d.id)).toEqual([...kept, 'evt_recent', 'evt_s15x'].sort());
+    expect(await countOf(db, 'outbox')).toBe(KEPT - Math.floor(KEPT / 3) + 1);
+    // Each read that checks for pending work covers at most four batches of deliveries, with a turn of the event loop before the next.
+    const reads = statements.filter((s) => /^\s*select\b.*\bfrom "deliveries" as "d"/is.test(s.sql) && s.sql.includes('log_cursors'));
+    expect(reads.length).toBeGreaterThanOrEqual(KEPT / (4 * BATCH));
+    expect(reads.slice(1).filter((s, i) => s.turn === reads[i]!.turn)).toEqual([]);
+  });
 
   it('tries a failed step again, reports a step that fails every time by name, and runs the steps after it', async () => {
     database = (await openMigrated({ url: await engine.url() })).database;

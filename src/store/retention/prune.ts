@@ -1,9 +1,10 @@
 import { setTimeout as pause } from 'node:timers/promises';
-import { sql } from 'kysely';
+import { sql, type ExpressionBuilder } from 'kysely';
 import { DAY_MS } from '../../clock.js';
 import { describeError, RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { Database } from '../engines/database.js';
+import type { Schema } from '../schema.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
 import { trimAttemptsBeyondKept } from '../attempts/prune-attempts.js';
 import { TARGET_BATCH_MS, batchPace, commitBatch, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
@@ -78,29 +79,47 @@ const forgettable = (box: 'b' | 'boxes') =>
   sql<boolean>`(${sql.ref(`${box}.state`)} IS NULL OR ${sql.ref(`${box}.state`)} <> 'error') AND NOT ${boxWorkPending(`${box}.id`)}`;
 
 /**
+ * Deliveries read per statement of the deliveries' pass, in batches of this many: a run of kept
+ * deliveries (a paused hook's backlog, dead letters) is read a window at a time, the event loop
+ * turning between windows, rather than in one statement on the receive thread however long it is.
+ */
+const DELIVERY_WINDOW_BATCHES = 4;
+
+/**
  * Expired deliveries whose fan-out is all settled, with their settled outbox rows; in receipt order
- * from where the last batch ended, so deliveries kept for pending work are read once a pass.
+ * from where the last batch ended, so deliveries kept for pending work are read once a pass, and a
+ * window of them per statement: the window's end is found by the received_at index alone, and only
+ * the deliveries up to it are checked for pending work.
  */
 async function pruneDeliveries(context: StepContext): Promise<void> {
   const { database, cutoff } = context;
   const { kysely } = database;
-  let after: { received_at: number; id: string } | undefined;
+  type Place = { received_at: number; id: string };
+  const past = (place: Place, strictly: boolean) => (eb: ExpressionBuilder<Schema & { d: Schema['deliveries'] }, 'd'>) =>
+    eb.or([eb('d.received_at', strictly ? '>' : '<', place.received_at), eb.and([eb('d.received_at', '=', place.received_at), eb('d.id', strictly ? '>' : '<=', place.id)])]);
+  let after: Place | undefined;
   await inBatches(context, async (batchSize) => {
-    const expired = await kysely
+    const inOrder = kysely
       .selectFrom('deliveries as d')
       .select(['d.id', 'd.received_at'])
-      .where('d.received_at', '<', cutoff)
-      .$if(after !== undefined, (q) =>
-        q.where('d.received_at', '>=', after!.received_at).where((eb) => eb.or([eb('d.received_at', '>', after!.received_at), eb('d.id', '>', after!.id)])),
-      )
-      .where(sql<boolean>`NOT ${DELIVERY_WORK_PENDING}`)
+      .$if(after !== undefined, (q) => q.where('d.received_at', '>=', after!.received_at).where(past(after!, true)))
       .orderBy('d.received_at')
-      .orderBy('d.id')
+      .orderBy('d.id');
+    const end = await inOrder
+      .where('d.received_at', '<', cutoff)
+      .offset(batchSize * DELIVERY_WINDOW_BATCHES - 1)
+      .limit(1)
+      .executeTakeFirst();
+    // One upper bound, the window's end (else the cutoff), so the index is walked up to it and no further.
+    const expired = await (end === undefined ? inOrder.where('d.received_at', '<', cutoff) : inOrder.where('d.received_at', '<=', end.received_at).where(past(end, false)))
+      .where(sql<boolean>`NOT ${DELIVERY_WORK_PENDING}`)
       .limit(batchSize)
       .execute();
-    if (expired.length === 0) return { removed: 0, more: false };
-    const last = expired[expired.length - 1]!;
-    after = { received_at: Number(last.received_at), id: last.id };
+    const full = expired.length === batchSize;
+    const last = expired[expired.length - 1];
+    // A full batch may leave more of its window; otherwise the window is done.
+    after = full ? { received_at: Number(last!.received_at), id: last!.id } : end && { received_at: Number(end.received_at), id: end.id };
+    if (last === undefined) return { removed: 0, more: end !== undefined };
     const ids = expired.map((d) => d.id);
     // Its rows go first, then the deliveries that have none left (a replay may have queued one meanwhile: that one stays).
     const [, removed] = await commitBatch(database, [
@@ -111,7 +130,7 @@ async function pruneDeliveries(context: StepContext): Promise<void> {
         .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
         .returning('id'),
     ]);
-    return { removed: removed?.rows.length ?? 0, more: expired.length >= batchSize };
+    return { removed: removed?.rows.length ?? 0, more: full || end !== undefined };
   });
 }
 

@@ -171,14 +171,17 @@ describe('hooks by account', () => {
         { name: 'prod-only', url: 'http://127.0.0.1:9/b', accounts: ['prod'] },
         { name: 'default-and-staging', url: 'http://127.0.0.1:9/c', accounts: ['default', 'staging'] },
         { name: 'staging-by-cel', url: 'http://127.0.0.1:9/d', filter: 'has(event.boxrelayaccount) && event.boxrelayaccount == "staging"' },
+        // `default` is named on its own events too (contract section 21, "What receivers see").
+        { name: 'default-by-cel', url: 'http://127.0.0.1:9/e', filter: 'event.boxrelayaccount == "default"' },
       ],
     });
     for (const [path, secret] of [['/webhooks', SECRET], ['/webhooks/prod', PROD], ['/webhooks/staging', STAGING]] as const) {
       const d = delivery({ timestamp: t.clock.seconds, secret });
       expect((await sendRaw(request(t.relay.publicApp).post(path).set(d.headers), d.body)).status).toBe(200);
     }
-    const pending = Object.fromEntries(await Promise.all(['every', 'prod-only', 'default-and-staging', 'staging-by-cel'].map(async (hook) => [hook, await pendingCount(t, hook)])));
-    expect(pending).toEqual({ every: 3, 'prod-only': 1, 'default-and-staging': 2, 'staging-by-cel': 1 });
+    const hooks = ['every', 'prod-only', 'default-and-staging', 'staging-by-cel', 'default-by-cel'];
+    const pending = Object.fromEntries(await Promise.all(hooks.map(async (hook) => [hook, await pendingCount(t, hook)])));
+    expect(pending).toEqual({ every: 3, 'prod-only': 1, 'default-and-staging': 2, 'staging-by-cel': 1, 'default-by-cel': 1 });
     expect(t.logs.entries().filter((entry) => Number(entry.level) >= 40)).toEqual([]);
   });
 

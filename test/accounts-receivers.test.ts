@@ -5,7 +5,8 @@ import { hookTransformOf } from '../src/sinks/transform.js';
 import { cloudEvent } from './support/cloud-event.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
-import { fanoutFixture, hook } from './support/fanout-relay.js';
+import { allDelivered, fanoutFixture, hook } from './support/fanout-relay.js';
+import { headersOf, kafkaMock, receivedRecords } from './support/kafka.js';
 import { collect, natsClient, SHARED_NATS, uniqueNames } from './support/nats.js';
 import { SECRET, delivery, eventId, sendRaw } from './support/sign.js';
 
@@ -15,15 +16,18 @@ const STAGING = 'whsec_c3RhZ2luZy1yZWNlaXZlcnMtc2VjcmV0LTAxMjM=';
 const { server, relay, defer } = fanoutFixture();
 
 describe.each(engines)('what receivers see of several accounts (contract section 21) on $name', (engine) => {
-  it('one delivery id under three accounts reaches NATS and a hook three times, with distinct receiver ids, the account and its source', async () => {
+  it('one delivery id under three accounts reaches NATS, a hook and Kafka three times, with distinct receiver ids, the account (default included) and its source', async () => {
     const names = uniqueNames();
     const nats = await natsClient();
     defer(() => nats.close());
     nats.streams.push(names.stream);
     const published = collect(nats.nc, `${names.prefix}.>`);
     const receiver = await server();
+    const kafka = await kafkaMock();
+    defer(() => kafka.close());
     const t = await relay({
       database: await engine.url(),
+      kafkaBrokers: kafka.brokers,
       natsUrl: SHARED_NATS,
       natsSubjectPrefix: names.prefix,
       natsStream: names.stream,
@@ -42,15 +46,28 @@ describe.each(engines)('what receivers see of several accounts (contract section
     await waitFor(async () => receiver.requests.length === 3, 'the hook to get three events');
     const byHookId = Object.fromEntries(receiver.requests.map((r) => [r.headers['webhook-id'], JSON.parse(r.body) as Record<string, unknown>]));
     expect(Object.keys(byHookId).sort()).toEqual([id, `prod:${id}`, `staging:${id}`]);
-    expect(byHookId[id]).toMatchObject({ id, source: 'sandbox', subject: 'bx_same' });
-    expect(byHookId[id]).not.toHaveProperty('boxrelayaccount');
-    expect(byHookId[`prod:${id}`]).toMatchObject({ id, source: 'sandbox-production', subject: 'bx_same', boxrelayaccount: 'prod' });
-    expect(byHookId[`staging:${id}`]).toMatchObject({ id, source: 'sandbox/staging', subject: 'bx_same', boxrelayaccount: 'staging' });
+    const seen = {
+      [id]: { id, source: 'sandbox', subject: 'bx_same', boxrelayaccount: 'default' },
+      [`prod:${id}`]: { id, source: 'sandbox-production', subject: 'bx_same', boxrelayaccount: 'prod' },
+      [`staging:${id}`]: { id, source: 'sandbox/staging', subject: 'bx_same', boxrelayaccount: 'staging' },
+    };
+    expect(byHookId).toMatchObject(seen);
 
     // JetStream keeps all three: none is a duplicate of another within its window.
     const messages = await published.received(3);
-    expect(messages.map((m) => m.headers?.get('Nats-Msg-Id')).sort()).toEqual([id, `prod:${id}`, `staging:${id}`]);
+    const byMsgId = Object.fromEntries(messages.map((m) => [m.headers?.get('Nats-Msg-Id'), m.json<Record<string, unknown>>()]));
+    expect(Object.keys(byMsgId).sort()).toEqual([id, `prod:${id}`, `staging:${id}`]);
+    expect(byMsgId).toMatchObject(seen);
     await waitFor(async () => (await nats.jsm.streams.info(names.stream)).state.messages === 3, 'three messages in the stream');
+
+    // Kafka names the account in a header beside the event id (contract sections 18 and 21).
+    await allDelivered(t, 'kafka');
+    const records = await receivedRecords(kafka.brokers, 'sandbox.events', 3);
+    expect(records.map((record) => [headersOf(record).ce_id, headersOf(record).ce_boxrelayaccount, JSON.parse(record.value).boxrelayaccount]).sort()).toEqual([
+      [id, 'default', 'default'],
+      [id, 'prod', 'prod'],
+      [id, 'staging', 'staging'],
+    ]);
   });
 });
 
@@ -94,11 +111,10 @@ describe('NATS subjects of several accounts (contract section 21)', () => {
 });
 
 describe('the FIFO deduplication id and CloudEvents attributes of SQS and SNS', () => {
-  it('are the event id for default and <name>:<event id> with ce_boxrelayaccount for another account', () => {
-    const base = { specversion: '1.0', id: 'evt_1', source: 's', type: 'box.ready', subject: 'bx_1', time: 't', datacontenttype: 'application/json', data: {} } as const;
+  it('are the event id for default and <name>:<event id> for another account, each with its ce_boxrelayaccount', () => {
+    const base = { specversion: '1.0', id: 'evt_1', source: 's', type: 'box.ready', subject: 'bx_1', time: 't', datacontenttype: 'application/json', data: {}, boxrelayaccount: 'default' } as const;
     const ofDefault = awsMessage(base, '{}', undefined, true);
-    expect(ofDefault).toMatchObject({ deduplicationId: 'evt_1', groupId: 'bx_1' });
-    expect(ofDefault.attributes).not.toHaveProperty('ce_boxrelayaccount');
+    expect(ofDefault).toMatchObject({ deduplicationId: 'evt_1', groupId: 'bx_1', attributes: { ce_boxrelayaccount: { DataType: 'String', StringValue: 'default' } } });
     const ofProd = awsMessage({ ...base, boxrelayaccount: 'prod' }, '{}', undefined, true);
     expect(ofProd).toMatchObject({ deduplicationId: 'prod:evt_1', attributes: { ce_boxrelayaccount: { DataType: 'String', StringValue: 'prod' } } });
   });

@@ -33,6 +33,7 @@ describe('admin API additions for the console (contract section 6)', () => {
           time: now,
           datacontenttype: 'application/json',
           data: { box: { id: 'bx_abc', name: 'ci-42' }, previousState: 'cloning', state: 'error' },
+          boxrelayaccount: 'default',
           receivedAt: now,
         },
         deliveries: [

@@ -55,6 +55,7 @@ for (const engine of engines) {
             time: createdAt,
             datacontenttype: 'application/json',
             data: { box: { id: 'bx_abc', name: 'ci-42' }, previousState: 'running', state: 'error' },
+            boxrelayaccount: 'default',
             receivedAt: new Date(s.t.clock.now()).toISOString(),
           },
         ],

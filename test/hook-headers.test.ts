@@ -59,6 +59,7 @@ describe('hook headers', () => {
       time: new Date(0).toISOString(),
       datacontenttype: 'application/json',
       data: {},
+      boxrelayaccount: 'default',
     });
 
     it('is a permanent failure that quotes no header value, and sends nothing', async () => {
@@ -96,7 +97,7 @@ describe('hook headers', () => {
       receiver = await hookServer();
       const clock = new ManualClock(Date.now());
       const sink = createHttpHookSink({ hook: hookSchema.parse({ name: 'signed', url: receiver.url, secret: HOOK_SECRET }), clock });
-      const event: CloudEvent = { specversion: '1.0', id: 'evt_signed', source: 'sandbox', type: 'box.ready', subject: 'bx_1', time: new Date(0).toISOString(), datacontenttype: 'application/json', data: { note: 'é' } };
+      const event: CloudEvent = { specversion: '1.0', id: 'evt_signed', source: 'sandbox', type: 'box.ready', subject: 'bx_1', time: new Date(0).toISOString(), datacontenttype: 'application/json', data: { note: 'é' }, boxrelayaccount: 'default' };
       await sink.deliver(event, new AbortController().signal);
       const [request] = await receiver.received(1);
       const { headers, body } = request!;

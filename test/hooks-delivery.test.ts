@@ -118,7 +118,7 @@ describe('outgoing HTTP hooks', () => {
     expect(req!.headers.authorization).toBe('Bearer xyz');
     expect(req!.headers['webhook-id']).toBe(posted.deliveryId);
     const verified = new Webhook(HOOK_SECRET).verify(req!.body, req!.headers as Record<string, string>) as Record<string, unknown>;
-    expect(verified).toMatchObject({ specversion: '1.0', id: posted.deliveryId, type: 'box.error', subject: 'bx_sig', source: 'sandbox' });
+    expect(verified).toMatchObject({ specversion: '1.0', id: posted.deliveryId, type: 'box.error', subject: 'bx_sig', source: 'sandbox', boxrelayaccount: 'default' });
     expect(() => new Webhook('whsec_' + Buffer.from('another key').toString('base64')).verify(req!.body, req!.headers as Record<string, string>)).toThrow();
     expect(t.logs.text()).not.toContain(HOOK_SECRET);
   });

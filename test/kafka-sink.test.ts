@@ -30,7 +30,7 @@ function boxlessDelivery() {
 }
 
 describe('records', () => {
-  it('one record per event in structured mode: key the box id (_ without a box), the CloudEvent as value, content-type, ce_id and traceparent headers; the sink listed everywhere', async () => {
+  it('one record per event in structured mode: key the box id (_ without a box), the CloudEvent as value, content-type, ce_id, ce_boxrelayaccount and traceparent headers; the sink listed everywhere', async () => {
     const mock = await cluster();
     const tracing = createTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(defer), OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
     const t = await relay({ kafkaBrokers: mock.brokers }, { tracing });
@@ -53,11 +53,12 @@ describe('records', () => {
     for (const { id, type, key } of posted) {
       const record = byId.get(id)!;
       expect(record.key).toBe(key);
-      expect(record.headers.map(([name]) => name)).toEqual(['content-type', 'ce_id', 'traceparent']);
+      expect(record.headers.map(([name]) => name)).toEqual(['content-type', 'ce_id', 'ce_boxrelayaccount', 'traceparent']);
       expect(headersOf(record)['content-type']).toBe('application/cloudevents+json');
+      expect(headersOf(record).ce_boxrelayaccount).toBe('default');
       expect(headersOf(record).traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
       const event = JSON.parse(record.value);
-      expect(event).toMatchObject({ specversion: '1.0', id, type, source: 'sandbox', datacontenttype: 'application/json' });
+      expect(event).toMatchObject({ specversion: '1.0', id, type, source: 'sandbox', datacontenttype: 'application/json', boxrelayaccount: 'default' });
       expect(event.subject).toBe(key === '_' ? undefined : key);
     }
     // One key, one partition.
@@ -76,7 +77,7 @@ describe('records', () => {
     expect(records.map((r) => r.key).sort()).toEqual([...HOSTILE_BOX_IDS].sort());
     for (const record of records) {
       expect(JSON.parse(record.value).subject).toBe(record.key);
-      expect(record.headers.map(([name]) => name)).toEqual(['content-type', 'ce_id']);
+      expect(record.headers.map(([name]) => name)).toEqual(['content-type', 'ce_id', 'ce_boxrelayaccount']);
     }
   });
 

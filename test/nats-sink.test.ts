@@ -68,7 +68,7 @@ describe('NATS sink (shared nats-server)', () => {
     for (const p of posted) {
       const msg = byId.get(p.id)!;
       expect(msg.subject).toBe(`${prefix}.${p.type}.${expectedBox[p.boxId]}`);
-      expect(msg.json()).toMatchObject({ specversion: '1.0', id: p.id, type: p.type, subject: p.boxId, source: 'sandbox' });
+      expect(msg.json()).toMatchObject({ specversion: '1.0', id: p.id, type: p.type, subject: p.boxId, source: 'sandbox', boxrelayaccount: 'default' });
     }
     await waitFor(() => errors.messages.length === 2, 'both errors');
     expect(errors.messages.map((m) => m.json<{ type: string }>().type)).toEqual(['box.error', 'box.error']);

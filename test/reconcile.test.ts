@@ -167,6 +167,7 @@ describe('reconciliation with the Sandbox Service', () => {
       datacontenttype: 'application/json',
       data: { box: { id: 'bx_s', name: 'svc' }, previousState: 'ready', state: 'error' },
       boxrelayorigin: 'synthesized',
+      boxrelayaccount: 'default',
     });
     // A box the relay never heard of: no previousState.
     expect(relayed(receiver).find((e) => e.subject === 'bx_new')).toMatchObject({

@@ -26,7 +26,7 @@ afterAll(() => aws.stop());
 const KEY = /^archive\/prod\/(\d{4})\/(\d{2})\/(\d{2})\/(\d{2})\/([^/]+)\.ndjson\.gz$/;
 
 it('names an object after its first event as receivers dedupe it: two accounts\' events of one id never share a key (contract sections 20, 21)', () => {
-  const event = { specversion: '1.0', id: 'evt_same', source: 'sandbox', type: 'box.ready', time: '2026-11-21T10:15:00.000Z', datacontenttype: 'application/json', data: {} } as const;
+  const event = { specversion: '1.0', id: 'evt_same', source: 'sandbox', type: 'box.ready', time: '2026-11-21T10:15:00.000Z', datacontenttype: 'application/json', data: {}, boxrelayaccount: 'default' } as const;
   expect(archiveKey('archive', event)).toBe('archive/2026/11/21/10/evt_same.ndjson.gz');
   expect(archiveKey('archive', { ...event, boxrelayaccount: 'staging' })).toBe('archive/2026/11/21/10/staging_evt_same.ndjson.gz');
 });

@@ -48,7 +48,7 @@ describe.each(engines)('SQS and SNS on $name', (engine) => {
   };
 
   describe.each(['sqs', 'sns'] as const)('%s', (sink) => {
-    it('one message per event: the CloudEvent JSON as body, attributes ce_id, ce_type, ce_subject, content-type and traceparent; the sink listed everywhere', async () => {
+    it('one message per event: the CloudEvent JSON as body, attributes ce_id, ce_type, ce_subject, ce_boxrelayaccount, content-type and traceparent; the sink listed everywhere', async () => {
       const { target: on, queue } = await target(sink);
       const tracing = createTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(defer), OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
       const t = await relayFor(sink, on, {}, { tracing });
@@ -69,11 +69,11 @@ describe.each(engines)('SQS and SNS on $name', (engine) => {
       for (const { id, type, subject } of posted) {
         const message = byId.get(id)!;
         const attributes = attributesOf(message);
-        expect(Object.keys(attributes).sort()).toEqual(['ce_id', 'ce_type', 'content-type', 'traceparent', ...(subject ? ['ce_subject'] : [])].sort());
-        expect(attributes).toMatchObject({ ce_id: id, ce_type: type, 'content-type': 'application/cloudevents+json', ...(subject ? { ce_subject: subject } : {}) });
+        expect(Object.keys(attributes).sort()).toEqual(['ce_id', 'ce_type', 'ce_boxrelayaccount', 'content-type', 'traceparent', ...(subject ? ['ce_subject'] : [])].sort());
+        expect(attributes).toMatchObject({ ce_id: id, ce_type: type, ce_boxrelayaccount: 'default', 'content-type': 'application/cloudevents+json', ...(subject ? { ce_subject: subject } : {}) });
         expect(attributes.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
         const event = JSON.parse(message.Body!);
-        expect(event).toMatchObject({ specversion: '1.0', id, type, source: 'sandbox' });
+        expect(event).toMatchObject({ specversion: '1.0', id, type, source: 'sandbox', boxrelayaccount: 'default' });
         expect(event.subject).toBe(subject);
       }
       await expectListed(t, sink, 3);

@@ -12,22 +12,22 @@ export interface CloudEvent {
   data: Record<string, unknown>;
   /** Extension attribute: how a reconciliation run found the event; absent on received webhooks. */
   boxrelayorigin?: string;
-  /** Extension attribute: the account of the event (contract section 21); absent for the default account's. */
-  boxrelayaccount?: string;
+  /** Extension attribute: the account of the event (contract section 21), `default` included. */
+  boxrelayaccount: string;
 }
 
-/** The account an event is of, other than `default`, with its CloudEvents `source`. */
+/** The account an event is of, with its CloudEvents `source`. */
 export interface EventAccount {
   name: string;
   source: string;
 }
 
 /**
- * The account of an event by its name (`default`'s and none: undefined), with the `source` its
- * configuration gives; an account no longer configured keeps its name, with the default rule's source.
+ * The account of an event by its name (none: `default`), with the `source` its configuration gives
+ * (`BOXRELAY_SOURCE` for `default`); an account no longer configured keeps its name, with the default rule's source.
  */
-export function eventAccount(name: string | undefined, source: string, accountSources: Readonly<Record<string, string>>): EventAccount | undefined {
-  if (name === undefined || name === DEFAULT_ACCOUNT) return undefined;
+export function eventAccount(name: string | undefined, source: string, accountSources: Readonly<Record<string, string>>): EventAccount {
+  if (name === undefined || name === DEFAULT_ACCOUNT) return { name: DEFAULT_ACCOUNT, source };
   return { name, source: accountSources[name] ?? `${source}/${name}` };
 }
 
@@ -42,8 +42,9 @@ interface StoredPayload {
 
 /**
  * Builds the CloudEvent from the stored raw payload: `data` unchanged, `subject` the raw box id.
- * An operator event is one the relay wrote (its stored origin), whatever its type says. An event of
- * an account other than `default` carries the account's name and `source`.
+ * An operator event is one the relay wrote (its stored origin), whatever its type says. Every event
+ * carries its account's name (absent: `default`, as for everything earlier releases stored), and
+ * a received one the account's `source`.
  */
 export function toCloudEvent(payload: string, source: string, origin: string | null = null, account?: EventAccount): CloudEvent {
   const event = JSON.parse(payload) as StoredPayload;
@@ -59,7 +60,7 @@ export function toCloudEvent(payload: string, source: string, origin: string | n
     datacontenttype: 'application/json',
     data: event.data,
     ...(origin === 'history' || origin === 'synthesized' ? { boxrelayorigin: origin } : {}),
-    ...(account === undefined ? {} : { boxrelayaccount: account.name }),
+    boxrelayaccount: account?.name ?? DEFAULT_ACCOUNT,
   };
 }
 
@@ -69,5 +70,5 @@ export function toCloudEvent(payload: string, source: string, origin: string | n
  * delivery id under two accounts is two messages to them.
  */
 export function receiverId(event: Pick<CloudEvent, 'id' | 'boxrelayaccount'>): string {
-  return event.boxrelayaccount === undefined ? event.id : `${event.boxrelayaccount}:${event.id}`;
+  return event.boxrelayaccount === DEFAULT_ACCOUNT ? event.id : `${event.boxrelayaccount}:${event.id}`;
 }

@@ -121,10 +121,10 @@ export function awsMessage(event: CloudEvent, body: string, traceparent: string 
   const attributes: AwsMessage['attributes'] = {
     ce_id: { DataType: 'String', StringValue: event.id },
     ce_type: { DataType: 'String', StringValue: event.type },
+    ce_boxrelayaccount: { DataType: 'String', StringValue: event.boxrelayaccount },
     'content-type': { DataType: 'String', StringValue: 'application/cloudevents+json' },
   };
   if (event.subject) attributes.ce_subject = { DataType: 'String', StringValue: event.subject };
-  if (event.boxrelayaccount) attributes.ce_boxrelayaccount = { DataType: 'String', StringValue: event.boxrelayaccount };
   if (traceparent) attributes.traceparent = { DataType: 'String', StringValue: traceparent };
   let bytes = Buffer.byteLength(body);
   for (const [name, { StringValue }] of Object.entries(attributes)) bytes += Buffer.byteLength(name) + 'String'.length + Buffer.byteLength(StringValue);

@@ -41,7 +41,7 @@ export const DISCORD_TRANSFORM = `{
 export const PAGERDUTY_TRANSFORM = `event.type == "box.error" ? {
   "routing_key": routingKey,
   "event_action": "trigger",
-  "dedup_key": "boxrelay-" + (has(event.boxrelayaccount) ? event.boxrelayaccount + "-" : "") + event.data.box.id,
+  "dedup_key": "boxrelay-" + (event.boxrelayaccount != "default" ? event.boxrelayaccount + "-" : "") + event.data.box.id,
   "payload": {
     "summary": truncate("box " + (${HAS_NAME} ? event.data.box.name + " (" + event.data.box.id + ")" : event.data.box.id) + " entered error", 1024),
     "source": event.source,
@@ -51,7 +51,7 @@ export const PAGERDUTY_TRANSFORM = `event.type == "box.error" ? {
 } : event.type in ["box.ready", "box.archived"] ? {
   "routing_key": routingKey,
   "event_action": "resolve",
-  "dedup_key": "boxrelay-" + (has(event.boxrelayaccount) ? event.boxrelayaccount + "-" : "") + event.data.box.id
+  "dedup_key": "boxrelay-" + (event.boxrelayaccount != "default" ? event.boxrelayaccount + "-" : "") + event.data.box.id
 } : null`;
 
 export const BUILTIN_TRANSFORMS = { teams: TEAMS_TRANSFORM, discord: DISCORD_TRANSFORM, pagerduty: PAGERDUTY_TRANSFORM } as const;

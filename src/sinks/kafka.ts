@@ -116,7 +116,7 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
       headers: {
         'content-type': 'application/cloudevents+json',
         ce_id: event.id,
-        ...(event.boxrelayaccount ? { ce_boxrelayaccount: event.boxrelayaccount } : {}),
+        ce_boxrelayaccount: event.boxrelayaccount,
         ...(traceparent ? { traceparent } : {}),
       },
     }),

@@ -92,7 +92,7 @@ export function createNatsSink({ settings, logger, ackTimeoutMs = 5000, concurre
   const prefix = settings.natsSubjectPrefix;
   const captured = `${prefix}.>`;
   const accountPrefixes = new Map((settings.accounts ?? []).flatMap((account) => (account.natsSubjectPrefix === undefined ? [] : [[account.name, account.natsSubjectPrefix] as const])));
-  const prefixOf = (event: CloudEvent) => (event.boxrelayaccount === undefined ? undefined : accountPrefixes.get(event.boxrelayaccount)) ?? prefix;
+  const prefixOf = (event: CloudEvent) => accountPrefixes.get(event.boxrelayaccount) ?? prefix;
   // Every account's subjects go to the one stream; a prefix under another's is captured by it already
   // (and JetStream refuses overlapping subjects in a stream).
   const allCaptured = [...new Set([prefix, ...accountPrefixes.values()])]

@@ -10,4 +10,5 @@ export const cloudEvent = (data: Record<string, unknown>, type = 'box.error'): C
   time: '2026-01-01T00:00:00Z',
   datacontenttype: 'application/json',
   data,
+  boxrelayaccount: 'default',
 });

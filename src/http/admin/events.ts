@@ -31,7 +31,7 @@ export const storedEvent = z.strictObject({
   datacontenttype: z.literal('application/json'),
   data: z.record(z.string(), z.unknown()),
   boxrelayorigin: z.string().optional().describe('How a reconciliation run found the event (`history` or `synthesized`); absent on received webhooks.'),
-  boxrelayaccount: z.string().optional().describe("The event's account (contract section 21); absent for the default account's."),
+  boxrelayaccount: z.string().describe("The event's account (contract section 21), `default` included."),
   receivedAt: isoTime(),
 });
 

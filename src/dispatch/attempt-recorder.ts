@@ -1,3 +1,4 @@
+import { groupCommit } from '../group-commit.js';
 import type { Logger } from '../log.js';
 import type { SinkFailure } from '../sinks/failures.js';
 import type { Exchange } from '../sinks/sink.js';
@@ -50,32 +51,28 @@ const BATCH_ROWS = 500;
 /**
  * Every attempt is counted in the per-minute sums behind health, whatever the mode; the mode says
  * which are also kept one by one. A failure kept is written at once, durably; the rest are written
- * in batches: successes kept, or attempts only counted.
+ * in batches (`groupCommit`, gathering for BATCH_MS): successes kept, or attempts only counted.
  */
 export function createAttemptRecorder({ log, mode, logger }: { log: AttemptLog; mode: AttemptsMode; logger: Logger }): AttemptRecorder {
-  let queued: NewAttempt[] = [];
-  let writing: Promise<void> = Promise.resolve();
-  let timer: NodeJS.Timeout | undefined;
-  const writeBatch = (batch: NewAttempt[]) => (mode === 'all' ? log.recordDelivered(batch) : log.countAttempts(batch));
-  const flush = (): Promise<void> => {
-    clearTimeout(timer);
-    timer = undefined;
-    const batch = queued;
-    queued = [];
-    if (batch.length === 0) return writing;
-    writing = writing
-      .then(() => writeBatch(batch))
-      .catch((error: unknown) => logger.error({ err: error, attempts: batch.length }, 'could not record a batch of attempts; their deliveries stand'));
-    return writing;
-  };
+  const batches = groupCommit<NewAttempt, void>({
+    gatherMs: BATCH_MS,
+    maxItems: BATCH_ROWS,
+    async commit(batch) {
+      try {
+        await (mode === 'all' ? log.recordDelivered(batch) : log.countAttempts(batch));
+      } catch (error) {
+        logger.error({ err: error, attempts: batch.length }, 'could not record a batch of attempts; their deliveries stand');
+      }
+      // Nobody waits on these: a failure is logged here, once a batch.
+      return batch.map(() => ({ value: undefined }));
+    },
+  });
   return {
     record(attempt) {
       if (attempt.failure && mode !== 'off') return log.recordFailed([toNewAttempt(attempt)]);
-      queued.push(toNewAttempt(attempt));
-      if (queued.length >= BATCH_ROWS) void flush();
-      else timer ??= setTimeout(() => void flush(), BATCH_MS).unref();
+      void batches.add(toNewAttempt(attempt));
       return undefined;
     },
-    flush,
+    flush: () => batches.flush(),
   };
 }

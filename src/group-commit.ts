@@ -32,7 +32,7 @@ export interface GroupCommitOptions<T, R> {
 export interface GroupCommit<T, R> {
   /** Answered after the commit of the batch it went in: its outcome there (or that commit's failure), or refused by age. */
   add(item: T): Promise<R>;
-  /** Starts what waits without gathering; resolves once every item added so far is answered. */
+  /** Starts what waits now (as far as `concurrency` allows), without gathering; resolves once every item added so far is answered. */
   flush(): Promise<void>;
 }
 
@@ -147,7 +147,8 @@ export function groupCommit<T, R>({
     async flush() {
       hurry = queue.length > 0;
       hasten();
-      plan();
+      // At once, not in the next turn: a caller that closes the store right after has its batch under way first.
+      start();
       await last.catch(() => {});
       await Promise.allSettled(running);
     },

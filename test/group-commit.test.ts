@@ -178,7 +178,7 @@ describe('group commit', () => {
     expect(await a).toBe('a!');
   });
 
-  it('gathers for gatherMs from the first item, starts at once when maxItems wait, and a flush starts what waits', async () => {
+  it('gathers for gatherMs from the first item, starts at once when maxItems wait, and a flush starts what waits within its call', async () => {
     const timers = new HandTimers();
     const { calls, commits, clock, next, written } = committing<string>({ gatherMs: 100, maxItems: 3, timers });
     const gathered = [commits.add('a'), commits.add('b')];
@@ -207,6 +207,8 @@ describe('group commit', () => {
     let flushed = false;
     const flushing = commits.flush().then(() => (flushed = true));
     expect(timers.planned).toEqual([]);
+    // Started at once, within the call.
+    expect(calls).toHaveLength(3);
     const third = await next();
     expect(third.batch).toEqual(['f']);
     expect(flushed).toBe(false);

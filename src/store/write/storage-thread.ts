@@ -1,6 +1,7 @@
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { StorageUnavailableError } from '../../errors.js';
 import { WORKER_YOUNG_GENERATION_MB } from '../../thread-heap.js';
+import { groupCommit } from '../../group-commit.js';
 import { callerOver } from '../../threads/calls.js';
 import { CrossedError } from '../../threads/errors.js';
 import { openDatabase, type Database, type DatabaseOptions } from '../engines/database.js';
@@ -86,41 +87,24 @@ export function startStorageThread(
   // Transport coalescing, not a second commit queue: the deliveries handed over within one turn of
   // this loop cross in one message, packed in one buffer that is transferred (not cloned object by
   // object), and come back in one answer, each with its own outcome. Which of them commit together
-  // is the storage thread's writer's alone (its turn), as for every other write.
-  type Waiting = { resolve(result: RecordResult): void; reject(error: Error): void };
-  let turn: { deliveries: NewDelivery[]; waiting: Waiting[] } | undefined;
-  const sendTurn = (): void => {
-    if (!turn) return;
-    const { deliveries, waiting } = turn;
-    turn = undefined;
-    const answered = (async () => {
+  // is the storage thread's writer's alone (its turn), as for every other write: a turn's message
+  // waits for no earlier one's answer.
+  const turns = groupCommit<NewDelivery, RecordResult>({
+    concurrency: Infinity,
+    async commit(deliveries) {
       const packed = packDeliveries(deliveries);
-      return calls.call('deliveries', 'record', [packed], [packed.buffer]);
-    })();
-    answered.then(
-      (outcomes) =>
-        waiting.forEach((caller, i) => {
-          const outcome = outcomes[i] ?? { error: { message: 'the storage thread gave no outcome for this delivery' } };
-          if ('error' in outcome) caller.reject(new CrossedError(outcome.error));
-          else caller.resolve(outcome);
-        }),
-      (error: Error) => waiting.forEach((caller) => caller.reject(error)),
-    );
-  };
-  const handOver = (delivery: NewDelivery) =>
-    new Promise<RecordResult>((resolve, reject) => {
-      if (!turn) {
-        turn = { deliveries: [], waiting: [] };
-        setImmediate(sendTurn);
-      }
-      turn.deliveries.push(delivery);
-      turn.waiting.push({ resolve, reject });
-    });
+      const outcomes = await calls.call('deliveries', 'record', [packed], [packed.buffer]);
+      return deliveries.map((_, i) => {
+        const outcome = outcomes[i] ?? { error: { message: 'the storage thread gave no outcome for this delivery' } };
+        return 'error' in outcome ? { error: new CrossedError(outcome.error) } : { value: outcome };
+      });
+    },
+  });
 
   return {
     started,
     record: async (delivery) => {
-      const result = await refused(handOver(delivery));
+      const result = await refused(turns.add(delivery));
       if (!result.duplicate) onCommit();
       return result;
     },
@@ -135,8 +119,8 @@ export function startStorageThread(
     async close() {
       closing = true;
       if (gone) return;
-      // What was handed over in this turn goes first: the thread answers it before it closes.
-      sendTurn();
+      // What was handed over in this turn goes first (sent now, as the flush starts it): the thread answers it before it closes.
+      void turns.flush();
       // Not `once`, which rejects on an 'error': a thread that failed is closed all the same.
       const exited = new Promise((resolve) => worker.once('exit', resolve));
       worker.postMessage({ kind: 'close' } satisfies ToStorage);

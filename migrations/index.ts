@@ -22,6 +22,7 @@ import * as unrecordedRouting from './020_unrecorded_routing.js';
 import * as cursorMovesInPlace from './021_cursor_moves_in_place.js';
 import * as fencingEpochs from './022_fencing_epochs.js';
 import * as archiveLedger from './023_archive_ledger.js';
+import * as accountsRunsAndSecrets from './024_accounts_runs_and_secrets.js';
 
 /**
  * Every migration, in order. Listed statically rather than read from the folder so the same list
@@ -51,4 +52,5 @@ export const migrations: Record<string, Migration> = {
   '021_cursor_moves_in_place': cursorMovesInPlace,
   '022_fencing_epochs': fencingEpochs,
   '023_archive_ledger': archiveLedger,
+  '024_accounts_runs_and_secrets': accountsRunsAndSecrets,
 };

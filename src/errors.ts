@@ -1,3 +1,4 @@
+import { DEFAULT_ACCOUNT } from './config/default-account.js';
 import { untrusted } from './log.js';
 
 /**
@@ -276,10 +277,15 @@ export class ReconcileInProgressError extends HttpRefusal {
   }
 }
 
+/** The account has no API credentials to reconcile with (contract sections 9 and 21). */
 export class ReconcileNotConfiguredError extends HttpRefusal {
   readonly code = 'reconcile_not_configured';
-  constructor() {
-    super('reconciliation needs BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY');
+  constructor(account = DEFAULT_ACCOUNT) {
+    super(
+      account === DEFAULT_ACCOUNT
+        ? 'reconciliation needs BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY'
+        : `reconciliation of account ${account} needs its upstreamBaseUrl and upstreamApiKey`,
+    );
   }
 }
 

@@ -39,7 +39,7 @@ import { createReadiness } from './http/readiness.js';
 import type { Logger } from './log.js';
 import { boxStateCounts, createMetrics } from './metrics/metrics.js';
 import type { BusTuning } from './sinks/bus.js';
-import { reconcileConfigured, reconcilerFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
+import { reconcileConfigured, reconcilersFromConfig, type ReconcilerFromConfig } from './reconcile/create.js';
 import { scheduleReconcile } from './reconcile/schedule.js';
 import { scheduleRepeating, type Schedule } from './schedule.js';
 import { filterErrorReporter, transformErrorReporter } from './sinks/filter-errors.js';
@@ -67,6 +67,7 @@ import { databaseOptionsOf, isPostgresUrl, isSqliteFile, splitPool, type Databas
 import { addSinkMinutes } from './store/state/stats.js';
 import { openStore, type Store } from './store/store.js';
 import { createStorageFailureLog } from './store/engines/storage-failures.js';
+import { accountUpstreams, isAccount } from './upstream/account-upstream.js';
 import { createSecretCipher } from './upstream/secret-cipher.js';
 import { tracingOff, type Tracing } from './tracing/tracing.js';
 import { SecretRing } from './verify/secrets.js';
@@ -141,13 +142,13 @@ export async function createRelay(deps: RelayDeps) {
   // Read before the database is opened: a wrong key must not look like missing secrets.
   const secretsFile = config.secretsFile ? new SecretsFile(config.secretsFile, { logger: logger.child({ part: 'secrets' }) }) : undefined;
   secretsFile?.load();
-  const accounts = openAccountEndpoints(config, clock, logger);
+  const accountFiles = loadAccountSecretsFiles(config, logger);
   const cipher = createSecretCipher(config.secretsEncryptionKey);
 
   let fanout: Fanout | undefined;
   const fanoutOf = (): Fanout => fanout!;
   const store = await openRelayStore({ config, logger, clock, onFatal: deps.onFatal, wake: () => fanout?.wake('log') });
-  const secrets = await openSecretRing({ config, store, secretsFile, cipher, clock, logger });
+  const { secrets, accounts } = await openSecretRings({ config, store, secretsFile, accountFiles, cipher, clock, logger });
 
   const sinkNames = configuredSinks(config);
   // Filter errors count in a metric made below, once the router's filtered sinks are known.
@@ -224,9 +225,10 @@ export async function createRelay(deps: RelayDeps) {
     logger,
   });
   // A second entrance to the store, beside the receiver: events found upstream take `accept` too.
-  const reconciler =
-    metrics.reconcile &&
-    reconcilerFromConfig({
+  // One reconciler per account with API credentials (contract section 21).
+  const reconcilers: ReadonlyMap<string, Reconciler> = !metrics.reconcile
+    ? new Map()
+    : reconcilersFromConfig({
       config,
       kysely: store.database.kysely,
       leaseNow: leaseClock(store.database),
@@ -241,6 +243,7 @@ export async function createRelay(deps: RelayDeps) {
       leaseMs: deps.reconcile?.leaseMs,
       timers: deps.reconcile?.runTimers,
     });
+  const reconciler = reconcilers.get(DEFAULT_ACCOUNT);
   // `default` is listed while it has a secret (contract section 21), as its endpoint is served only then.
   const listedAccounts = () => [
     ...(secrets.accepted().length > 0 ? [{ name: DEFAULT_ACCOUNT, secrets: secrets.accepted().length }] : []),
@@ -249,7 +252,7 @@ export async function createRelay(deps: RelayDeps) {
   const admin = config.adminToken
     ? createAdminRouter(
         config.adminToken,
-        adminRoutes({ config, clock, store, fanoutStore, fanout, sinkStates, pauses, operations, reconciler, trail, tally, inlineAttempts, sinkNames, logHeldBackSeconds, listedAccounts }),
+        adminRoutes({ config, clock, store, fanoutStore, fanout, sinkStates, pauses, operations, reconcilers, trail, tally, inlineAttempts, sinkNames, logHeldBackSeconds, listedAccounts }),
       )
     : undefined;
   const internalApp = createInternalApp({ registry, readiness, admin, console: admin && createConsoleRouter(), logger });
@@ -261,8 +264,9 @@ export async function createRelay(deps: RelayDeps) {
     secrets,
     secretsFile,
     accountSecretsFiles: accounts.files,
+    accountEndpoints: [...accounts.endpoints.values()],
     sinksFor,
-    reconciler,
+    reconcilers,
     tally,
     backups,
     degradation,
@@ -283,7 +287,9 @@ export async function createRelay(deps: RelayDeps) {
     accounts: accounts.endpoints,
     accountSecretsFiles: accounts.files,
     registry,
+    /** The `default` account's reconciler, and every account's by name (contract section 21). */
     reconciler,
+    reconcilers,
     publicApp,
     internalApp,
     ...lifecycle,
@@ -330,30 +336,31 @@ function fanoutDatabase(config: Config, store: Store): Pick<FanoutThreadDeps, 'o
 }
 
 /**
- * The endpoint of each configured account (contract section 21): its own secrets, from its list and
- * its file (read now: a missing or invalid one stops the start, as section 1's does). The database's
- * secrets are the default account's.
+ * Each configured account's secrets file (contract section 21), read now: a missing or invalid one
+ * stops the start, as section 1's does.
  */
-function openAccountEndpoints(config: Config, clock: Clock, logger: Logger): { endpoints: Map<string, AccountEndpoint>; files: SecretsFile[] } {
-  const endpoints = new Map<string, AccountEndpoint>();
-  const files: SecretsFile[] = [];
+function loadAccountSecretsFiles(config: Config, logger: Logger): Map<string, SecretsFile> {
+  const files = new Map<string, SecretsFile>();
   for (const account of config.accounts) {
-    const file = account.secretsFile === undefined ? undefined : new SecretsFile(account.secretsFile, { logger: logger.child({ part: 'secrets', account: account.name }) });
-    file?.load();
-    if (file) files.push(file);
-    endpoints.set(account.name, { name: account.name, secrets: new SecretRing({ env: account.secrets, file, clock }) });
+    if (account.secretsFile === undefined) continue;
+    const file = new SecretsFile(account.secretsFile, { logger: logger.child({ part: 'secrets', account: account.name }) });
+    file.load();
+    files.set(account.name, file);
   }
-  return { endpoints, files };
+  return files;
 }
 
 /**
- * Every accepted signing secret (environment, file, database); none closes the store and refuses to
+ * Every account's accepted signing secrets (environment or its list, file, and the database's rows of
+ * that account, which `boxrelay upstream … --account` writes): `default`'s, and each configured
+ * account's endpoint (contract section 21). No secret for `default` closes the store and refuses to
  * start, unless other accounts are configured (then `/webhooks` answers 404 until one is).
  */
-async function openSecretRing({
+async function openSecretRings({
   config,
   store,
   secretsFile,
+  accountFiles,
   cipher,
   clock,
   logger,
@@ -361,27 +368,32 @@ async function openSecretRing({
   config: Config;
   store: Store;
   secretsFile: SecretsFile | undefined;
+  accountFiles: Map<string, SecretsFile>;
   cipher: ReturnType<typeof createSecretCipher>;
   clock: Clock;
   logger: Logger;
-}): Promise<SecretRing> {
-  const secretsLogger = logger.child({ part: 'secrets' });
-  const secrets = new SecretRing({
-    env: config.secrets,
-    file: secretsFile,
-    database: createSecretsStore({ db: store.database.kysely, cipher, clock, logger: secretsLogger }),
-    clock,
-    onDatabaseChange: (list) => secretsLogger.info({ count: list.length }, 'database secrets changed'),
-  });
+}): Promise<{ secrets: SecretRing; accounts: { endpoints: Map<string, AccountEndpoint>; files: SecretsFile[] } }> {
+  const ring = (account: string, env: string[], file: SecretsFile | undefined) => {
+    const secretsLogger = logger.child({ part: 'secrets', ...(account === DEFAULT_ACCOUNT ? {} : { account }) });
+    return new SecretRing({
+      env,
+      file,
+      database: createSecretsStore({ db: store.database.kysely, account, cipher, clock, logger: secretsLogger }),
+      clock,
+      onDatabaseChange: (list) => secretsLogger.info({ count: list.length }, 'database secrets changed'),
+    });
+  };
+  const secrets = ring(DEFAULT_ACCOUNT, config.secrets, secretsFile);
+  const endpoints = new Map(config.accounts.map(({ name, secrets: list }) => [name, { name, secrets: ring(name, list, accountFiles.get(name)) }]));
   try {
     // Read first: `upstream register` may have left the only secret in the database.
-    await secrets.refreshDatabase();
+    await Promise.all([secrets, ...[...endpoints.values()].map((endpoint) => endpoint.secrets)].map((r) => r.refreshDatabase()));
     if (secrets.accepted().length === 0 && config.accounts.length === 0) throw new NoSecretError();
   } catch (error) {
     await store.close();
     throw error;
   }
-  return secrets;
+  return { secrets, accounts: { endpoints, files: [...accountFiles.values()] } };
 }
 
 /** The registry's metrics, with the sources each scrape reads. */
@@ -434,7 +446,7 @@ function createRelayMetrics({
       sinkUp: () => Object.fromEntries(fanoutOf().sinks.map((sink) => [sink.name, sink.up()])),
       pausedSinks: async () => [...(await sinkStates.readAll()).values()].filter((s) => s.paused_at !== null).map((s) => s.sink),
       sinkFailureRatios: degradation.ratios,
-      ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely) } : {}),
+      ...(reconcileConfigured(config) ? { reconcileLastSuccessAt: () => lastSuccessAt(kysely, accountUpstreams(config).map((a) => a.account)) } : {}),
       logUnnumberedSeconds: logHeldBackSeconds,
       ...(backups ? { backupLastSuccessAt: backups.lastSuccessAt } : {}),
     },
@@ -517,7 +529,7 @@ function adminRoutes({
   sinkStates,
   pauses,
   operations,
-  reconciler,
+  reconcilers,
   trail,
   tally,
   inlineAttempts,
@@ -533,7 +545,7 @@ function adminRoutes({
   sinkStates: SinkStates;
   pauses: Pauses;
   operations: Operations;
-  reconciler: Reconciler | undefined;
+  reconcilers: ReadonlyMap<string, Reconciler>;
   trail: AuditTrail;
   tally: DeliveryTally;
   inlineAttempts: AttemptRecorder | undefined;
@@ -547,11 +559,11 @@ function adminRoutes({
     boxRoutes(store.database, trail),
     deadLetterRoutes(operations),
     replayRoutes(operations),
-    reconcileRoutes(reconciler, { kysely, trail }),
+    reconcileRoutes(reconcilers, { kysely, trail, isAccount: (name) => isAccount(config, name) }),
     accountsRoutes({
       database: store.database,
       accounts: listedAccounts,
-      reconcile: (name) => (name === DEFAULT_ACCOUNT && reconciler ? reconciler.status() : null),
+      reconcile: (name) => reconcilers.get(name)?.status() ?? null,
     }),
     eventDeliveryRoutes({ kysely, exceptions: fanoutStore.exceptions, source: config.source }),
     hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
@@ -573,8 +585,10 @@ interface LifecycleParts {
   secrets: SecretRing;
   secretsFile: SecretsFile | undefined;
   accountSecretsFiles: SecretsFile[];
+  /** The configured accounts' endpoints, whose database secrets are read again as `default`'s are. */
+  accountEndpoints: AccountEndpoint[];
   sinksFor: SinkRouter;
-  reconciler: Reconciler | undefined;
+  reconcilers: ReadonlyMap<string, Reconciler>;
   tally: DeliveryTally;
   backups: Backups | undefined;
   degradation: SinkDegradation;
@@ -587,7 +601,7 @@ interface LifecycleParts {
 
 /** Start, drain and stop: what listens, the schedules, and the order they end in. */
 function relayLifecycle(parts: LifecycleParts) {
-  const { deps, store, fanout, secrets, secretsFile, accountSecretsFiles, sinksFor, reconciler, tally, backups, degradation, publicApp, internalApp, sinkNames, shuttingDown } = parts;
+  const { deps, store, fanout, secrets, secretsFile, accountSecretsFiles, accountEndpoints, sinksFor, reconcilers, tally, backups, degradation, publicApp, internalApp, sinkNames, shuttingDown } = parts;
   const { config, logger, clock = systemClock, tracing = tracingOff, timers, reconcile: reconcileOptions } = deps;
   const secretsLogger = logger.child({ part: 'secrets' });
   let listening: Listening[] = [];
@@ -621,14 +635,19 @@ function relayLifecycle(parts: LifecycleParts) {
       secrets.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
         secretsLogger.error({ err: error }, 'cannot read database secrets; keeping the last set'),
       );
+      for (const { name, secrets: ring } of accountEndpoints) {
+        ring.startDatabaseRefresh(config.databaseSecretsRefreshMs, (error) =>
+          secretsLogger.error({ err: error, account: name }, 'cannot read database secrets; keeping the last set'),
+        );
+      }
       const retentionLogger = logger.child({ part: 'retention' });
       pruning = schedulePrune({
         prune: (signal) => pruneExpired(store.database, { now: clock.now(), retentionDays: config.retentionDays, signal, logger: retentionLogger }),
         logger: retentionLogger,
         timers,
       });
-      if (reconciler && config.reconcileInterval > 0) {
-        reconciling = scheduleReconcile(reconciler, {
+      if (config.reconcileInterval > 0) {
+        reconciling = scheduleReconcile(reconcilers, {
           intervalMs: config.reconcileInterval,
           logger,
           timers: reconcileOptions?.timers,
@@ -670,14 +689,14 @@ function relayLifecycle(parts: LifecycleParts) {
         pastRouting?.done,
         pruning?.stop(),
         reconciling?.stop(),
-        reconciler?.stop(),
+        ...[...reconcilers.values()].map((reconciler) => reconciler.stop()),
         backups?.stop(),
         degradationChecks?.stop(),
       ]);
       pruning = undefined;
       reconciling = undefined;
       degradationChecks = undefined;
-      await secrets.stopDatabaseRefresh();
+      await Promise.all([secrets, ...accountEndpoints.map((endpoint) => endpoint.secrets)].map((ring) => ring.stopDatabaseRefresh()));
       listening = [];
       // One shutdown budget for both: what the HTTP close used is not given to the sinks again.
       await fanout.stop(Math.max(1000, config.shutdownTimeoutMs - (Date.now() - started)));

@@ -62,7 +62,8 @@ for (const engine of engines) {
         ok: true,
         accounts: [
           { name: 'default', endpoint: '/webhooks', secrets: 1, lastDeliveryAt: iso(first + 60_000), events: 2, boxes: 2, reconcile: null },
-          { name: 'prod', endpoint: '/webhooks/prod', secrets: 2, lastDeliveryAt: iso(first + 120_000), events: 3, boxes: 2, reconcile: null },
+          // prod has API credentials: its reconciliation, which has not run.
+          { name: 'prod', endpoint: '/webhooks/prod', secrets: 2, lastDeliveryAt: iso(first + 120_000), events: 3, boxes: 2, reconcile: { running: false, last: null } },
           { name: 'prod-eu', endpoint: '/webhooks/prod-eu', secrets: 1, lastDeliveryAt: iso(first), events: 1, boxes: 1, reconcile: null },
         ],
       });
@@ -76,7 +77,7 @@ for (const engine of engines) {
       expect(response.body).toEqual({
         ok: true,
         accounts: [
-          { name: 'prod', endpoint: '/webhooks/prod', secrets: 2, lastDeliveryAt: null, events: 0, boxes: 0, reconcile: null },
+          { name: 'prod', endpoint: '/webhooks/prod', secrets: 2, lastDeliveryAt: null, events: 0, boxes: 0, reconcile: { running: false, last: null } },
           { name: 'prod-eu', endpoint: '/webhooks/prod-eu', secrets: 1, lastDeliveryAt: null, events: 0, boxes: 0, reconcile: null },
         ],
       });

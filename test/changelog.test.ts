@@ -9,13 +9,17 @@ const read = (file: string) => readFileSync(join(import.meta.dirname, '..', file
 const names = Object.keys(migrations).sort();
 const newest = names.at(-1)!;
 const changelog = read('CHANGELOG.md');
-/** The newest release's section: from the first `## ` heading to the next. */
+/**
+ * What a database at the newest migration got from releases: the newest numbered release's section and,
+ * above it, the changes merged since ("Unreleased"), where a migration added since that release is listed.
+ */
 const start = changelog.indexOf('\n## ');
-const next = changelog.indexOf('\n## ', start + 1);
+const numbered = changelog.search(/\n## \d/);
+const next = changelog.indexOf('\n## ', numbered + 1);
 const release = changelog.slice(start, next === -1 ? undefined : next);
 
 describe('the migrations in the docs', () => {
-  it('the newest release of CHANGELOG.md lists every migration, counts them, and names the newest as GET /admin/version reads it', () => {
+  it('the newest release of CHANGELOG.md, with what is unreleased, lists every migration, counts them, and names the newest as GET /admin/version reads it', () => {
     expect(names.filter((name) => !release.includes(`\`${name}\``))).toEqual([]);
     expect(release).toContain(`made by ${names.length} migrations`);
     expect(release).toContain(`"schema":"${newest}"`);

@@ -1,8 +1,10 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig, ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { RelayError } from '../errors.js';
-import { createLogger, logDestination } from '../log.js';
+import { ReconcileNotConfiguredError, RelayError } from '../errors.js';
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
+import { isAccount } from '../upstream/account-upstream.js';
+import { createLogger, logDestination, untrusted } from '../log.js';
 import { NoSecretError, createRelay } from '../main.js';
 import { describePrune, pruneExpired } from '../store/retention/prune.js';
 import { systemClock } from '../clock.js';
@@ -141,10 +143,10 @@ async function prune(options: { days?: number }): Promise<void> {
   if (result.failedSteps.length > 0) process.exitCode = 1;
 }
 
-function upstreamClient(config: Config): UpstreamClient {
+function upstreamClient(config: Config, account: string): UpstreamClient {
   try {
     return createUpstreamClient({
-      ...upstreamSettings(config),
+      ...upstreamSettings(config, account),
       onRetry: ({ attempt, error }) => process.stderr.write(`boxrelay: ${error.message}; trying again (attempt ${attempt})\n`),
     });
   } catch (error) {
@@ -154,23 +156,36 @@ function upstreamClient(config: Config): UpstreamClient {
   }
 }
 
-/** Runs a command that stores secrets: the database is opened (and migrated) before the upstream is called. */
-async function withSecrets(run: (deps: UpstreamStoreDeps) => Promise<unknown>): Promise<void> {
+/**
+ * Runs a command that stores the account's secrets: the database is opened (and migrated) before the
+ * upstream is called.
+ */
+async function withSecrets(name: string, run: (deps: UpstreamStoreDeps) => Promise<unknown>): Promise<void> {
   const config = configOrExit();
-  const client = upstreamClient(config);
+  const account = accountOrExit(config, name);
+  const client = upstreamClient(config, account);
   const logger = createLogger(config.logLevel, process.stderr);
+  // Where else the account's secrets are set, for the rotation's note: `default`'s variables, or its own list and file.
+  const settings = config.accounts.find((a) => a.name === account) ?? config;
   let opened: UpstreamSecrets;
   try {
-    opened = await openUpstreamSecrets(config, systemClock, logger);
+    opened = await openUpstreamSecrets(config, systemClock, logger, account);
   } catch (error) {
     if (error instanceof SecretCipherError) exitMisconfigured(error.message);
     throw error;
   }
   try {
-    await run({ client, secrets: opened.secrets, cipher: opened.cipher, clock: systemClock, config, print: (line) => console.log(line) });
+    await run({ account, client, secrets: opened.secrets, cipher: opened.cipher, clock: systemClock, config: settings, print: (line) => console.log(line) });
   } finally {
     await opened.close();
   }
+}
+
+/** `--account`: an account of the configuration (`default` or one in BOXRELAY_ACCOUNTS_FILE), else exit 2. */
+function accountOrExit(config: Config, name: string): string {
+  if (isAccount(config, name)) return name;
+  const names = [DEFAULT_ACCOUNT, ...config.accounts.map((account) => account.name)].join(', ');
+  exitMisconfigured(`--account: no account is named ${JSON.stringify(untrusted(name))} (accounts: ${names})`);
 }
 
 function parseGrace(text: string): { ms: number; text: string } {
@@ -217,25 +232,32 @@ export function buildProgram(): Command {
 
   const upstream = program
     .command('upstream')
-    .description('manage this relay\'s webhook endpoint at the Sandbox Service (BOXRELAY_UPSTREAM_BASE_URL, BOXRELAY_UPSTREAM_API_KEY)');
+    .description(
+      'manage this relay\'s webhook endpoint at the Sandbox Service (BOXRELAY_UPSTREAM_BASE_URL, BOXRELAY_UPSTREAM_API_KEY; ' +
+        'with --account, that account\'s upstreamBaseUrl and upstreamApiKey)',
+    );
+  const accountOption = () => new Option('--account <name>', 'the account (contract section 21) whose endpoint and secrets these are').default(DEFAULT_ACCOUNT);
   upstream
     .command('list')
     .description('list the webhook endpoints of the account')
-    .action(async () => {
-      await listWebhooks({ client: upstreamClient(configOrExit()), print: (line) => console.log(line) });
+    .addOption(accountOption())
+    .action(async (options: { account: string }) => {
+      const config = configOrExit();
+      await listWebhooks({ client: upstreamClient(config, accountOrExit(config, options.account)), print: (line) => console.log(line) });
     });
   upstream
     .command('register')
     .description('create the webhook endpoint, store its secret in the database and print it once')
-    .requiredOption('--url <url>', 'public HTTPS URL of the relay\'s POST /webhooks')
+    .requiredOption('--url <url>', 'public HTTPS URL of the relay\'s POST /webhooks (/webhooks/<name> with --account)')
     .addOption(
       new Option('--events <list>', 'comma-separated event types, short form (ready) allowed')
         .argParser(parseEvents)
         .default(parseEvents(undefined), parseEvents(undefined).join(',')),
     )
     .option('--name <name>', 'endpoint name', 'boxrelay')
-    .action(async (options: { url: string; events: string[]; name: string }) => {
-      await withSecrets((deps) => registerWebhook(deps, options));
+    .addOption(accountOption())
+    .action(async ({ account, ...options }: { url: string; events: string[]; name: string; account: string }) => {
+      await withSecrets(account, (deps) => registerWebhook(deps, options));
     });
   upstream
     .command('rotate')
@@ -247,22 +269,25 @@ export function buildProgram(): Command {
         .default(parseGrace('1h'), '1h'),
     )
     .option('--show-secret', 'also print the new secret')
-    .action(async (webhookId: string, options: { grace: { ms: number; text: string }; showSecret?: boolean }) => {
+    .addOption(accountOption())
+    .action(async (webhookId: string, options: { grace: { ms: number; text: string }; showSecret?: boolean; account: string }) => {
       const { grace, showSecret = false } = options;
-      await withSecrets((deps) => rotateWebhook(deps, webhookId, { graceMs: grace.ms, graceText: grace.text, showSecret }));
+      await withSecrets(options.account, (deps) => rotateWebhook(deps, webhookId, { graceMs: grace.ms, graceText: grace.text, showSecret }));
     });
 
   program
     .command('reconcile')
     .description('repair from the Sandbox Service API what webhooks did not bring (contract section 9), once, now')
     .option('--dry-run', 'change nothing; list what a run would do')
-    .action(async (options: { dryRun?: boolean }) => {
+    .addOption(new Option('--account <name>', 'the account to reconcile (contract section 21)').default(DEFAULT_ACCOUNT))
+    .action(async (options: { dryRun?: boolean; account: string }) => {
       const config = configOrExit();
+      const account = accountOrExit(config, options.account);
       const tracing = tracingOrExit();
-      const run = await reconcileOnce(config, createLogger(config.logLevel, process.stderr), tracing, { dryRun: options.dryRun ?? false }).finally(() =>
+      const run = await reconcileOnce(config, createLogger(config.logLevel, process.stderr), tracing, { dryRun: options.dryRun ?? false, account }).finally(() =>
         tracing.shutdown(),
       );
-      if (run === undefined) exitMisconfigured('reconcile needs BOXRELAY_UPSTREAM_BASE_URL and BOXRELAY_UPSTREAM_API_KEY');
+      if (run === undefined) exitMisconfigured(new ReconcileNotConfiguredError(account).message);
       console.log(JSON.stringify(run, null, 2));
       if (run.outcome === 'failed') process.exitCode = 1;
     });

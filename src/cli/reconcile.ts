@@ -6,7 +6,7 @@ import { systemClock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { createMetrics } from '../metrics/metrics.js';
-import { reconcileConfigured, reconcilerFromConfig } from '../reconcile/create.js';
+import { accountReconciler } from '../reconcile/create.js';
 import { filterErrorReporter } from '../sinks/filter-errors.js';
 import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { acceptEvent } from '../store/write/accept-event.js';
@@ -16,23 +16,28 @@ import { lastSuccessAt } from '../store/state/reconcile-runs.js';
 import { openStore } from '../store/store.js';
 import type { Run } from '../store/state/reconcile-runs.js';
 import type { Tracing } from '../tracing/tracing.js';
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
+import { accountUpstream } from '../upstream/account-upstream.js';
 
 /**
- * `boxrelay reconcile [--dry-run]`: one run now, in this process, against the configured database
- * (the lease keeps it from overlapping a replica's run). The fan-out rows it stores are sent by the
- * running relay. Returns the run report; a run already going anywhere is ReconcileInProgressError.
+ * `boxrelay reconcile [--dry-run] [--account <name>]`: one run of the account (`default` unless
+ * named) now, in this process, against the configured database (its lease keeps it from overlapping
+ * a replica's run of the same account). The fan-out rows it stores are sent by the running relay.
+ * Returns the run report, or undefined when the account has no API credentials; a run of the account
+ * already going anywhere is ReconcileInProgressError.
  */
-export async function reconcileOnce(config: Config, logger: Logger, tracing: Tracing, options: { dryRun: boolean }): Promise<Run | undefined> {
-  if (!reconcileConfigured(config)) return undefined;
+export async function reconcileOnce(config: Config, logger: Logger, tracing: Tracing, options: { dryRun: boolean; account: string }): Promise<Run | undefined> {
+  const credentials = accountUpstream(config, options.account);
+  if (credentials === undefined) return undefined;
   const store = await openStore(databaseOptionsOf(config));
   try {
     const kysely = store.database.kysely;
     const metrics = createMetrics(new Registry(), {
       sinks: configuredSinks(config),
-      sources: { reconcileLastSuccessAt: () => lastSuccessAt(kysely) },
+      sources: { reconcileLastSuccessAt: () => lastSuccessAt(kysely, [options.account]) },
     });
     const sinksFor = sinkRouterOf(config, filterErrorReporter({ clock: systemClock, logger }));
-    const reconciler = reconcilerFromConfig({
+    const reconciler = accountReconciler(credentials, {
       config,
       kysely,
       leaseNow: leaseClock(store.database),
@@ -44,7 +49,8 @@ export async function reconcileOnce(config: Config, logger: Logger, tracing: Tra
       tracing,
     });
     const trail = createAuditTrail({ clock: systemClock, logger });
-    const detail = options.dryRun ? { dryRun: true } : {};
+    // What was asked, as `POST /admin/reconcile` records its body.
+    const detail = { ...(options.dryRun ? { dryRun: true } : {}), ...(options.account === DEFAULT_ACCOUNT ? {} : { account: options.account }) };
     return await (await startAudited({ reconciler, kysely, trail }, { dryRun: options.dryRun, by: CLI_ACTOR, detail })).finished;
   } finally {
     await store.close();

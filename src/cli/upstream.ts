@@ -4,22 +4,29 @@ import type { Config } from '../config/schema.js';
 import { describeError, RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { BOX_EVENT_TYPES } from '../events/types.js';
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
+import { accountUpstream, type UpstreamConfig } from '../upstream/account-upstream.js';
 import { openConfiguredDatabase } from './database.js';
 import { createSecretsStore, type SecretsStore } from '../store/state/secrets-store.js';
 import type { UpstreamClient, Webhook } from '../upstream/client.js';
 import { createSecretCipher, type SecretCipher } from '../upstream/secret-cipher.js';
 
 /**
- * `boxrelay upstream list|register|rotate`: manage this relay's webhook endpoint at the Sandbox
- * Service and keep the secrets it hands out in the database, where every replica reads them.
+ * `boxrelay upstream list|register|rotate [--account <name>]`: manage an account's webhook endpoint
+ * at the Sandbox Service and keep the secrets it hands out in the database, as that account's
+ * (contract section 21), where every replica reads them for that account's endpoint only.
  * Each command is a function of its dependencies so tests drive it in process; src/cli/program.ts only
  * builds the dependencies from the configuration.
  */
 
 export class UpstreamNotConfiguredError extends RelayError {
   readonly code = 'upstream_not_configured';
-  constructor(missing: string[]) {
-    super(`the upstream commands need ${missing.join(' and ')} (the Sandbox Service API)`);
+  constructor(missing: string[], account = DEFAULT_ACCOUNT) {
+    super(
+      account === DEFAULT_ACCOUNT
+        ? `the upstream commands need ${missing.join(' and ')} (the Sandbox Service API)`
+        : `the upstream commands for account ${account} need its upstreamBaseUrl and upstreamApiKey (the Sandbox Service API)`,
+    );
   }
 }
 
@@ -36,17 +43,21 @@ export class SecretsNotRetiredError extends RelayError {
   readonly code = 'secrets_not_retired';
 }
 
-export function upstreamSettings(config: Pick<Config, 'upstreamBaseUrl' | 'upstreamApiKey' | 'proxyEnv'>): {
+/** The account's API credentials (`default`'s: BOXRELAY_UPSTREAM_*; another's: its own). */
+export function upstreamSettings(
+  config: Pick<Config, 'proxyEnv'> & UpstreamConfig,
+  account = DEFAULT_ACCOUNT,
+): {
   baseUrl: string;
   apiKey: string;
   proxyEnv: Config['proxyEnv'];
 } {
-  const { upstreamBaseUrl: baseUrl, upstreamApiKey: apiKey } = config;
-  if (baseUrl === undefined || apiKey === undefined) {
-    const missing = [baseUrl === undefined && 'BOXRELAY_UPSTREAM_BASE_URL', apiKey === undefined && 'BOXRELAY_UPSTREAM_API_KEY'];
-    throw new UpstreamNotConfiguredError(missing.filter((name): name is string => name !== false));
+  const credentials = accountUpstream(config, account);
+  if (credentials === undefined) {
+    const missing = [config.upstreamBaseUrl === undefined && 'BOXRELAY_UPSTREAM_BASE_URL', config.upstreamApiKey === undefined && 'BOXRELAY_UPSTREAM_API_KEY'];
+    throw new UpstreamNotConfiguredError(missing.filter((name): name is string => name !== false), account);
   }
-  return { baseUrl, apiKey, proxyEnv: config.proxyEnv };
+  return { baseUrl: credentials.baseUrl, apiKey: credentials.apiKey, proxyEnv: config.proxyEnv };
 }
 
 export interface UpstreamSecrets {
@@ -55,11 +66,11 @@ export interface UpstreamSecrets {
   close(): Promise<void>;
 }
 
-/** The database as `serve` sees it (migrated), for the commands that store secrets. */
-export async function openUpstreamSecrets(config: Config, clock: Clock, logger: Logger): Promise<UpstreamSecrets> {
+/** The database as `serve` sees it (migrated), for the commands that store the account's secrets. */
+export async function openUpstreamSecrets(config: Config, clock: Clock, logger: Logger, account = DEFAULT_ACCOUNT): Promise<UpstreamSecrets> {
   const cipher = createSecretCipher(config.secretsEncryptionKey);
   const { database } = await openConfiguredDatabase(config);
-  return { secrets: createSecretsStore({ db: database.kysely, cipher, clock, logger }), cipher, close: () => database.close() };
+  return { secrets: createSecretsStore({ db: database.kysely, account, cipher, clock, logger }), cipher, close: () => database.close() };
 }
 
 export interface UpstreamDeps {
@@ -69,10 +80,12 @@ export interface UpstreamDeps {
 }
 
 export interface UpstreamStoreDeps extends UpstreamDeps {
+  /** The account whose secrets `secrets` keeps (default `default`). */
+  account?: string;
   secrets: SecretsStore;
   cipher: SecretCipher;
   clock: Clock;
-  /** Where the relay may hold secrets besides the database, for the rotation note. */
+  /** Where the relay may hold the account's secrets besides the database, for the rotation note: `default`'s settings, or the account's own. */
   config: Pick<Config, 'secrets' | 'secretsFile'>;
 }
 
@@ -111,7 +124,7 @@ export async function registerWebhook(deps: UpstreamStoreDeps, options: Register
   const { webhook, secret } = await deps.client.createWebhook(options);
   const secretId = await storeOrPrint(deps, webhook.id, secret);
   deps.print(`registered webhook ${webhook.id} (${webhook.name ?? options.name}): ${webhook.url} for ${webhook.events.join(', ')}`);
-  deps.print(`its signing secret is stored in the database${atRest(deps.cipher)}; every replica accepts it.`);
+  deps.print(`its signing secret is stored in the database${atRest(deps.cipher)}; every replica accepts it${atEndpoint(deps)}.`);
   deps.print('The secret, shown this once (the Sandbox Service never shows it again; keep a copy only if you need one elsewhere):');
   deps.print(secret);
   return { webhook, secretId };
@@ -146,14 +159,14 @@ export async function rotateWebhook(
   } catch (error) {
     throw new SecretsNotRetiredError(
       `the earlier database secrets of ${webhookId} could not be given an expiry (${describeError(error, { secret })}); they stay accepted ` +
-        `until you run: UPDATE secrets SET expires_at = ${expiresAt} WHERE webhook_id = '${webhookId}' AND id <> ${secretId}`,
+        `until you run: UPDATE secrets SET expires_at = ${expiresAt} WHERE account = '${deps.account ?? DEFAULT_ACCOUNT}' AND webhook_id = '${webhookId}' AND id <> ${secretId}`,
       { cause: error },
     );
   }
   if (retired > 0) {
     deps.print(`${retired} earlier database secret(s) of ${webhookId} stay accepted until ${until} (grace ${options.graceText}), then are refused.`);
   } else {
-    const places = placesOf(deps.config);
+    const places = placesOf(deps);
     deps.print(`No earlier secret of ${webhookId} in the database was still accepted past ${until}.`);
     deps.print(
       places === undefined
@@ -174,8 +187,8 @@ async function storeOrPrint(deps: UpstreamStoreDeps, webhookId: string, secret: 
     deps.print(`The Sandbox Service issued this secret for ${webhookId}, but it could not be stored in the database:`);
     deps.print(secret);
     throw new SecretNotStoredError(
-      `secret of ${webhookId} not stored (${describeError(error, { secret })}): put the secret printed above into BOXRELAY_SECRETS ` +
-        'or the secrets file of every replica now; the upstream already signs with it',
+      `secret of ${webhookId} not stored (${describeError(error, { secret })}): put the secret printed above into ${settingsOf(deps).join(' or ')} ` +
+        'of every replica now; the upstream already signs with it',
       { cause: error },
     );
   }
@@ -185,8 +198,19 @@ function atRest(cipher: SecretCipher): string {
   return cipher.enabled ? ' (encrypted)' : ' (unencrypted: set BOXRELAY_SECRETS_ENCRYPTION_KEY to encrypt it at rest)';
 }
 
-function placesOf(config: UpstreamStoreDeps['config']): string | undefined {
-  const places = [config.secrets.length > 0 && 'BOXRELAY_SECRETS', config.secretsFile !== undefined && `the secrets file (${config.secretsFile})`];
+/** Where the account's secrets are set besides the database: `default`'s variables, or the account's keys in the accounts file. */
+function settingsOf({ account = DEFAULT_ACCOUNT }: Pick<UpstreamStoreDeps, 'account'>): [list: string, file: string] {
+  return account === DEFAULT_ACCOUNT ? ['BOXRELAY_SECRETS', 'the secrets file'] : [`the secrets of account ${account}`, `its secretsFile`];
+}
+
+function placesOf(deps: Pick<UpstreamStoreDeps, 'account' | 'config'>): string | undefined {
+  const [list, file] = settingsOf(deps);
+  const places = [deps.config.secrets.length > 0 && list, deps.config.secretsFile !== undefined && `${file} (${deps.config.secretsFile})`];
   const named = places.filter((p): p is string => p !== false);
   return named.length === 0 ? undefined : named.join(' or ');
+}
+
+/** For an account beside `default`: the endpoint whose deliveries its secrets verify. */
+function atEndpoint({ account = DEFAULT_ACCOUNT }: Pick<UpstreamStoreDeps, 'account'>): string {
+  return account === DEFAULT_ACCOUNT ? '' : ` for /webhooks/${account} only`;
 }

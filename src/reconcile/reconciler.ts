@@ -20,8 +20,9 @@ import { forEachPage } from './pages.js';
 import type { OperatorEvents } from '../dispatch/operator-events.js';
 import type { ParsedEvent } from '../events/parse-event.js';
 import type { Tracing, TraceSpan } from '../tracing/tracing.js';
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
+import { accountKey } from '../store/account-keys.js';
 
-const LEASE = 'reconcile';
 const USABLE = new Set(['ready', 'idle', 'running']);
 /** Dry-run reports list at most this many actions. */
 const MAX_ACTIONS = 1000;
@@ -35,6 +36,14 @@ export interface ReconcileMetrics {
 }
 
 export interface ReconcilerDeps {
+  /**
+   * The account reconciled (contract section 21; default `default`): what the run finds is stored
+   * under its keys, and it touches no other account's events or boxes. Its runs are one at a time
+   * under a lease of its own, and its reports are its own.
+   */
+  account?: string;
+  /** Where the API key the upstream refuses is set, for the report (default BOXRELAY_UPSTREAM_API_KEY). */
+  apiKeySetting?: string;
   kysely: Kysely<Schema>;
   /** The clock the lease is compared with (the database's on PostgreSQL: see leaseClock). */
   leaseNow: LeaseNow;
@@ -78,11 +87,16 @@ export interface Reconciler {
  * what webhooks did not bring. Events found enter through the same store-once entrance as webhooks.
  */
 export function createReconciler(deps: ReconcilerDeps): Reconciler {
-  const { kysely, upstream, accept, clock, metrics } = deps;
-  const log = deps.logger.child({ part: 'reconcile' });
+  const { kysely, upstream, accept, clock, metrics, account = DEFAULT_ACCOUNT, apiKeySetting = 'BOXRELAY_UPSTREAM_API_KEY' } = deps;
+  const named = account !== DEFAULT_ACCOUNT;
+  const log = deps.logger.child({ part: 'reconcile', ...(named ? { account } : {}) });
   const leaseMs = deps.leaseMs ?? 60_000;
   const timers = deps.timers ?? nodeTimers;
-  const lease = leaseOf(kysely, LEASE, deps.leaseNow, clock);
+  // `default`'s lease keeps the name it had before accounts, so a replica of an earlier release still meets it.
+  const lease = leaseOf(kysely, named ? `reconcile:${account}` : 'reconcile', deps.leaseNow, clock);
+  /** The store's key of an upstream id of this account's, and back: reports name the upstream's ids. */
+  const key = (id: string) => accountKey(account, id);
+  const upstreamId = (stored: string) => (named ? stored.slice(account.length + 1) : stored);
   const holder = randomUUID();
   const stopping = new AbortController();
   let current: Promise<Run> | undefined;
@@ -120,7 +134,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       ...(dryRun ? { actions: [] } : {}),
     };
     try {
-      await saveRun(kysely, run);
+      await saveRun(kysely, run, account);
     } catch (error) {
       await lease.release(holder);
       throw error;
@@ -167,7 +181,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       // A request cut by the abort fails in its own way: the reason the run was stopped is what counts.
       const error: unknown = abort.signal.aborted ? abort.signal.reason : thrown;
       run.outcome = 'failed';
-      run.error = reportedError(error);
+      run.error = reportedError(error, apiKeySetting);
       if (!(error instanceof ReconcileFailure || error instanceof UpstreamError || stopping.signal.aborted)) {
         log.error({ err: error, runId: run.id }, 'reconciliation failed inside the relay');
       }
@@ -193,10 +207,13 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       log.info({ ...summary }, 'reconciliation stopped by shutdown; the next run takes it up');
     } else if (run.outcome === 'failed') {
       log.error({ ...summary }, `reconciliation failed: ${run.error}`);
-      await deps.operatorEvents.announce({ type: 'boxrelay.reconcile.failed', data: { runId: run.id, startedAt: run.startedAt, error: run.error } });
+      await deps.operatorEvents.announce({
+        type: 'boxrelay.reconcile.failed',
+        data: { runId: run.id, startedAt: run.startedAt, error: run.error, ...(named ? { account } : {}) },
+      });
     } else log.info({ ...summary }, dryRun ? 'reconciliation dry run finished' : 'reconciliation finished');
     try {
-      await saveRun(kysely, run);
+      await saveRun(kysely, run, account);
       await pruneRuns(kysely, startedAt - deps.retentionDays * DAY_MS);
     } catch (error) {
       log.error({ err: error, runId: run.id }, 'cannot store the reconciliation report');
@@ -221,18 +238,18 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
 
     for (let i = 0; i < boxes.length; i += PAGE_LIMIT) {
       const chunk = boxes.slice(i, i + PAGE_LIMIT);
-      const records = await boxRecords(kysely, chunk.map((b) => b.id));
+      const records = await boxRecords(kysely, chunk.map((b) => key(b.id)));
       for (const box of chunk) {
-        listed.add(box.id);
+        listed.add(key(box.id));
         // Step 2: a box unchanged since the relay's newest event, or since a run repaired it, costs nothing more.
-        const record = records.get(box.id);
+        const record = records.get(key(box.id));
         if (record && !changedSince(box, record)) continue;
         run.boxesRepaired++;
         try {
           await repairBox(box, record, { run, oldest, dryRun, plan, guard });
         } catch (error) {
           if (guard.signal.aborted || !isBoxProblem(error)) throw error;
-          const problem = reportedError(error);
+          const problem = reportedError(error, apiKeySetting);
           problems.push(problem);
           log.warn({ runId: run.id, boxId: untrusted(box.id) }, `box not repaired: ${problem}`);
         }
@@ -243,12 +260,13 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     const before = { iso: iso(startedAt), ms: startedAt };
     let afterId: string | undefined;
     for (;;) {
-      const ids = await boxesUnchangedSince(kysely, before, afterId, 500);
+      // Only this account's boxes: another's are never absent from this upstream's list.
+      const ids = await boxesUnchangedSince(kysely, before, afterId, 500, account);
       if (ids.length === 0) break;
       afterId = ids.at(-1);
       for (const id of ids.filter((id) => !listed.has(id))) {
         await guard.beforeWrite();
-        if (dryRun) plan({ boxId: id, action: 'forget' });
+        if (dryRun) plan({ boxId: upstreamId(id), action: 'forget' });
         else if (await forgetBox(kysely, id)) metrics.boxesForgotten.inc();
         run.boxesForgotten++;
       }
@@ -284,10 +302,10 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       log.warn({ runId: run.id, boxId: untrusted(box.id), record: bad.index, eventId: bad.id }, `history record skipped: ${bad.problem}`);
     }
     events.sort((a, b) => a.createdAtIso.localeCompare(b.createdAtIso) || a.id.localeCompare(b.id));
-    const held = dryRun ? await heldEventIds(kysely, events.map((e) => e.id)) : new Set<string>();
+    const held = dryRun ? await heldEventIds(kysely, events.map((e) => key(e.id))) : new Set<string>();
     for (const event of events) {
       if (dryRun) {
-        if (!held.has(event.id)) plan({ boxId: box.id, action: 'relay-history', eventId: event.id, type: event.type });
+        if (!held.has(key(event.id))) plan({ boxId: box.id, action: 'relay-history', eventId: event.id, type: event.type });
       } else if (await take(event, 'history', guard)) {
         run.eventsFromHistory++;
       }
@@ -296,7 +314,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     // Step 4: a state the history does not explain.
     const state = stateAfter(record, events);
     const updatedAt = new Date(box.updatedAt).toISOString();
-    const observed = { id: box.id, name: box.name ?? null, state: box.state, at: updatedAt, now: clock.now() };
+    const observed = { id: key(box.id), name: box.name ?? null, state: box.state, at: updatedAt, now: clock.now() };
     if (state.value !== box.state) {
       const explainable = synthesizedType(box.state) !== undefined && Date.parse(updatedAt) >= oldest;
       // ready, idle and running are one usable state to the upstream's events: moving between them sends none.
@@ -318,7 +336,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     }
     if (!dryRun) {
       await guard.beforeWrite();
-      await markRepaired(kysely, box.id, updatedAt);
+      await markRepaired(kysely, key(box.id), updatedAt);
     }
   }
 
@@ -328,7 +346,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
   /** The receiver's store-once path; true when the event was new. */
   async function take(event: ParsedEvent, origin: ReconcileOrigin, guard: RunGuard): Promise<boolean> {
     await guard.beforeWrite();
-    const stored = await accept({ event, receivedAt: clock.now(), attempt: null, origin, traceparent });
+    const stored = await accept({ event, account, receivedAt: clock.now(), attempt: null, origin, traceparent });
     if (stored.duplicate) return false;
     metrics.events.inc({ origin });
     return true;
@@ -338,10 +356,10 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     start,
     async status() {
       const running = current !== undefined || (await lease.held());
-      return { running, last: await lastFinishedRun(kysely) };
+      return { running, last: await lastFinishedRun(kysely, account) };
     },
     async runIfDue(intervalMs) {
-      const last = await lastRunStartedAt(kysely);
+      const last = await lastRunStartedAt(kysely, account);
       // A little slack, so replicas whose timers drift apart do not skip a whole interval.
       if (last !== null && clock.now() - last < intervalMs * 0.9) return undefined;
       try {
@@ -397,9 +415,9 @@ function isBoxProblem(error: unknown): boolean {
 }
 
 /** What a run's report (shown by the admin API) says of a failure: the relay's own errors in full, any other only that it happened. */
-function reportedError(error: unknown): string {
+function reportedError(error: unknown, apiKeySetting: string): string {
   if (error instanceof UpstreamApiError && (error.status === 401 || error.status === 403)) {
-    return `the upstream refused the API key (${error.status}): BOXRELAY_UPSTREAM_API_KEY must be a valid account-wide key. ${describeError(error)}`;
+    return `the upstream refused the API key (${error.status}): ${apiKeySetting} must be a valid account-wide key. ${describeError(error)}`;
   }
   if (error instanceof RelayError) return describeError(error);
   if (error instanceof Error && error.name === 'AbortError') return 'stopped by shutdown';

@@ -1,12 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import { describeError, type BusName } from '../errors.js';
-import { groupCommit, type Outcome } from '../group-commit.js';
 import { receiverId, type CloudEvent } from '../events/cloudevent.js';
 import { oncePerReason, untrusted, type Logger } from '../log.js';
 import { busSink, type Bus, type BusLink, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF, type BusTuning } from './bus.js';
 import { BusRefusedError, BusUnavailableError, SinkFailure, asSinkFailure } from './failures.js';
+import { turnBatches, type Waiting } from './turn-batches.js';
 
 export type AwsSettings = Pick<Config, 'awsRegion' | 'awsEndpoint'>;
 
@@ -206,24 +205,23 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
     },
   });
 
-  const send = async (batch: AwsMessage[]): Promise<Outcome<void>[]> => {
+  const send = async (batch: Waiting<AwsMessage>[]): Promise<void> => {
     try {
-      const failed = await options.sendBatch(batch);
+      const failed = await options.sendBatch(batch.map(({ message }) => message));
       const failures = new Map(failed.map((failure) => [failure.index, failure]));
-      return batch.map((_, index) => {
+      batch.forEach((entry, index) => {
         const failure = failures.get(index);
-        if (!failure) return { value: undefined };
+        if (!failure) return entry.resolve();
         const reason = untrusted(`${failure.code}: ${failure.message}`, 200);
-        return { error: failure.senderFault ? new BusRefusedError(name, codeOf(failure.code), reason) : new BusUnavailableError(name, 'unavailable', reason) };
+        entry.reject(failure.senderFault ? new BusRefusedError(name, codeOf(failure.code), reason) : new BusUnavailableError(name, 'unavailable', reason));
       });
     } catch (error) {
       // A request refused as a whole (one entry too large makes the batch too long) is sent again entry by entry.
-      if (batch.length > 1 && classifyAws(name, error) instanceof BusRefusedError) return (await Promise.all(batch.map((entry) => send([entry]).catch((failure: unknown) => [{ error: failure }])))).flat();
-      throw error;
+      if (batch.length > 1 && classifyAws(name, error) instanceof BusRefusedError) return void (await Promise.all(batch.map((entry) => send([entry]))));
+      for (const entry of batch) entry.reject(error);
     }
   };
-  // The messages published in one turn go in one request (a client's cost is mostly per request), any number of requests under way.
-  const batches = groupCommit<AwsMessage, void>({ commit: send, concurrency: Infinity, bytesOf: (message) => message.bytes, maxBytes: BATCH_BYTES, maxItems: BATCH_ENTRIES });
+  const batches = turnBatches<AwsMessage>({ send, bytesOf: (message) => message.bytes, maxBytes: BATCH_BYTES, maxMessages: BATCH_ENTRIES });
 
   return busSink<AwsMessage>({
     name,
@@ -238,7 +236,7 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
       link = busLink;
       void probeUntilUp();
     },
-    publish: (message) => batches.add(message),
+    publish: (message) => batches.publish(message),
     classify(error) {
       const failure = classifyAws(name, error);
       // No answer at all (an entry the service failed did answer): the endpoint is probed until it answers.
@@ -250,8 +248,7 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
     },
     async close() {
       stopping.abort();
-      // What is under way may finish within the ack timeout.
-      await pTimeout(batches.flush(), { milliseconds: ackTimeoutMs, message: false });
+      await batches.drain(ackTimeoutMs);
       options.close();
     },
   });

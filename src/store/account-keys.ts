@@ -11,7 +11,12 @@ import { DEFAULT_ACCOUNT } from '../config/default-account.js';
  */
 export function accountKeyed(event: ParsedEvent, account: string): ParsedEvent {
   if (account === DEFAULT_ACCOUNT) return event;
-  return { ...event, id: `${account}:${event.id}`, boxId: event.boxId === null ? null : `${account}:${event.boxId}` };
+  return { ...event, id: accountKey(account, event.id), boxId: event.boxId === null ? null : accountKey(account, event.boxId) };
+}
+
+/** The stored key of one of an account's upstream ids (an event's or a box's). */
+export function accountKey(account: string, id: string): string {
+  return account === DEFAULT_ACCOUNT ? id : `${account}:${id}`;
 }
 
 /** The account of a stored key other than `default`'s: what `accountKeyed` put before its `:`. */

@@ -95,6 +95,8 @@ export interface SecretsTable {
   webhook_id: string | null;
   created_at: number;
   expires_at: number | null;
+  /** The account whose endpoint accepts it (contract section 21); `default` (the column's default) for those stored before accounts. */
+  account: Generated<string>;
 }
 
 /** One row, written by readiness probes to prove storage accepts commits. */
@@ -123,6 +125,8 @@ export interface ReconcileRunsTable {
   finished_at: number | null;
   outcome: string | null;
   report: string;
+  /** The account the run reconciled (contract section 21); `default` (the column's default) for those stored before accounts. */
+  account: Generated<string>;
 }
 
 /** Per sink, shared by replicas: since when every attempt failed, and whether it is paused (contract section 5). */

@@ -2,7 +2,7 @@ import { sql, type Kysely, type Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
 import type { Database } from '../engines/database.js';
 import type { BoxesTable, Schema } from '../schema.js';
-import { NAMED_ACCOUNT_KEY } from '../account-keys.js';
+import { ofAccount } from '../account-keys.js';
 
 /** A box as the admin API shows it (contract section 6). */
 export interface Box {
@@ -157,8 +157,14 @@ export async function markRepaired(kysely: Kysely<Schema>, id: string, updatedAt
   await kysely.updateTable('boxes').set({ repaired_up_to: updatedAt }).where('id', '=', id).execute();
 }
 
-/** Ids of boxes whose state last changed (or, with none, that were last heard of) before `before`, in id order. */
-export async function boxesUnchangedSince(kysely: Kysely<Schema>, before: { iso: string; ms: number }, afterId: string | undefined, limit: number): Promise<string[]> {
+/** Ids of the account's boxes whose state last changed (or, with none, that were last heard of) before `before`, in id order. */
+export async function boxesUnchangedSince(
+  kysely: Kysely<Schema>,
+  before: { iso: string; ms: number },
+  afterId: string | undefined,
+  limit: number,
+  account: string,
+): Promise<string[]> {
   let select = kysely
     .selectFrom('boxes')
     .select('id')
@@ -168,8 +174,9 @@ export async function boxesUnchangedSince(kysely: Kysely<Schema>, before: { iso:
         eb.and([eb('state_changed_at', 'is', null), eb('last_seen_at', '<', before.ms)]),
       ]),
     )
-    // A run reads the default account's upstream: another account's boxes are never absent from it.
-    .where('id', 'not like', NAMED_ACCOUNT_KEY);
+    // A run reads one account's upstream: another account's boxes are never absent from it. Its
+    // pattern, not a range: this pass reads every box after `afterId` anyway.
+    .where(ofAccount('id', account, false));
   if (afterId !== undefined) select = select.where('id', '>', afterId);
   const rows = await select.orderBy('id').limit(limit).execute();
   return rows.map((r) => r.id);

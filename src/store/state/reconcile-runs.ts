@@ -37,8 +37,10 @@ export async function readWatchStart(kysely: Kysely<Schema>): Promise<string> {
   return row.value;
 }
 
-export async function saveRun(kysely: Kysely<Schema>, run: Run): Promise<void> {
+/** A run's report, as one of `account`'s (contract section 21). */
+export async function saveRun(kysely: Kysely<Schema>, run: Run, account: string): Promise<void> {
   const row = {
+    account,
     started_at: Date.parse(run.startedAt),
     finished_at: run.finishedAt === null ? null : Date.parse(run.finishedAt),
     outcome: run.outcome,
@@ -51,11 +53,12 @@ export async function saveRun(kysely: Kysely<Schema>, run: Run): Promise<void> {
     .execute();
 }
 
-/** The newest finished run, across replicas. */
-export async function lastFinishedRun(kysely: Kysely<Schema>): Promise<Run | null> {
+/** The account's newest finished run, across replicas. */
+export async function lastFinishedRun(kysely: Kysely<Schema>, account: string): Promise<Run | null> {
   const row = await kysely
     .selectFrom('reconcile_runs')
     .select('report')
+    .where('account', '=', account)
     .where('finished_at', 'is not', null)
     .orderBy('started_at', 'desc')
     .limit(1)
@@ -66,24 +69,32 @@ export async function lastFinishedRun(kysely: Kysely<Schema>): Promise<Run | nul
   return { ...run, historyRecordsSkipped: run.historyRecordsSkipped ?? 0 };
 }
 
-/** Epoch ms of the newest start of a real run (finished or not; dry runs repair nothing), or null. */
-export async function lastRunStartedAt(kysely: Kysely<Schema>): Promise<number | null> {
+/** Epoch ms of the account's newest start of a real run (finished or not; dry runs repair nothing), or null. */
+export async function lastRunStartedAt(kysely: Kysely<Schema>, account: string): Promise<number | null> {
   const row = await kysely
     .selectFrom('reconcile_runs')
     .select((eb) => eb.fn.max('started_at').as('at'))
+    .where('account', '=', account)
     .where((eb) => eb.or([eb('outcome', 'is', null), eb('outcome', '!=', 'dry-run')]))
     .executeTakeFirst();
   return row?.at == null ? null : Number(row.at);
 }
 
-/** Epoch ms at which the newest successful run finished, or null. */
-export async function lastSuccessAt(kysely: Kysely<Schema>): Promise<number | null> {
-  const row = await kysely
+/**
+ * Epoch ms of the oldest among these accounts' newest successful runs, or null while one of them has
+ * none: so a gauge of it ages as soon as any account's runs stop succeeding.
+ */
+export async function lastSuccessAt(kysely: Kysely<Schema>, accounts: readonly string[]): Promise<number | null> {
+  if (accounts.length === 0) return null;
+  const rows = await kysely
     .selectFrom('reconcile_runs')
-    .select((eb) => eb.fn.max('finished_at').as('at'))
+    .select((eb) => ['account', eb.fn.max('finished_at').as('at')])
+    .where('account', 'in', accounts)
     .where('outcome', '=', 'succeeded')
-    .executeTakeFirst();
-  return row?.at == null ? null : Number(row.at);
+    .groupBy('account')
+    .execute();
+  if (rows.length < accounts.length) return null;
+  return Math.min(...rows.map((row) => Number(row.at)));
 }
 
 /** Runs older than the retention window go with the deliveries. */

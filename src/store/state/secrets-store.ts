@@ -1,14 +1,16 @@
 import type { Kysely } from 'kysely';
 import type { Clock } from '../../clock.js';
+import { DEFAULT_ACCOUNT } from '../../config/default-account.js';
 import type { Logger } from '../../log.js';
 import { SecretCipherError, type SecretCipher } from '../../upstream/secret-cipher.js';
 import type { DatabaseSecrets, SigningSecret } from '../../verify/secrets.js';
 import type { Schema } from '../schema.js';
 
 /**
- * The signing secrets `boxrelay upstream register|rotate` received, shared by every replica through
- * the `secrets` table, encrypted at rest when a key is configured. Single statements only, so the
- * same code is safe on SQLite (see the SQLite rule) and PostgreSQL.
+ * The signing secrets `boxrelay upstream register|rotate` received for one account, shared by every
+ * replica through the `secrets` table, encrypted at rest when a key is configured. Each row belongs
+ * to one account (contract section 21): a store reads, adds and retires its account's only. Single
+ * statements only, so the same code is safe on SQLite (see the SQLite rule) and PostgreSQL.
  */
 export interface SecretsStore extends DatabaseSecrets {
   /** Stores a secret as the newest one; returns its row id. */
@@ -24,12 +26,14 @@ export interface SecretsStore extends DatabaseSecrets {
 
 export interface SecretsStoreOptions {
   db: Kysely<Schema>;
+  /** Default: `default`, whose endpoint is `/webhooks`. */
+  account?: string;
   cipher: SecretCipher;
   clock: Clock;
   logger: Logger;
 }
 
-export function createSecretsStore({ db, cipher, clock, logger }: SecretsStoreOptions): SecretsStore {
+export function createSecretsStore({ db, account = DEFAULT_ACCOUNT, cipher, clock, logger }: SecretsStoreOptions): SecretsStore {
   // A bad row is read again on every refresh: report it once per process, not once a second.
   const reported = new Set<number>();
 
@@ -37,7 +41,7 @@ export function createSecretsStore({ db, cipher, clock, logger }: SecretsStoreOp
     async add({ value, webhookId }) {
       const row = await db
         .insertInto('secrets')
-        .values({ secret: cipher.encrypt(value), webhook_id: webhookId, created_at: clock.now(), expires_at: null })
+        .values({ account, secret: cipher.encrypt(value), webhook_id: webhookId, created_at: clock.now(), expires_at: null })
         .returning('id')
         .executeTakeFirstOrThrow();
       return Number(row.id);
@@ -47,6 +51,7 @@ export function createSecretsStore({ db, cipher, clock, logger }: SecretsStoreOp
       const result = await db
         .updateTable('secrets')
         .set({ expires_at: at })
+        .where('account', '=', account)
         .where('webhook_id', '=', webhookId)
         .where('id', '<>', except)
         .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', at)]))
@@ -58,6 +63,7 @@ export function createSecretsStore({ db, cipher, clock, logger }: SecretsStoreOp
       const rows = await db
         .selectFrom('secrets')
         .select(['id', 'secret', 'expires_at'])
+        .where('account', '=', account)
         .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>=', clock.now())]))
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')

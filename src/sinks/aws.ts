@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import { describeError, type BusName } from '../errors.js';
+import { groupCommit, type Outcome } from '../group-commit.js';
 import { receiverId, type CloudEvent } from '../events/cloudevent.js';
 import { oncePerReason, untrusted, type Logger } from '../log.js';
 import { busSink, type Bus, type BusLink, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF, type BusTuning } from './bus.js';
 import { BusRefusedError, BusUnavailableError, SinkFailure, asSinkFailure } from './failures.js';
-import { turnBatches, type Waiting } from './turn-batches.js';
 
 export type AwsSettings = Pick<Config, 'awsRegion' | 'awsEndpoint'>;
 
@@ -205,23 +206,24 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
     },
   });
 
-  const send = async (batch: Waiting<AwsMessage>[]): Promise<void> => {
+  const send = async (batch: AwsMessage[]): Promise<Outcome<void>[]> => {
     try {
-      const failed = await options.sendBatch(batch.map(({ message }) => message));
+      const failed = await options.sendBatch(batch);
       const failures = new Map(failed.map((failure) => [failure.index, failure]));
-      batch.forEach((entry, index) => {
+      return batch.map((_, index) => {
         const failure = failures.get(index);
-        if (!failure) return entry.resolve();
+        if (!failure) return { value: undefined };
         const reason = untrusted(`${failure.code}: ${failure.message}`, 200);
-        entry.reject(failure.senderFault ? new BusRefusedError(name, codeOf(failure.code), reason) : new BusUnavailableError(name, 'unavailable', reason));
+        return { error: failure.senderFault ? new BusRefusedError(name, codeOf(failure.code), reason) : new BusUnavailableError(name, 'unavailable', reason) };
       });
     } catch (error) {
       // A request refused as a whole (one entry too large makes the batch too long) is sent again entry by entry.
-      if (batch.length > 1 && classifyAws(name, error) instanceof BusRefusedError) return void (await Promise.all(batch.map((entry) => send([entry]))));
-      for (const entry of batch) entry.reject(error);
+      if (batch.length > 1 && classifyAws(name, error) instanceof BusRefusedError) return (await Promise.all(batch.map((entry) => send([entry]).catch((failure: unknown) => [{ error: failure }])))).flat();
+      throw error;
     }
   };
-  const batches = turnBatches<AwsMessage>({ send, bytesOf: (message) => message.bytes, maxBytes: BATCH_BYTES, maxMessages: BATCH_ENTRIES });
+  // The messages published in one turn go in one request (a client's cost is mostly per request), any number of requests under way.
+  const batches = groupCommit<AwsMessage, void>({ commit: send, concurrency: Infinity, bytesOf: (message) => message.bytes, maxBytes: BATCH_BYTES, maxItems: BATCH_ENTRIES });
 
   return busSink<AwsMessage>({
     name,
@@ -236,7 +238,7 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
       link = busLink;
       void probeUntilUp();
     },
-    publish: (message) => batches.publish(message),
+    publish: (message) => batches.add(message),
     classify(error) {
       const failure = classifyAws(name, error);
       // No answer at all (an entry the service failed did answer): the endpoint is probed until it answers.
@@ -248,7 +250,8 @@ export function awsMessageBus(options: AwsBusOptions): Bus {
     },
     async close() {
       stopping.abort();
-      await batches.drain(ackTimeoutMs);
+      // What is under way may finish within the ack timeout.
+      await pTimeout(batches.flush(), { milliseconds: ackTimeoutMs, message: false });
       options.close();
     },
   });

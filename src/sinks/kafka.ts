@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, type Message, type Producer, type SASLOptions } from 'kafkajs';
+import pTimeout from 'p-timeout';
 import type { Config } from '../config/schema.js';
 import { describeError } from '../errors.js';
+import { groupCommit, type Outcome } from '../group-commit.js';
 import { oncePerReason, untrusted, type Logger } from '../log.js';
 import { busSink, type BusDefinition, type BusLink, type BusSinkOptions, DEFAULT_ACK_TIMEOUT_MS, DEFAULT_BACKOFF } from './bus.js';
 import { BusRefusedError, BusUnavailableError, asSinkFailure, type SinkFailure } from './failures.js';
-import { turnBatches, type Waiting } from './turn-batches.js';
 
 export const KAFKA_SINK = 'kafka';
 
@@ -61,16 +62,17 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
    * The cluster answers a request's records of a partition together, so a refused batch is tried
    * again record by record: only the refused one fails.
    */
-  const send = async (batch: Waiting<Message>[]): Promise<void> => {
+  const send = async (batch: Message[]): Promise<Outcome<void>[]> => {
     try {
-      await producer.send({ topic, acks: -1, messages: batch.map(({ message }) => message) });
-      for (const record of batch) record.resolve();
+      await producer.send({ topic, acks: -1, messages: batch });
+      return batch.map(() => ({ value: undefined }));
     } catch (error) {
-      if (batch.length > 1 && classifyKafka(error) instanceof BusRefusedError) return void (await Promise.all(batch.map((record) => send([record]))));
-      for (const record of batch) record.reject(error);
+      if (batch.length > 1 && classifyKafka(error) instanceof BusRefusedError) return (await Promise.all(batch.map((record) => send([record]).catch((failure: unknown) => [{ error: failure }])))).flat();
+      throw error;
     }
   };
-  const batches = turnBatches<Message>({ send, bytesOf: (message) => Buffer.byteLength(message.value as string), maxBytes: BATCH_BYTES });
+  // The records published in one turn go in one request, any number of requests under way.
+  const batches = groupCommit<Message, void>({ commit: send, concurrency: Infinity, bytesOf: (message) => Buffer.byteLength(message.value as string), maxBytes: BATCH_BYTES });
   const stopping = new AbortController();
   let link: BusLink | undefined;
   let reconnecting = false;
@@ -124,7 +126,7 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
       link = busLink;
       void connectUntilUp();
     },
-    publish: (message) => batches.publish(message),
+    publish: (message) => batches.add(message),
     classify(error) {
       const failure = classifyKafka(error);
       if (failure instanceof BusUnavailableError && protocolErrorIn(error) === undefined) lost(failure.message);
@@ -132,7 +134,8 @@ export function createKafkaSink({ settings, logger, ackTimeoutMs = DEFAULT_ACK_T
     },
     async close() {
       stopping.abort();
-      await batches.drain(ackTimeoutMs);
+      // What is under way may finish within the ack timeout.
+      await pTimeout(batches.flush(), { milliseconds: ackTimeoutMs, message: false });
       await producer.disconnect().catch(() => {});
     },
   });

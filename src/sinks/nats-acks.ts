@@ -44,7 +44,7 @@ export function createAckInbox(connection: NatsConnection, { timeoutMs, noAck }:
   /** Tokens of this turn's publishes, ended together by one timer. */
   let turn: string[] | undefined;
 
-  const settle = (token: string, outcome: (waiter: Awaiting) => void) => {
+  const end = (token: string, outcome: (waiter: Awaiting) => void) => {
     const waiter = awaiting.get(token);
     if (!waiter) return;
     awaiting.delete(token);
@@ -53,8 +53,8 @@ export function createAckInbox(connection: NatsConnection, { timeoutMs, noAck }:
 
   const answered = (error: Error | null, msg: Msg) => {
     // The subscription was refused (permissions): no ack can come; every publish awaiting one ends.
-    if (error) return void [...awaiting.keys()].forEach((token) => settle(token, (waiter) => waiter.reject(error)));
-    settle(msg.subject.slice(prefix.length + 1), (waiter) => {
+    if (error) return void [...awaiting.keys()].forEach((token) => end(token, (waiter) => waiter.reject(error)));
+    end(msg.subject.slice(prefix.length + 1), (waiter) => {
       if (msg.headers?.hasError) {
         const status = msg.headers.code;
         return waiter.reject(status === 503 ? new NoStreamCaptures('no responders') : new NotAcked(`${status} ${msg.headers.description}`));
@@ -76,7 +76,7 @@ export function createAckInbox(connection: NatsConnection, { timeoutMs, noAck }:
   connection.subscribe(`${prefix}.*`, { callback: answered });
 
   const endTurn = (tokens: string[]) => () => {
-    for (const token of tokens) settle(token, (waiter) => waiter.reject(noAck(timeoutMs)));
+    for (const token of tokens) end(token, (waiter) => waiter.reject(noAck(timeoutMs)));
   };
 
   return {
@@ -98,7 +98,7 @@ export function createAckInbox(connection: NatsConnection, { timeoutMs, noAck }:
       return acked;
     },
     refuse(subject, error) {
-      for (const [token, waiter] of awaiting) if (waiter.subject === subject) settle(token, () => waiter.reject(error));
+      for (const [token, waiter] of awaiting) if (waiter.subject === subject) end(token, () => waiter.reject(error));
     },
   };
 }

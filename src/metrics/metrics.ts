@@ -354,7 +354,7 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
     ),
     lastSuccess: new Gauge({
       name: `${prefix}reconcile_last_success_timestamp_seconds`,
-      help: 'End of the newest successful reconciliation run on any replica (0: none yet)',
+      help: "End of the newest successful reconciliation run on any replica; with several accounts reconciled, the oldest of the accounts' (0: one has none yet)",
       registers,
       async collect() {
         // Read from the database, so every replica reports the run whichever replica made it.

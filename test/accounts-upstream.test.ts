@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openUpstreamSecrets, registerWebhook, rotateWebhook, type UpstreamStoreDeps } from '../src/cli/upstream.js';
+import { listWebhooks, openUpstreamSecrets, registerWebhook, rotateWebhook, type UpstreamStoreDeps } from '../src/cli/upstream.js';
 import type { Clock } from '../src/clock.js';
 import { configSchema } from '../src/config/schema.js';
 import { createUpstreamClient } from '../src/upstream/client.js';
@@ -54,6 +54,8 @@ for (const engine of engines) {
       const database = await engine.url();
       const clock = new ManualClock();
       const registerProd = await cliFor(database, clock, 'prod', prod);
+      await listWebhooks(registerProd.deps);
+      expect(registerProd.out).toEqual(["no webhook endpoints; create one with `boxrelay upstream register --account prod --url <public URL of the relay's /webhooks/prod>`"]);
       const { webhook } = await registerWebhook(registerProd.deps, { url: 'https://relay.example.com/webhooks/prod', events: ['box.ready'], name: 'boxrelay' });
       const first = prod.secretOf(webhook.id) as string;
       expect(registerProd.out.join('\n')).toContain('every replica accepts it for /webhooks/prod only.');

@@ -243,7 +243,8 @@ export function buildProgram(): Command {
     .addOption(accountOption())
     .action(async (options: { account: string }) => {
       const config = configOrExit();
-      await listWebhooks({ client: upstreamClient(config, accountOrExit(config, options.account)), print: (line) => console.log(line) });
+      const account = accountOrExit(config, options.account);
+      await listWebhooks({ account, client: upstreamClient(config, account), print: (line) => console.log(line) });
     });
   upstream
     .command('register')

@@ -74,14 +74,15 @@ export async function openUpstreamSecrets(config: Config, clock: Clock, logger: 
 }
 
 export interface UpstreamDeps {
+  /** The account whose endpoint and secrets these are (default `default`). */
+  account?: string;
   client: UpstreamClient;
   /** One line of standard output. */
   print(line: string): void;
 }
 
 export interface UpstreamStoreDeps extends UpstreamDeps {
-  /** The account whose secrets `secrets` keeps (default `default`). */
-  account?: string;
+  /** Keeps the account's secrets. */
   secrets: SecretsStore;
   cipher: SecretCipher;
   clock: Clock;
@@ -101,10 +102,11 @@ export function parseEvents(text: string | undefined): string[] {
   return [...new Set(events)];
 }
 
-export async function listWebhooks({ client, print }: UpstreamDeps): Promise<Webhook[]> {
+export async function listWebhooks({ account = DEFAULT_ACCOUNT, client, print }: UpstreamDeps): Promise<Webhook[]> {
   const webhooks = await client.listWebhooks();
   if (webhooks.length === 0) {
-    print('no webhook endpoints; create one with `boxrelay upstream register --url <public relay URL>`');
+    const register = account === DEFAULT_ACCOUNT ? '--url <public relay URL>' : `--account ${account} --url <public URL of the relay's /webhooks/${account}>`;
+    print(`no webhook endpoints; create one with \`boxrelay upstream register ${register}\``);
     return webhooks;
   }
   const rows = [['ID', 'NAME', 'URL', 'EVENTS'], ...webhooks.map((w) => [w.id, w.name ?? '', w.url, w.events.join(',')])];

@@ -5,7 +5,7 @@ import { hookTransformOf } from '../src/sinks/transform.js';
 import { cloudEvent } from './support/cloud-event.js';
 import { engines } from './support/databases.js';
 import { waitFor } from './support/fanout.js';
-import { allDelivered, fanoutFixture, hook } from './support/fanout-relay.js';
+import { adminAuth, allDelivered, fanoutFixture, hook } from './support/fanout-relay.js';
 import { headersOf, kafkaMock, receivedRecords } from './support/kafka.js';
 import { collect, natsClient, SHARED_NATS, uniqueNames } from './support/nats.js';
 import { SECRET, delivery, eventId, sendRaw } from './support/sign.js';
@@ -68,6 +68,63 @@ describe.each(engines)('what receivers see of several accounts (contract section
       [id, 'prod', 'prod'],
       [id, 'staging', 'staging'],
     ]);
+  });
+});
+
+describe.each(engines)('operator events of several accounts (contract section 21) on $name', (engine) => {
+  it('carry the account of the event they are about, and default when about a sink; a hook listing accounts gets only theirs', async () => {
+    const names = uniqueNames();
+    const nats = await natsClient();
+    defer(() => nats.close());
+    nats.streams.push(names.stream);
+    const prodPrefix = `${names.prefix}-prod`;
+    const announced = [collect(nats.nc, `${names.prefix}.boxrelay.>`), collect(nats.nc, `${prodPrefix}.boxrelay.>`)] as const;
+    const bad = await server(() => 400);
+    const ops = await server();
+    const prodOps = await server();
+    const t = await relay({
+      database: await engine.url(),
+      natsUrl: SHARED_NATS,
+      natsSubjectPrefix: names.prefix,
+      natsStream: names.stream,
+      hooks: [
+        hook('bad', bad.url, { events: ['box.*'] }),
+        hook('ops', ops.url, { events: ['boxrelay.*'] }),
+        hook('prod-ops', prodOps.url, { events: ['boxrelay.*'], accounts: ['prod'] }),
+      ],
+      accounts: [{ name: 'prod', secrets: [PROD], natsSubjectPrefix: prodPrefix }],
+    });
+    const id = eventId();
+    for (const [path, secret, boxId] of [['/webhooks', SECRET, 'bx_d'], ['/webhooks/prod', PROD, 'bx_p']] as const) {
+      const d = delivery({ timestamp: t.clock.seconds, id, secret, boxId, type: 'box.error' });
+      expect((await sendRaw(request(t.relay.publicApp).post(path).set(d.headers), d.body)).status).toBe(200);
+    }
+    await waitFor(async () => ops.requests.length === 2, "ops to hear of both dead letters");
+    expect((await request(t.relay.internalApp).post('/admin/sinks/bad/pause').set(adminAuth)).status).toBe(200);
+    await waitFor(async () => ops.requests.length === 3, 'ops to hear of the pause');
+
+    const byHookId = Object.fromEntries(ops.requests.map((r) => [r.headers['webhook-id'] as string, JSON.parse(r.body) as Record<string, unknown>]));
+    const of = (type: string, account: string) => Object.entries(byHookId).find(([, e]) => e.type === type && e.boxrelayaccount === account);
+    const [prodHookId, prodDead] = of('boxrelay.event.dead_lettered', 'prod')!;
+    const [defaultHookId, defaultDead] = of('boxrelay.event.dead_lettered', 'default')!;
+    const [pausedHookId, paused] = of('boxrelay.sink.paused', 'default')!;
+    // The ids in an announcement read as the account's events' do: the upstream's, beside the account.
+    expect(prodDead).toMatchObject({ source: 'sandbox/boxrelay', subject: 'bx_p', data: { eventId: id, sink: 'bad' } });
+    expect(prodHookId).toBe(`prod:${prodDead.id}`);
+    expect(defaultDead).toMatchObject({ source: 'sandbox/boxrelay', subject: 'bx_d', data: { eventId: id, sink: 'bad' } });
+    expect(defaultHookId).toBe(defaultDead.id);
+    expect(paused).toMatchObject({ subject: 'bad', data: { sink: 'bad', by: 'operator' } });
+    expect(pausedHookId).toBe(paused.id);
+
+    expect(prodOps.requests.map((r) => JSON.parse(r.body) as Record<string, unknown>)).toEqual([prodDead]);
+    const messages = [...(await announced[0].received(2)), ...(await announced[1].received(1))];
+    expect(messages.map((m) => [m.subject, m.headers?.get('Nats-Msg-Id')]).sort()).toEqual(
+      [
+        [`${prodPrefix}.boxrelay.event.dead_lettered.bx_p`, prodHookId],
+        [`${names.prefix}.boxrelay.event.dead_lettered.bx_d`, defaultHookId],
+        [`${names.prefix}.boxrelay.sink.paused.bad`, pausedHookId],
+      ].sort(),
+    );
   });
 });
 

@@ -152,6 +152,17 @@ for (const engine of engines) {
       ]);
     });
 
+    it("announces a failed run as an operator event of the account reconciled: its boxrelayaccount and receiver ids", async () => {
+      const ops = await server();
+      const { prod, t } = await setup({ hooks: [hook('ops', ops.url, { events: ['boxrelay.*'] })] });
+      prod.inject({ kind: 'error', status: 401 });
+      expect((await run(t, 'prod')).outcome).toBe('failed');
+      const [announcement] = await ops.received(1);
+      const event = JSON.parse(announcement!.body) as { id: string };
+      expect(event).toMatchObject({ type: 'boxrelay.reconcile.failed', source: 'sandbox/boxrelay', boxrelayaccount: 'prod', data: { account: 'prod' } });
+      expect(announcement!.headers['webhook-id']).toBe(`prod:${event.id}`);
+    });
+
     it("one account's run in progress does not hold up another's; a second run of the same account is refused as ever", async () => {
       const { prod, t } = await setup();
       const hang = gate();

@@ -84,7 +84,7 @@ for (const engine of engines) {
       const sent = ops.requests.map(body);
       expect(sent.find((e) => e.id === id)).toEqual(expect.objectContaining({ type: 'account.updated', source: 'sandbox' }));
       expect(sent.find((e) => e.id === id)).not.toHaveProperty('subject');
-      expect(sent.find((e) => e.type === 'boxrelay.event.dead_lettered')).toMatchObject({ source: 'sandbox/boxrelay', subject: 'bx_d', data: { eventId: ready.deliveryId, sink: 'bad' } });
+      expect(sent.find((e) => e.type === 'boxrelay.event.dead_lettered')).toMatchObject({ source: 'sandbox/boxrelay', subject: 'bx_d', data: { eventId: ready.deliveryId, sink: 'bad' }, boxrelayaccount: 'default' });
       expect(sent.find((e) => e.type === 'boxrelay.event.dead_lettered')).not.toHaveProperty('boxrelayorigin');
 
       const rows = await kysely.selectFrom('deliveries').select(['id', 'type', 'origin']).execute();

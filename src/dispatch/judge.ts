@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { EventFailure } from '../sinks/failures.js';
 import type { Sink } from '../sinks/sink.js';
+import { namedAccountOf } from '../store/account-keys.js';
 import type { SinkState } from '../store/state/sink-state.js';
 import { logFieldsOf } from '../tracing/tracing.js';
 import type { TriedOutcome } from './attempt.js';
@@ -64,11 +65,15 @@ export function createJudge({ health, metrics, operatorEvents, clock, log }: Jud
       );
       // Operator events that fail are not announced again: that could loop.
       if (work.origin === 'operator') return;
+      // The announcement is of the event's account, so its ids read as that account's events' do: the upstream's.
+      const account = namedAccountOf(work.eventId);
+      const upstreamId = (key: string) => (account === undefined ? key : key.slice(account.length + 1));
       await operatorEvents.announce({
         type: 'boxrelay.event.dead_lettered',
-        subject: work.boxId ?? undefined,
+        subject: work.boxId === null ? undefined : upstreamId(work.boxId),
         about: sink.name,
-        data: { eventId: work.eventId, sink: sink.name, attempts: verdict.attempts, lastError: verdict.lastError },
+        account,
+        data: { eventId: upstreamId(work.eventId), sink: sink.name, attempts: verdict.attempts, lastError: verdict.lastError },
       });
     },
   };

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
 import { parseEvent } from '../events/parse-event.js';
 import type { Logger } from '../log.js';
 import type { StoredEvent } from '../events/types.js';
+import { accountKeyed } from '../store/account-keys.js';
 import type { DeliveryWriter } from '../store/write/delivery-sql.js';
 
 /** What an operator must act on (contract section 5, "Operator events"). */
@@ -20,6 +22,11 @@ export interface OperatorEvent {
   data: Record<string, unknown>;
   /** The sink the event is about: it is never told of its own failures. */
   about?: string | undefined;
+  /**
+   * The account of the event it is about (contract section 21): it is stored and relayed as one of
+   * that account's events. Absent: `default`, as for an event about a sink.
+   */
+  account?: string | undefined;
 }
 
 export interface OperatorEvents {
@@ -37,13 +44,14 @@ export interface OperatorEventsDeps {
 
 export function createOperatorEvents({ writer, sinksFor, clock, logger }: OperatorEventsDeps): OperatorEvents {
   return {
-    async announce({ type, subject, data, about }) {
+    async announce({ type, subject, data, about, account = DEFAULT_ACCOUNT }) {
       const now = clock.now();
       const id = `evt_${randomBytes(16).toString('hex')}`;
       const payload = JSON.stringify({ id, type, createdAt: new Date(now).toISOString(), ...(subject === undefined ? {} : { subject }), data });
       try {
-        const event = parseEvent(Buffer.from(payload), id, { operator: true });
-        await writer.record({ event, receivedAt: now, attempt: null, origin: 'operator', sinks: sinksFor(type, { payload, origin: 'operator' }).filter((sink) => sink !== about) });
+        const event = accountKeyed(parseEvent(Buffer.from(payload), id, { operator: true }), account);
+        const sinks = sinksFor(type, { payload, origin: 'operator', account }).filter((sink) => sink !== about);
+        await writer.record({ event, receivedAt: now, attempt: null, origin: 'operator', sinks });
       } catch (error) {
         logger.error({ err: error, type, subject }, 'could not store an operator event');
       }

@@ -209,6 +209,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       log.error({ ...summary }, `reconciliation failed: ${run.error}`);
       await deps.operatorEvents.announce({
         type: 'boxrelay.reconcile.failed',
+        account,
         data: { runId: run.id, startedAt: run.startedAt, error: run.error, ...(named ? { account } : {}) },
       });
     } else log.info({ ...summary }, dryRun ? 'reconciliation dry run finished' : 'reconciliation finished');

@@ -19,6 +19,12 @@ export function accountKey(account: string, id: string): string {
   return account === DEFAULT_ACCOUNT ? id : `${account}:${id}`;
 }
 
+/** A stored key as what the admin API shows: the account and the upstream's id. */
+export function splitAccountKey(key: string): { account: string; id: string } {
+  const account = namedAccountOf(key);
+  return account === undefined ? { account: DEFAULT_ACCOUNT, id: key } : { account, id: key.slice(account.length + 1) };
+}
+
 /** The account of a stored key other than `default`'s: what `accountKeyed` put before its `:`. */
 export function namedAccountOf(key: string): string | undefined {
   const colon = key.indexOf(':');

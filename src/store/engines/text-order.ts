@@ -17,3 +17,13 @@ export async function sortsTextBytewise(database: Database): Promise<boolean> {
   if (row.provider === 'b') return true;
   return (row.provider === null || row.provider === 'c') && /^(C|POSIX)($|\.)/i.test(row.collate);
 }
+
+/** `sortsTextBytewise`, asked once: the database's collation does not change while the relay runs (asked again after a failure). */
+export function textOrderOnce(database: Database): () => Promise<boolean> {
+  let bytewise: Promise<boolean> | undefined;
+  return () =>
+    (bytewise ??= sortsTextBytewise(database).catch((error: unknown) => {
+      bytewise = undefined;
+      throw error;
+    }));
+}

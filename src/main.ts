@@ -13,6 +13,7 @@ import { createSinkDegradation, DEGRADATION_CHECK_MS, type SinkDegradation } fro
 import type { DispatchTuning } from './dispatch/tuning.js';
 import { accountsRoutes, type AccountsRoutesDeps } from './http/admin/accounts.js';
 import { attemptRoutes } from './http/admin/attempts.js';
+import { adminAccountsOf } from './http/admin/account-query.js';
 import { auditRoutes } from './http/admin/audit.js';
 import { sinkHealthRoutes } from './http/admin/sink-health.js';
 import { RelayError } from './errors.js';
@@ -554,9 +555,10 @@ function adminRoutes({
   listedAccounts: AccountsRoutesDeps['accounts'];
 }): AdminRoutes[] {
   const kysely = store.database.kysely;
+  const accounts = adminAccountsOf(config, store.database);
   return [
-    eventRoutes(kysely, config.source),
-    boxRoutes(store.database, trail),
+    eventRoutes(kysely, accounts),
+    boxRoutes(store.database, trail, accounts),
     deadLetterRoutes(operations),
     replayRoutes(operations),
     reconcileRoutes(reconcilers, { kysely, trail, isAccount: (name) => isAccount(config, name) }),
@@ -565,12 +567,12 @@ function adminRoutes({
       accounts: listedAccounts,
       reconcile: (name) => reconcilers.get(name)?.status() ?? null,
     }),
-    eventDeliveryRoutes({ kysely, exceptions: fanoutStore.exceptions, source: config.source }),
-    hookTransformRoutes({ kysely, hooks: config.hooks, source: config.source }),
+    eventDeliveryRoutes({ kysely, exceptions: fanoutStore.exceptions, accounts }),
+    hookTransformRoutes({ kysely, hooks: config.hooks, accounts }),
     sinkRoutes({ sinks: fanout.sinks, sinkStates, pauses, countBySink: fanoutStore.exceptions.countBySink, trail }),
     logRoutes({ heldBackSeconds: logHeldBackSeconds }),
-    auditRoutes(kysely),
-    attemptRoutes({ kysely, operations }),
+    auditRoutes(kysely, accounts),
+    attemptRoutes({ kysely, operations, accounts }),
     sinkHealthRoutes({ kysely, clock, sinks: sinkNames, flush: async () => inlineAttempts?.flush() }),
     statsRoutes({ kysely, clock, flush: tally.flush }),
     versionRoutes({ version: packageVersion(), node: process.version, schema: () => newestMigration(store.database) }),

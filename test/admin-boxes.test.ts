@@ -29,6 +29,7 @@ for (const engine of engines) {
         ok: true,
         box: {
           id: 'bx_abc',
+          account: 'default',
           name: 'ci-42',
           state: 'error',
           previousState: 'running',

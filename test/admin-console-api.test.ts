@@ -34,6 +34,7 @@ describe('admin API additions for the console (contract section 6)', () => {
           datacontenttype: 'application/json',
           data: { box: { id: 'bx_abc', name: 'ci-42' }, previousState: 'cloning', state: 'error' },
           boxrelayaccount: 'default',
+          account: 'default',
           receivedAt: now,
         },
         deliveries: [

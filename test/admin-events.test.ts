@@ -56,6 +56,7 @@ for (const engine of engines) {
             datacontenttype: 'application/json',
             data: { box: { id: 'bx_abc', name: 'ci-42' }, previousState: 'running', state: 'error' },
             boxrelayaccount: 'default',
+            account: 'default',
             receivedAt: new Date(s.t.clock.now()).toISOString(),
           },
         ],

@@ -70,7 +70,7 @@ describe('GET /admin/openapi.json (contract section 22)', () => {
 });
 
 describe('the check of every admin answer against the document (test/support/admin-openapi.ts)', () => {
-  const box = { id: 'bx_1', name: null, state: 'ready', previousState: null, stateChangedAt: null, lastEventId: null, hydratedAt: null };
+  const box = { id: 'bx_1', account: 'default', name: null, state: 'ready', previousState: null, stateChangedAt: null, lastEventId: null, hydratedAt: null };
   const answer = (over: Partial<AdminAnswer> & { json?: unknown }): AdminAnswer => ({
     method: 'GET',
     url: '/admin/boxes/bx_1',

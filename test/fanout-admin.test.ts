@@ -32,6 +32,7 @@ describe('admin API: dead letters and replay', () => {
     expect(first.body.deadLetters[0]).toEqual({
       id: expect.any(Number),
       eventId: posted[0],
+      account: 'default',
       sink: 'picky',
       attempts: 1,
       lastError: 'http_422: hook answered 422',

@@ -2,6 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect, type CompiledQuery } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Database } from '../src/store/engines/database.js';
+import { listBoxes } from '../src/store/state/boxes.js';
 import { listEvents, type EventQuery } from '../src/store/state/events.js';
 import { queueReplay } from '../src/store/exceptions/replay.js';
 import { pruneExpired } from '../src/store/retention/prune.js';
@@ -52,9 +53,20 @@ describe('the events listing on a migrated SQLite database', () => {
   });
 
   it('by box uses the box index, also when a type and a time are given', async () => {
-    expect(await planOf({ boxId: 'bx_1' })).toMatch(/USING INDEX deliveries_box_id \(box_id=\?\)/);
-    expect(await planOf({ boxId: 'bx_1', before })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at<\?\)/);
-    expect(await planOf({ boxId: 'bx_1', type: 'box.error', since: 1 })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at>\?\)/);
+    expect(await planOf({ boxKeys: ['bx_1'] })).toMatch(/USING INDEX deliveries_box_id \(box_id=\?\)/);
+    expect(await planOf({ boxKeys: ['bx_1'], before })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at<\?\)/);
+    expect(await planOf({ boxKeys: ['bx_1'], type: 'box.error', since: 1 })).toMatch(/USING INDEX deliveries_box_id \(box_id=\? AND received_at>\?\)/);
+  });
+
+  it("by box across accounts (the box's key in each) and by account still take an index", async () => {
+    expect(await planOf({ boxKeys: ['bx_1', 'prod:bx_1', 'staging:bx_1'], type: 'box.error' })).toMatch(/USING INDEX deliveries_box_id \(box_id=\?\)/);
+    expect(await planOf({ account: 'prod', bytewise: true, type: 'box.error', before })).toMatch(/USING INDEX deliveries_type \(type=\? AND received_at<\?\)/);
+    expect(await planOf({ account: 'default' })).toMatch(/SCAN deliveries USING INDEX deliveries_received_at/);
+  });
+
+  it("lists one named account's boxes as one range of their ids' index", async () => {
+    await listBoxes(kysely, { account: 'prod', bytewise: true, afterId: 'prod:bx_1', limit: 51 });
+    expect(planOfLast()).toMatch(/SEARCH boxes USING INDEX sqlite_autoindex_boxes_1 \(id>\? AND id<\?\)/);
   });
 
   it('a replay pages through the receipt time index and probes each event\'s own rows, never reading the history or the outbox', async () => {

@@ -179,6 +179,11 @@ export const accountSchema = z.strictObject({
 
 export type AccountConfig = z.infer<typeof accountSchema>;
 
+/** Every account's name: `default`, then each configured one's (contract section 21). */
+export function accountNamesOf(config: { accounts: AccountConfig[] }): string[] {
+  return [DEFAULT_ACCOUNT, ...config.accounts.map((account) => account.name)];
+}
+
 /** Each configured account's CloudEvents `source`: its own, else `<BOXRELAY_SOURCE>/<name>` (contract section 21). */
 export function accountSourcesOf(config: { source: string; accounts: AccountConfig[] }): Record<string, string> {
   return Object.fromEntries(config.accounts.map((account) => [account.name, account.cloudEventsSource ?? `${config.source}/${account.name}`]));

@@ -17,6 +17,8 @@ export interface TestRelay {
   logs: CapturedLogs;
   /** Posts a signed delivery to the real public app; timestamp defaults to the clock's now. */
   post(options?: Partial<DeliveryOptions>): Promise<request.Response & { deliveryId: string }>;
+  /** Posts a delivery to an account's endpoint (`/webhooks/<account>`, `/webhooks` for `default`), signed with `secret`. */
+  postTo(account: string, secret: string, options?: Partial<DeliveryOptions>): Promise<request.Response & { deliveryId: string }>;
   close(): Promise<void>;
 }
 
@@ -40,17 +42,20 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
   const relay = await createRelay({ config, logger: logs.logger, clock, registry, dispatch: options.dispatch, buses: options.buses, reconcile: options.reconcile, tracing: options.tracing, degradation: options.degradation ?? { timers: new HandTimers() } });
   // Every admin answer a test gets is checked against the OpenAPI document (test/support/admin-openapi.ts).
   if (config.adminToken) relay.internalApp = checkingAdminAnswers(relay.internalApp);
+  const postTo: TestRelay['postTo'] = async (account, secret, options = {}) => {
+    const d = delivery({ timestamp: clock.seconds, secret, ...options });
+    const path = account === 'default' ? '/webhooks' : `/webhooks/${account}`;
+    const response = await sendRaw(request(relay.publicApp).post(path).set(d.headers), d.body);
+    return Object.assign(response, { deliveryId: d.id });
+  };
   return {
     relay,
     config,
     clock,
     registry,
     logs,
-    async post(options = {}) {
-      const d = delivery({ timestamp: clock.seconds, ...options });
-      const response = await sendRaw(request(relay.publicApp).post('/webhooks').set(d.headers), d.body);
-      return Object.assign(response, { deliveryId: d.id });
-    },
+    post: (options = {}) => postTo('default', SECRET, options),
+    postTo,
     close: () => relay.stop(),
   };
 }

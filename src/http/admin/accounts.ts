@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_ACCOUNT } from '../../config/default-account.js';
 import type { Database } from '../../store/engines/database.js';
-import { sortsTextBytewise } from '../../store/engines/text-order.js';
+import { textOrderOnce } from '../../store/engines/text-order.js';
 import { accountTotals } from '../../store/state/account-totals.js';
 import type { Run } from '../../store/state/reconcile-runs.js';
 import { methodNotAllowed } from '../send-error.js';
@@ -43,17 +43,12 @@ export const endpointOf = (name: string): string => (name === DEFAULT_ACCOUNT ? 
 
 /** `GET /admin/accounts` (contract section 21): `{"ok":true,"accounts":[{name, endpoint, secrets, lastDeliveryAt, events, boxes, reconcile}]}`. */
 export function accountsRoutes({ database, accounts, reconcile }: AccountsRoutesDeps): AdminRoutes {
-  // The database's collation does not change while the relay runs: asked once.
-  let bytewise: Promise<boolean> | undefined;
+  const bytewise = textOrderOnce(database);
   return {
     operations: [listAccountsOperation],
     mount(router) {
       router.get(listAccountsOperation.path, async (_req, res) => {
-        bytewise ??= sortsTextBytewise(database).catch((error: unknown) => {
-          bytewise = undefined;
-          throw error;
-        });
-        const byteOrder = await bytewise;
+        const byteOrder = await bytewise();
         const listed = await Promise.all(
           accounts().map(async ({ name, secrets }) => {
             const [totals, state] = await Promise.all([accountTotals(database.kysely, name, byteOrder), reconcile(name)]);

@@ -3,9 +3,10 @@ import { z } from 'zod';
 import type { Operations } from '../../dispatch/operations.js';
 import { InvalidRequestError, NotFoundError } from '../../errors.js';
 import { listAttempts, type AttemptPosition } from '../../store/attempts/list-attempts.js';
-import { getEvent } from '../../store/state/events.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
+import { ACCOUNT_OF_ID, keyOfId, type AdminAccounts } from './account-query.js';
+import { requireEvent } from './events.js';
 import { isoTime, okAnswer, pageAnswer, queryParam, reply, type AdminOperation } from './operation.js';
 import { PAGE_QUERY, pageOf, queryText, readPage, type Page } from './pagination.js';
 import { requester } from './requester.js';
@@ -45,7 +46,7 @@ export const listAttemptsOperation = {
   path: '/events/:id/attempts',
   summary: "An event's delivery attempts, newest first.",
   params: EVENT_ID,
-  query: { sink: queryParam('Only the attempts to this sink.'), ...PAGE_QUERY },
+  query: { sink: queryParam('Only the attempts to this sink.'), ...ACCOUNT_OF_ID, ...PAGE_QUERY },
   answers: { 200: pageAnswer('attempts', attempt) },
   errors: ['invalid_request', 'not_found'],
 } as const satisfies AdminOperation;
@@ -55,24 +56,24 @@ export const resendOperation = {
   path: '/events/:id/resend',
   summary: 'Sends one stored event to one sink again (audited).',
   params: EVENT_ID,
+  query: ACCOUNT_OF_ID,
   body: { schema: resendBody, required: true },
   answers: { 202: okAnswer({ queued: z.literal(1) }) },
   errors: ['invalid_request', 'not_found', 'payload_too_large', 'storage_unavailable'],
 } as const satisfies AdminOperation;
 
 /**
- * `GET /admin/events/:id/attempts?sink=&limit=&cursor=` (newest first) and `POST
- * /admin/events/:id/resend {"sink"}` (contract section 16).
+ * `GET /admin/events/:id/attempts?sink=&account=&limit=&cursor=` (newest first) and `POST
+ * /admin/events/:id/resend?account= {"sink"}` (contract section 16).
  */
-export function attemptRoutes({ kysely, operations }: { kysely: Kysely<Schema>; operations: Pick<Operations, 'resend'> }): AdminRoutes {
+export function attemptRoutes({ kysely, operations, accounts }: { kysely: Kysely<Schema>; operations: Pick<Operations, 'resend'>; accounts: AdminAccounts }): AdminRoutes {
   return {
     operations: [listAttemptsOperation, resendOperation],
     mount(router) {
       router.get(listAttemptsOperation.path, async (req, res) => {
-        const eventId = req.params.id as string;
         const page = readPage(req);
         const sink = queryText(req, 'sink');
-        if (!(await getEvent(kysely, eventId))) throw new NotFoundError('no such event');
+        const { id: eventId } = await requireEvent(kysely, req, accounts);
         const rows = await listAttempts(kysely, { eventId, sink, before: decodePosition(page.after), limit: page.limit + 1 });
         const { items, nextCursor } = pageOf(rows, page, (row) => encodePosition(row.position));
         reply(res, listAttemptsOperation, 200, { ok: true, attempts: items.map((row) => row.attempt), nextCursor });
@@ -80,7 +81,9 @@ export function attemptRoutes({ kysely, operations }: { kysely: Kysely<Schema>; 
       router.post(resendOperation.path, async (req, res) => {
         const body = resendBody.safeParse(req.body);
         if (!body.success) throw new InvalidRequestError('expected a JSON body {"sink": name}');
-        await operations.resend(req.params.id as string, body.data.sink, requester(req));
+        const key = keyOfId(req, accounts, req.params.id as string);
+        if (key === undefined) throw new NotFoundError('no such event');
+        await operations.resend(key, body.data.sink, requester(req));
         reply(res, resendOperation, 202, { ok: true, queued: 1 });
       });
       router.all('/events/:id/attempts', methodNotAllowed('GET'));

@@ -4,6 +4,7 @@ import type { Operations } from '../../dispatch/operations.js';
 import { InvalidRequestError } from '../../errors.js';
 import type { DeadLetter } from '../../store/exceptions/rows.js';
 import { methodNotAllowed } from '../send-error.js';
+import { EVENT_ACCOUNT, eventIdShown } from './account-query.js';
 import { isoTime, okAnswer, pageAnswer, queryParam, reply, type AdminOperation } from './operation.js';
 import { PAGE_QUERY, pageOf, queryText, readPage } from './pagination.js';
 import { requester } from './requester.js';
@@ -14,11 +15,12 @@ const idOf = (req: Request): number => (/^\d{1,15}$/.test(String(req.params.id))
 
 const retryAllBody = z.strictObject({ sink: z.string().optional().describe('Only the dead letters of this sink.') });
 
-const view = (d: DeadLetter) => ({ ...d, failedAt: new Date(d.failedAt).toISOString() });
+const view = (d: DeadLetter) => ({ ...eventIdShown(d), failedAt: new Date(d.failedAt).toISOString() });
 
 const deadLetter = z.strictObject({
   id: z.number().int().describe('The dead letter id (not the event id).'),
   eventId: z.string(),
+  account: EVENT_ACCOUNT,
   sink: z.string(),
   attempts: z.number().int(),
   lastError: z.string().nullable(),

@@ -1,20 +1,18 @@
 import type { Kysely } from 'kysely';
 import { eventDeliveries } from '../../dispatch/delivery-status.js';
-import { NotFoundError } from '../../errors.js';
-import { toCloudEvent } from '../../events/cloudevent.js';
-import { getEvent } from '../../store/state/events.js';
 import type { FanoutStore } from '../../store/fanout-store.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
 import { z } from 'zod';
-import { storedEvent } from './events.js';
+import { ACCOUNT_OF_ID, type AdminAccounts } from './account-query.js';
+import { requireEvent, shownEvent, storedEvent } from './events.js';
 import { isoTime, okAnswer, reply, type AdminOperation } from './operation.js';
 import type { AdminRoutes } from './router.js';
 
 export interface EventDeliveryDeps {
   kysely: Kysely<Schema>;
   exceptions: Pick<FanoutStore['exceptions'], 'rowsOfEvent'>;
-  source: string;
+  accounts: AdminAccounts;
 }
 
 export const getEventOperation = {
@@ -22,6 +20,7 @@ export const getEventOperation = {
   path: '/events/:id',
   summary: 'One stored event and where it stands with each sink it was routed to.',
   params: { id: 'The event id (also given as `/admin/events/?id=<id>`, for an id a browser cannot put in a path).' },
+  query: ACCOUNT_OF_ID,
   answers: {
     200: okAnswer({
       event: storedEvent,
@@ -39,19 +38,17 @@ export const getEventOperation = {
   errors: ['invalid_request', 'not_found'],
 } as const satisfies AdminOperation;
 
-/** `GET /admin/events/:id`: one stored event and where it stands with each sink. */
-export function eventDeliveryRoutes({ kysely, exceptions, source }: EventDeliveryDeps): AdminRoutes {
+/** `GET /admin/events/:id?account=`: one stored event and where it stands with each sink. */
+export function eventDeliveryRoutes({ kysely, exceptions, accounts }: EventDeliveryDeps): AdminRoutes {
   return {
     operations: [getEventOperation],
     mount(router) {
       router.get(getEventOperation.path, async (req, res) => {
-        const id = req.params.id as string;
-        const stored = await getEvent(kysely, id);
-        if (!stored) throw new NotFoundError('no such event');
-        const rows = await exceptions.rowsOfEvent(id);
+        const stored = await requireEvent(kysely, req, accounts);
+        const rows = await exceptions.rowsOfEvent(stored.id);
         reply(res, getEventOperation, 200, {
           ok: true,
-          event: { ...toCloudEvent(stored.payload, source, stored.origin), receivedAt: new Date(stored.receivedAt).toISOString() },
+          event: shownEvent(stored, accounts),
           deliveries: eventDeliveries(rows),
         });
       });

@@ -1,21 +1,22 @@
 import type { Kysely } from 'kysely';
 import type { HookConfig } from '../../config/schema.js';
-import { NotFoundError } from '../../errors.js';
 import { toCloudEvent } from '../../events/cloudevent.js';
 import { eventJson } from '../../sinks/failures.js';
 import { globMatcher } from '../../sinks/route.js';
 import { hookTransformOf, transformSourceOf } from '../../sinks/transform.js';
-import { getEvent } from '../../store/state/events.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
 import { z } from 'zod';
+import { ACCOUNT_OF_ID, accountOfKey, type AdminAccounts } from './account-query.js';
+import { splitAccountKey } from '../../store/account-keys.js';
+import { requireEvent } from './events.js';
 import { okAnswer, reply, type AdminOperation } from './operation.js';
 import type { AdminRoutes } from './router.js';
 
 export interface HookTransformDeps {
   kysely: Kysely<Schema>;
   hooks: HookConfig[];
-  source: string;
+  accounts: AdminAccounts;
 }
 
 /** What stands in for pagerduty's routing key in what the admin API shows (a credential of the integration). */
@@ -47,6 +48,7 @@ export const eventBodiesOperation = {
   path: '/events/:id/bodies',
   summary: 'For one stored event, the body each hook with a transform makes of it (or its error), evaluated now: nothing is counted or sent.',
   params: { id: 'The event id.' },
+  query: ACCOUNT_OF_ID,
   answers: {
     200: okAnswer({
       bodies: z.array(
@@ -60,7 +62,7 @@ export const eventBodiesOperation = {
       ),
     }),
   },
-  errors: ['not_found'],
+  errors: ['invalid_request', 'not_found'],
 } as const satisfies AdminOperation;
 
 /**
@@ -69,7 +71,7 @@ export const eventBodiesOperation = {
  * `GET /admin/events/:id/bodies`: for one stored event, the body each hook with a transform makes
  * of it (or the transform's error), evaluated on demand: nothing is counted or sent.
  */
-export function hookTransformRoutes({ kysely, hooks, source }: HookTransformDeps): AdminRoutes {
+export function hookTransformRoutes({ kysely, hooks, accounts }: HookTransformDeps): AdminRoutes {
   // Compiled once, with the routing key redacted.
   const transformed = hooks.flatMap((hook) => {
     const transform = hookTransformOf({ ...hook, routingKey: hook.routingKey && REDACTED });
@@ -92,12 +94,14 @@ export function hookTransformRoutes({ kysely, hooks, source }: HookTransformDeps
         });
       });
       router.get(eventBodiesOperation.path, async (req, res) => {
-        const stored = await getEvent(kysely, req.params.id as string);
-        if (!stored) throw new NotFoundError('no such event');
-        const event = toCloudEvent(stored.payload, source, stored.origin);
+        const stored = await requireEvent(kysely, req, accounts);
+        // The CloudEvent a hook is given: its account's, as the fan-out builds it.
+        const event = toCloudEvent(stored.payload, accounts.source, stored.origin, accountOfKey(stored.id, accounts));
+        const { account } = splitAccountKey(stored.id);
         const size = eventJson(event).length;
         const bodies = transformed
-          .filter(({ matches }) => matches.some((match) => match(event.type)))
+          // A hook that lists accounts is never given another account's event.
+          .filter(({ hook, matches }) => (hook.accounts?.includes(account) ?? true) && matches.some((match) => match(event.type)))
           .map(({ hook, transform }) => {
             try {
               const made = transform.bodyOf(event, size);

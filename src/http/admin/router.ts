@@ -34,6 +34,9 @@ const itemByQuery: RequestHandler = (req, _res, next) => {
   if (collection === undefined || req.query.id === undefined) return next();
   const id = req.query.id;
   if (typeof id !== 'string' || id === '') throw new InvalidRequestError('id: give one non-empty id');
-  req.url = `/${collection}/${encodeURIComponent(id)}`;
+  // The other parameters (`account=`) stay.
+  const rest = new URLSearchParams(req.url.slice(req.url.indexOf('?')));
+  rest.delete('id');
+  req.url = `/${collection}/${encodeURIComponent(id)}${rest.size === 0 ? '' : `?${rest.toString()}`}`;
   next();
 };

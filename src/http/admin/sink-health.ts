@@ -8,6 +8,7 @@ import { decodePosition, encodePosition } from './attempts.js';
 import type { Schema } from '../../store/schema.js';
 import { methodNotAllowed } from '../send-error.js';
 import { z } from 'zod';
+import { EVENT_ACCOUNT, eventIdShown } from './account-query.js';
 import { attempt } from './attempts.js';
 import { isoTime, okAnswer, pageAnswer, queryParam, reply, type AdminOperation } from './operation.js';
 import { PAGE_QUERY, pageOf, queryText, readPage } from './pagination.js';
@@ -24,7 +25,7 @@ export const failedAttemptsOperation = {
   summary: "A sink's failed attempts, newest first.",
   params: SINK_NAME,
   query: PAGE_QUERY,
-  answers: { 200: pageAnswer('attempts', attempt.extend({ eventId: z.string() })) },
+  answers: { 200: pageAnswer('attempts', attempt.extend({ eventId: z.string(), account: EVENT_ACCOUNT })) },
   errors: ['invalid_request', 'not_found'],
 } as const satisfies AdminOperation;
 
@@ -109,7 +110,7 @@ export function sinkHealthRoutes({ kysely, clock, sinks, flush }: SinkHealthDeps
         const sink = configured(req.params.name);
         const rows = await failedAttemptsOfSink(kysely, { sink, before: decodePosition(page.after), limit: page.limit + 1 });
         const { items, nextCursor } = pageOf(rows, page, (row) => encodePosition(row.position));
-        reply(res, failedAttemptsOperation, 200, { ok: true, attempts: items.map((row) => row.attempt), nextCursor });
+        reply(res, failedAttemptsOperation, 200, { ok: true, attempts: items.map((row) => eventIdShown(row.attempt)), nextCursor });
       });
       router.get(attemptsPerMinuteOperation.path, async (req, res) => {
         const { windowMs } = windowOf(queryText(req, 'window'));

@@ -2,9 +2,9 @@ import { sql, type Kysely, type Selectable } from 'kysely';
 import { writeAudited, type AuditNote } from './audit.js';
 import type { Database } from '../engines/database.js';
 import type { BoxesTable, Schema } from '../schema.js';
-import { ofAccount } from '../account-keys.js';
+import { NAMED_ACCOUNT_KEY, ofAccount } from '../account-keys.js';
 
-/** A box as the admin API shows it (contract section 6). */
+/** A stored box (contract section 6), keyed as the store keys it (`src/store/account-keys.ts`). */
 export interface Box {
   id: string;
   name: string | null;
@@ -30,8 +30,12 @@ export const BOX_COLUMNS = ['id', 'name', 'state', 'previous_state', 'state_chan
 
 export interface BoxQuery {
   state?: string | undefined;
-  /** Only boxes whose id or name contains this text, in any case. */
+  /** Only boxes whose id (the upstream's, without an account's prefix) or name contains this text, in any case. */
   search?: string | undefined;
+  /** Only this account's boxes. */
+  account?: string | undefined;
+  /** The database sorts text bytewise (`sortsTextBytewise`): an account's keys are one range of the ids' index. */
+  bytewise?: boolean;
   /** Return boxes whose id sorts after this one (keyset pagination by id). */
   afterId?: string | undefined;
   limit: number;
@@ -44,8 +48,11 @@ export async function listBoxes(kysely: Kysely<Schema>, query: BoxQuery): Promis
   if (query.search !== undefined) {
     // LIKE with its wildcards escaped, on lower() of both sides: the same on SQLite and PostgreSQL.
     const pattern = `%${query.search.toLowerCase().replace(/[\\%_]/g, '\\$&')}%`;
-    select = select.where(sql<boolean>`(lower(id) like ${pattern} escape '\\' or lower(name) like ${pattern} escape '\\')`);
+    // In a named account's key (`<name>:<id>`) the text must come after the `:`, in the box's own id.
+    const inId = sql<boolean>`(lower(id) like ${pattern} escape '\\' and (id not like ${NAMED_ACCOUNT_KEY} or lower(id) like ${`%:${pattern}`} escape '\\'))`;
+    select = select.where(sql<boolean>`(${inId} or lower(name) like ${pattern} escape '\\')`);
   }
+  if (query.account !== undefined) select = select.where(ofAccount('id', query.account, query.bytewise ?? false));
   if (query.afterId !== undefined) select = select.where('id', '>', query.afterId);
   const rows = await select.orderBy('id').limit(query.limit).execute();
   return rows.map(toBox);

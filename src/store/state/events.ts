@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { ofAccount } from '../account-keys.js';
 import type { Schema } from '../schema.js';
 
 /** The position of an event in the listing order: receipt time, then id for events of the same ms. */
@@ -9,7 +10,12 @@ export interface EventPosition {
 
 export interface EventQuery {
   type?: string | undefined;
-  boxId?: string | undefined;
+  /** Only the events of these boxes (stored keys: one box id in one or several accounts). */
+  boxKeys?: string[] | undefined;
+  /** Only this account's events. */
+  account?: string | undefined;
+  /** The database sorts text bytewise (`sortsTextBytewise`): an account's keys are one range. */
+  bytewise?: boolean;
   /** Epoch ms: only events received at or after it. */
   since?: number | undefined;
   /** Return events strictly older than this position (keyset pagination). */
@@ -31,10 +37,11 @@ export async function listEvents(kysely: Kysely<Schema>, query: EventQuery): Pro
   if (query.type !== undefined) {
     // With a box too, the box's index is the narrow one; SQLite keeps no statistics and would take
     // the type index for a bare `type = ?`, so the comparison is written so that no index serves it.
-    const type = query.boxId === undefined ? sql.ref('type') : sql`${sql.ref('type')} || ''`;
+    const type = query.boxKeys === undefined ? sql.ref('type') : sql`${sql.ref('type')} || ''`;
     select = select.where(type, '=', query.type);
   }
-  if (query.boxId !== undefined) select = select.where('box_id', '=', query.boxId);
+  if (query.boxKeys !== undefined) select = select.where('box_id', 'in', query.boxKeys);
+  if (query.account !== undefined) select = select.where(ofAccount('id', query.account, query.bytewise ?? false));
   if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
   const before = query.before;
   if (before !== undefined) {

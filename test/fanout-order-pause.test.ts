@@ -61,7 +61,7 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
     // Per-box order: only each box's first event is tried; its quick retries fail too.
     await waitFor(async () => (await outboxRows(t, 'down')).filter((r) => r.attempts === 3).length === 20, 'every box to have failed 3 attempts');
     // Settled, the lane has tried all it would before the next retry is due: none of the later events.
-    await t.relay.fanout.settled();
+    await t.relay.fanout.whenIdle();
     expect(new Set(target.requests.map((r) => body(r).id)).size).toBe(20);
 
     // Ten minutes of nothing but failures: the next scheduled attempt pauses the hook.
@@ -170,7 +170,7 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
     // taken would have been answered by the hook: it took nothing.
     advanceAndWake(t, 5 * MINUTE);
     await allDelivered(t, 'nats');
-    await t.relay.fanout.settled();
+    await t.relay.fanout.whenIdle();
     expect(target.requests).toHaveLength(0);
     expect([...(await unfinishedIds(t, 'main'))]).toEqual([held.deliveryId]);
 
@@ -201,7 +201,7 @@ describe('fan-out for production: per-box order, pausing, operator events', () =
     await waitFor(() => ops.requests.some((r) => body(r).type === 'boxrelay.event.dead_lettered'), 'the announcement');
     await waitFor(async () => (await outboxRows(t, 'ops')).filter((r) => r.status === 'pending').length === 0, 'ops to have nothing pending');
     // Both dead letters announced and every lane's wakes served: an announcement routed to ops would have reached it.
-    await t.relay.fanout.settled();
+    await t.relay.fanout.whenIdle();
 
     const announcements = ops.requests.map(body).filter((e) => e.type.startsWith('boxrelay.'));
     expect(announcements).toHaveLength(1);

@@ -37,7 +37,7 @@ describe.each(engines)('when the next outbox row is due, on $name', ({ url }) =>
       await t.post(`bx_due_${i}`);
       await target.received(i);
     }
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     // Once per delivery before: 30 reads.
     expect(dueReads() - before).toBeLessThanOrEqual(2);
   });

@@ -101,7 +101,7 @@ describe.each(engines)('a pause repeated on $name', ({ url }) => {
 
     await t.post('bx_after');
     t.dispatcher.wake('all');
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     expect(t.started).toEqual([]);
     expect(target.requests).toEqual([]);
   });
@@ -129,7 +129,7 @@ describe('a pause sent to two replicas at once, on PostgreSQL', () => {
     await b.post('bx_b');
     for (const replica of [a, b]) {
       replica.dispatcher.wake('all');
-      await replica.dispatcher.settled();
+      await replica.dispatcher.whenIdle();
     }
     expect([...a.started, ...b.started]).toEqual([]);
     expect(target.requests).toEqual([]);

@@ -59,7 +59,7 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
     expect(await t.pauses.pauseByOperator('h')).toBe(true);
     answered.open();
     await target.received(1);
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     expect(t.started).toEqual([ids[0]]);
 
     expect(await t.pauses.resume('h', 'operator')).toBe(true);
@@ -81,7 +81,7 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
 
     expect(await t.pauses.pauseByOperator('h')).toBe(true);
     first.release();
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     expect(target.requests).toHaveLength(0);
 
     expect(await t.pauses.resume('h', 'operator')).toBe(true);
@@ -97,7 +97,7 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
     await target.received(1);
     expect(await t.pauses.pauseByOperator('h')).toBe(true);
     // Every attempt held by the gate has had its turn (one a second) and been looked at.
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     expect(target.requests).toHaveLength(1);
 
     expect(await t.pauses.resume('h', 'operator')).toBe(true);
@@ -126,7 +126,7 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
     const id = await t.post('bx_r');
     await target.received(1);
     await waitFor(async () => (await createFanoutStore(t.store.database).exceptions.countBySink('pending')).h === 1, 'the event to wait');
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     expect(t.started).toEqual([id]);
 
     expect(await t.pauses.resume('h', 'operator')).toBe(true);
@@ -151,7 +151,7 @@ describe.each(engines)('once a pause is answered no attempt starts, on $name', (
     expect(await t.pauses.pauseByOperator('nats')).toBe(true);
     // Admitted before the pause, held before its publish: it waits with the rest.
     first.release();
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     await client.nc.flush();
     expect(published.messages).toHaveLength(0);
     expect(t.started).toEqual([ids[0]]);
@@ -186,7 +186,7 @@ describe.each(engines)('no attempt starts from a lease run out by the holder\'s 
     await stallAndTakeOver(t, clock);
     answered.open();
     await target.received(1);
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     expect(t.started).toEqual([ids[0]]);
   });
 
@@ -209,7 +209,7 @@ describe.each(engines)('no attempt starts from a lease run out by the holder\'s 
     await t.post('bx_s');
     await waitFor(() => t.started.length >= 1, 'the first attempt to reach the sink');
     await stalled;
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     // The holder that took the partition over sends them; nothing left this process.
     expect(target.requests).toHaveLength(0);
     expect(t.started).toHaveLength(1);
@@ -268,7 +268,7 @@ describe.each(engines)('the bookkeeping after a delivery, on $name', ({ url }) =
     t.dispatcher.sinkStateChanged('h');
     await t.post('bx_f');
     await waitFor(() => tries >= 3, 'the write to hold');
-    await t.dispatcher.settled();
+    await t.dispatcher.whenIdle();
     expect(target.requests).toHaveLength(1);
     expect((await createSinkStates(t.store.database).read('h')).failing_since).toBeNull();
   });

@@ -67,7 +67,7 @@ export interface Dispatcher {
    * Resolves at a moment when no lane has a wake, a pass or an attempt under way: all that was asked
    * of the lanes so far is done (what a lane would have sent has been answered).
    */
-  settled(): Promise<void>;
+  whenIdle(): Promise<void>;
   stop(graceMs: number): Promise<void>;
 }
 
@@ -127,7 +127,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     createLane(sink, { owner, store, sinkStates, clock, tuning, log, tryEvent, judge, untilStored, delivered, stopping: stopping.signal, inFlight, running: () => running }),
   );
   const wake = (scope: WakeScope = 'all') => lanes.forEach((lane) => lane.wake(scope));
-  const settled = async (): Promise<void> => {
+  const whenIdle = async (): Promise<void> => {
     for (;;) {
       // A wake queued before this turn has started its pass (and put it in flight) by the next.
       await new Promise((resolve) => setImmediate(resolve));
@@ -204,7 +204,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       lane?.forgetState();
       lane?.wake('all');
     },
-    settled,
+    whenIdle,
     /**
      * Claims and reads nothing more and ends in-process waits (those rows stay due); sink calls in
      * flight may finish within `graceMs`, then are cut. Every row ends delivered, scheduled, dead or
@@ -221,7 +221,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       await setAsidePass;
       const cutTimer = setTimeout(() => cut.abort(), graceMs);
       // A claim that was under way may still start rows: they see the stop and are released.
-      await settled();
+      await whenIdle();
       clearInterval(renewTimer);
       clearTimeout(cutTimer);
       await delivered.flush();

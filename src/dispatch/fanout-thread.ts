@@ -67,8 +67,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
   let restartTimer: NodeJS.Timeout | undefined;
   let wakeQueued = false;
   let wakeScope: WakeScope = 'log';
-  /** Callers of `settled`, answered in the order asked (the worker answers in order); all at once when it exits. */
-  const settling: (() => void)[] = [];
+  /** Callers of `whenIdle`, answered in the order asked (the worker answers in order); all at once when it exits. */
+  const idling: (() => void)[] = [];
   /** Sink state changes posted to the worker and not yet confirmed, oldest first. */
   const telling: (() => void)[] = [];
   /** The last exited worker's rows being given back; the store stays open until that is done. */
@@ -125,8 +125,8 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
           case 'started':
             started = true;
             return resolve();
-          case 'settled':
-            return settling.shift()?.();
+          case 'idle':
+            return idling.shift()?.();
           case 'sinkStateTaken':
             return telling.shift()?.();
           case 'stopped':
@@ -140,7 +140,7 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
       thread.on('exit', (code) => {
         if (worker === thread) worker = undefined;
         // Nothing is under way in a worker that is gone.
-        for (const answer of [...settling.splice(0), ...telling.splice(0)]) answer();
+        for (const answer of [...idling.splice(0), ...telling.splice(0)]) answer();
         status = { up: {}, throttled: {}, buses: {} };
         // Messages posted before the exit have all been received: what `served` answers is complete.
         handedBack = handBack().catch((error: unknown) => log.error({ err: error }, 'could not release the rows of the fan-out worker; they wait for their leases to end'));
@@ -185,12 +185,12 @@ export function createFanoutThread(deps: FanoutThreadDeps): Fanout {
         telling.push(resolve);
         post({ kind: 'sinkStateChanged', sink });
       }),
-    settled: () =>
+    whenIdle: () =>
       new Promise<void>((resolve) => {
         if (!worker) return resolve();
-        settling.push(resolve);
+        idling.push(resolve);
         // After a wake queued this turn, which is posted in the next.
-        setImmediate(() => post({ kind: 'settle' }));
+        setImmediate(() => post({ kind: 'whenIdle' }));
       }),
     async stop(graceMs) {
       stopping = true;

@@ -91,8 +91,8 @@ port.on('message', (message: ToWorker) => {
       return fanout.wake(message.scope);
     case 'sinkStateChanged':
       return void fanout.sinkStateChanged(message.sink).then(() => post({ kind: 'sinkStateTaken' }));
-    case 'settle':
-      return void fanout.settled().then(() => post({ kind: 'settled' }));
+    case 'whenIdle':
+      return void fanout.whenIdle().then(() => post({ kind: 'idle' }));
     case 'stop':
       return void fanout
         .stop(message.graceMs)

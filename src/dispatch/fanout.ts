@@ -27,8 +27,8 @@ export interface Fanout {
    * event loop is stuck confirms late; the pause fence bounds the wait (see pauses.ts).
    */
   sinkStateChanged(sink: string): Promise<void>;
-  /** Resolves once the wakes asked so far have been served and no attempt is under way (see Dispatcher.settled). */
-  settled(): Promise<void>;
+  /** Resolves once the wakes asked so far have been served and no attempt is under way (see Dispatcher.whenIdle). */
+  whenIdle(): Promise<void>;
   /** The dispatcher finishes or releases its rows within `graceMs`; then the sinks close (buses drain). */
   stop(graceMs: number): Promise<void>;
 }
@@ -69,7 +69,7 @@ export function createInlineFanout(deps: DispatcherDeps & { buses: Bus[] }): Fan
     },
     wake: dispatcher.wake,
     sinkStateChanged: async (sink) => dispatcher.sinkStateChanged(sink),
-    settled: dispatcher.settled,
+    whenIdle: dispatcher.whenIdle,
     async stop(graceMs) {
       await dispatcher.stop(graceMs);
       await Promise.all(sinks.map((sink) => sink.close()));

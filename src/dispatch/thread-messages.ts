@@ -65,7 +65,7 @@ export type FromWorker =
   | { kind: 'status'; status: SinkStatus }
   | { kind: 'log'; line: string }
   | { kind: 'started' }
-  | { kind: 'settled' }
+  | { kind: 'idle' }
   | { kind: 'sinkStateTaken' }
   | { kind: 'stopped' };
 
@@ -73,5 +73,5 @@ export type FromWorker =
 export type ToWorker =
   | { kind: 'wake'; scope: WakeScope }
   | { kind: 'sinkStateChanged'; sink: string }
-  | { kind: 'settle' }
+  | { kind: 'whenIdle' }
   | { kind: 'stop'; graceMs: number };

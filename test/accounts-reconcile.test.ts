@@ -290,5 +290,6 @@ describe('boxrelay reconcile --account', () => {
     } finally {
       await prod.close();
     }
-  });
+    // Three processes, each starting Node and opening the database: seconds each on a busy machine.
+  }, 90_000);
 });

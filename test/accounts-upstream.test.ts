@@ -144,5 +144,6 @@ describe('the real CLI: boxrelay upstream --account', () => {
     const unknown = await runCli(['upstream', 'list', '--account', 'nope'], env);
     expect(unknown).toEqual({ code: 2, stdout: '', stderr: 'boxrelay: --account: no account is named "nope" (accounts: default, prod, staging)\n' });
     for (const result of [registered, listed, rotated, unknown]) expect(result.stdout + result.stderr).not.toContain(staging.apiKey);
-  });
+    // Four processes, each starting Node and opening the database: seconds each on a busy machine.
+  }, 90_000);
 });

@@ -15,9 +15,6 @@ export class NoSuchTransactionError extends RelayError {
   }
 }
 
-/** The one writer of a SQLite file: the deliveries, and every write other connections send it. */
-export interface SqliteFileWriter extends DeliveryWriter, SqliteWriter {}
-
 interface Work {
   /** Runs inside the turn's transaction, in a savepoint of its own. */
   run(): unknown;
@@ -34,6 +31,7 @@ const refusal = (error: unknown) => new StorageUnavailableError({ cause: error }
 const isNew = (outcome: Outcome<unknown> | undefined): boolean => outcome !== undefined && 'value' in outcome && !(outcome.value as RecordResult).duplicate;
 
 /**
+ * The one writer of a SQLite file: the deliveries, and every write other connections send it.
  * Group commit: everything handed over within one turn of the event loop (the deliveries, and the
  * writes other connections send: cursor moves, claims, attempts, admin writes, retention's batches)
  * shares one IMMEDIATE transaction and so one fsync, which is what makes synchronous=FULL
@@ -43,7 +41,7 @@ const isNew = (outcome: Outcome<unknown> | undefined): boolean => outcome !== un
 export function createSqliteWriter(
   database: Extract<Database, { dialect: 'sqlite' }>,
   { onCommit = () => {}, transactions = [] }: { onCommit?: () => void; transactions?: readonly NamedTransaction<never, unknown>[] } = {},
-): SqliteFileWriter {
+): DeliveryWriter & SqliteWriter {
   const { sqlite } = database;
   const byName = new Map(transactions.map((transaction) => [transaction.name, transaction]));
   /**

@@ -1,7 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { SerializedError } from '../../threads/errors.js';
-import type { RecordResult } from './delivery-sql.js';
-import type { SqliteFileWriter } from './sqlite-writer.js';
+import type { SqliteWriter } from '../engines/sqlite-writes.js';
+import type { DeliveryWriter, RecordResult } from './delivery-sql.js';
 
 /** What the storage thread opens: the SQLite file the main thread has migrated. */
 export interface StorageData {
@@ -15,7 +15,7 @@ export interface StorageData {
  * write itself (the main thread's, the fan-out worker's); its writer commits those of one turn of its
  * event loop together.
  */
-export type StorageCalls = SqliteFileWriter;
+export type StorageCalls = DeliveryWriter & SqliteWriter;
 
 /** One delivery's outcome in a turn's answer: its own result, or its own error. */
 export type Recorded = RecordResult | { error: SerializedError };

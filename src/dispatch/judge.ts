@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { EventFailure } from '../sinks/failures.js';
 import type { Sink } from '../sinks/sink.js';
-import { namedAccountOf } from '../store/account-keys.js';
+import { splitAccountKey } from '../store/account-keys.js';
 import type { SinkState } from '../store/state/sink-state.js';
 import { logFieldsOf } from '../tracing/tracing.js';
 import type { TriedOutcome } from './attempt.js';
@@ -66,14 +66,13 @@ export function createJudge({ health, metrics, operatorEvents, clock, log }: Jud
       // Operator events that fail are not announced again: that could loop.
       if (work.origin === 'operator') return;
       // The announcement is of the event's account, so its ids read as that account's events' do: the upstream's.
-      const account = namedAccountOf(work.eventId);
-      const upstreamId = (key: string) => (account === undefined ? key : key.slice(account.length + 1));
+      const { account, id: eventId } = splitAccountKey(work.eventId);
       await operatorEvents.announce({
         type: 'boxrelay.event.dead_lettered',
-        subject: work.boxId === null ? undefined : upstreamId(work.boxId),
+        subject: work.boxId === null ? undefined : splitAccountKey(work.boxId).id,
         about: sink.name,
         account,
-        data: { eventId: upstreamId(work.eventId), sink: sink.name, attempts: verdict.attempts, lastError: verdict.lastError },
+        data: { eventId, sink: sink.name, attempts: verdict.attempts, lastError: verdict.lastError },
       });
     },
   };

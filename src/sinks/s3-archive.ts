@@ -74,9 +74,9 @@ type Kind = 'log' | 'outbox';
 const KINDS: readonly Kind[] = ['log', 'outbox'];
 
 /** The events of one kind waiting for an object, in the order they came. */
-interface Held {
+interface Gathering {
   entries: Waiting[];
-  /** The first entry has waited its age (or a stop cut it): what is held is written now. */
+  /** The first entry has waited its age (or a stop cut it): what is gathered is written now. */
   due: boolean;
   /** Ends the wait for the first entry's age. */
   timer?: unknown;
@@ -93,7 +93,7 @@ interface Held {
  * first event: the same key, with at least the same events. After a start, objects are cut before
  * any event that already begins an object (one the crashed process wrote before its cursors were
  * stored), and the events from the cut on wait for the next object, which so begins where the
- * crashed process's did and gathers as many events as it held: no event lands in two objects and no
+ * crashed process's did and gathers as many events as it had gathered: no event lands in two objects and no
  * object is written again with fewer. That lasts until an object is written under a key no object
  * had: past what the crashed process wrote. A failed write is retried here, as a whole, with the
  * sink down meanwhile; events of outbox rows go to objects of their own under a suffixed key.
@@ -119,7 +119,7 @@ export function createS3Archive({
   let status: DependencyStatus = { state: 'down' };
   /** Until an object is written under a new key without cutting: objects a crashed process wrote may follow the ones formed again. */
   let recovering = true;
-  const held: Record<Kind, Held> = { log: { entries: [], due: false }, outbox: { entries: [], due: false } };
+  const gathering: Record<Kind, Gathering> = { log: { entries: [], due: false }, outbox: { entries: [], due: false } };
   /** The writer, while it runs: objects are written one after the other (see above). */
   let writing: Promise<void> | undefined;
   let closing = false;
@@ -179,7 +179,7 @@ export function createS3Archive({
    * that no longer holds an event records and writes nothing with it. An object already recorded for
    * some of the entries (a crashed, stalled or stopped writer's) is written from its recorded bytes,
    * and those entries are delivered with it; the rest go back to be gathered again. Returns the
-   * entries not settled here.
+   * entries not answered here.
    */
   const recordAndPut = async (kind: Kind, entries: Waiting[]): Promise<Waiting[]> => {
     const going = admitted(entries);
@@ -189,20 +189,20 @@ export function createS3Archive({
     const key = archiveKey(prefix, first.event, kind === 'outbox' ? first.suffix : '');
     const recorded = await ledger.record({ sink: S3_SINK, key, body: body.toString('base64'), items: going.map(({ item, heldAs }) => ({ item, heldAs })), now: clock.now() });
     if (!recorded.recorded) {
-      const settled = new Set<string>();
+      const archived = new Set<string>();
       for (const other of recorded.elsewhere) {
         if (other.body !== null) {
           await put(other.key, Buffer.from(other.body, 'base64'), first.cut);
           await ledger.written(other.key, clock.now());
         }
-        other.items.forEach((item) => settled.add(item));
+        other.items.forEach((item) => archived.add(item));
       }
       const fenced = new Set(recorded.fenced);
       for (const entry of going) {
-        if (settled.has(entry.item)) entry.resolve();
+        if (archived.has(entry.item)) entry.resolve();
         else if (fenced.has(entry.item)) entry.reject(new ArchiveFencedError());
       }
-      return going.filter(({ item }) => !settled.has(item) && !fenced.has(item));
+      return going.filter(({ item }) => !archived.has(item) && !fenced.has(item));
     }
     // Recorded: written now, or (refused at the last moment) by whoever meets its events next.
     const still = admitted(going);
@@ -213,46 +213,46 @@ export function createS3Archive({
     return [];
   };
 
-  /** Waits for the first entry's age, or a stop's cut, then has what is held written. */
+  /** Waits for the first entry's age, or a stop's cut, then has what is gathered written. */
   const watch = (kind: Kind): void => {
-    const waiting = held[kind];
-    const first = waiting.entries[0];
-    if (!first || waiting.forget) return;
+    const gathered = gathering[kind];
+    const first = gathered.entries[0];
+    if (!first || gathered.forget) return;
     const due = () => {
-      waiting.due = true;
+      gathered.due = true;
       void writeDue();
     };
-    waiting.timer = timers.setTimeout(async () => due(), Math.max(0, first.at + maxAgeMs - clock.now()));
-    // Cut by a stop: what is held is written now, not after its age.
+    gathered.timer = timers.setTimeout(async () => due(), Math.max(0, first.at + maxAgeMs - clock.now()));
+    // Cut by a stop: what is gathered is written now, not after its age.
     first.cut.addEventListener('abort', due, { once: true });
-    waiting.forget = () => {
-      timers.clearTimeout(waiting.timer);
+    gathered.forget = () => {
+      timers.clearTimeout(gathered.timer);
       first.cut.removeEventListener('abort', due);
-      waiting.forget = undefined;
+      gathered.forget = undefined;
     };
     if (first.cut.aborted) due();
   };
 
-  /** An object of that kind can be written: a full one is held, or the first held has waited its age. */
-  const ready = (kind: Kind): boolean => held[kind].entries.length >= maxEvents || (held[kind].entries.length > 0 && (held[kind].due || closing));
+  /** An object of that kind can be written: a full one is gathered, or the first gathered has waited its age. */
+  const ready = (kind: Kind): boolean => gathering[kind].entries.length >= maxEvents || (gathering[kind].entries.length > 0 && (gathering[kind].due || closing));
 
-  /** The next object's events: of the kind whose first waits the longest, a full object's or all held. */
+  /** The next object's events: of the kind whose first waits the longest, a full object's or all gathered. */
   const nextObject = (): { kind: Kind; entries: Waiting[] } | undefined => {
-    const kinds = KINDS.filter(ready).sort((a, b) => held[a].entries[0]!.at - held[b].entries[0]!.at);
+    const kinds = KINDS.filter(ready).sort((a, b) => gathering[a].entries[0]!.at - gathering[b].entries[0]!.at);
     const kind = kinds[0];
     if (!kind) return undefined;
-    const waiting = held[kind];
-    waiting.forget?.();
-    waiting.due = false;
-    const entries = waiting.entries.splice(0, maxEvents);
+    const gathered = gathering[kind];
+    gathered.forget?.();
+    gathered.due = false;
+    const entries = gathered.entries.splice(0, maxEvents);
     watch(kind);
     return { kind, entries };
   };
 
   /** Events a write left (cut off while recovering, or to be gathered again): the next object of their kind begins with them. */
   const giveBack = (kind: Kind, rest: Waiting[]): void => {
-    held[kind].forget?.();
-    held[kind].entries.unshift(...rest);
+    gathering[kind].forget?.();
+    gathering[kind].entries.unshift(...rest);
     watch(kind);
   };
 
@@ -323,7 +323,7 @@ export function createS3Archive({
       const row = context?.row;
       const kind: Kind = row ? 'outbox' : 'log';
       return new Promise<void>((resolve, reject) => {
-        const waiting = held[kind];
+        const gathered = gathering[kind];
         const entry: Waiting = {
           event,
           line: eventJson(event),
@@ -343,9 +343,9 @@ export function createS3Archive({
             reject(error);
           },
         };
-        waiting.entries.push(entry);
+        gathered.entries.push(entry);
         watch(kind);
-        if (waiting.entries.length >= maxEvents) void writeDue();
+        if (gathered.entries.length >= maxEvents) void writeDue();
       });
     },
     drain() {

@@ -22,7 +22,7 @@ export type Recorded = RecordResult | { error: SerializedError };
 
 /** The deliveries the main thread was handed in one turn of its loop, in one message. */
 export interface DeliveryTurns {
-  /** `packed` by `packDeliveries` (its buffer transferred); answered once all are settled, each outcome in their order. */
+  /** `packed` by `packDeliveries` (its buffer transferred); answered once each has its outcome, in their order. */
   record(packed: Uint8Array): Promise<Recorded[]>;
 }
 

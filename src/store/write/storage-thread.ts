@@ -45,7 +45,7 @@ export interface StorageThreadOptions {
  * deliveries of one turn of this thread's loop cross in one message, and every write of the
  * connections that only read (this thread's, the fan-out worker's through its own `link`) as it
  * comes: the thread's writer groups those of one turn of its event loop in one commit, and each
- * caller's promise settles when the answer comes, after the commit. A thread that has exited fails
+ * caller is answered when the thread's answer comes, after the commit. A thread that has exited fails
  * every call with StorageUnavailableError (for a delivery a 503: the sender retries; /readyz reports it).
  */
 export function startStorageThread(

@@ -33,7 +33,7 @@ const links: StorageLinks = {
   },
 };
 // A turn's deliveries are handed to the writer together, so they are in one commit (its turn) and
-// settle together: the one answer waits for none of them longer than its own commit.
+// are answered together: the one answer waits for none of them longer than its own commit.
 const deliveries: DeliveryTurns = {
   record: (packed) =>
     Promise.all(

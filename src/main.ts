@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import { createAuditTrail } from './audit-trail.js';
 import { systemClock, type Clock } from './clock.js';
-import { accountSourcesOf, type Config } from './config/schema.js';
+import { accountNamesOf, accountSourcesOf, type Config } from './config/schema.js';
 import { createDeliveryTally } from './dispatch/delivery-tally.js';
 import { createAttemptRecorder } from './dispatch/attempt-recorder.js';
 import { createFanoutThread, type FanoutThreadDeps } from './dispatch/fanout-thread.js';
@@ -430,6 +430,7 @@ function createRelayMetrics({
   const kysely = store.database.kysely;
   return createMetrics(registry, {
     sinks: sinkNames,
+    accounts: accountNamesOf(config),
     filtered: [...sinksFor.filtered],
     transformed: config.hooks.filter((hook) => transformSourceOf(hook) !== undefined).map((hook) => hook.name),
     sources: {

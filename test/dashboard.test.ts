@@ -37,7 +37,7 @@ const queries = panels.flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.t
 
 /** Grafana's own variables, replaced as Grafana does before the query reaches Prometheus. */
 const asPromQL = (expr: string): string =>
-  expr.replaceAll('$__rate_interval', '5m').replaceAll('$__interval', '1m').replaceAll('$__range', '1h').replaceAll('$job', '.+');
+  expr.replaceAll('$__rate_interval', '5m').replaceAll('$__interval', '1m').replaceAll('$__range', '1h').replaceAll('$job', '.+').replaceAll('$account', '.+');
 
 /**
  * The metric names of a PromQL expression: identifiers left after dropping strings, label matchers,
@@ -87,7 +87,15 @@ describe('Grafana dashboard', () => {
     expect(r.status, r.stderr).toBe(0);
   });
 
-  it('every query, and the job variable, names only metrics a relay exposes', async () => {
+  it('filters every panel on the series with an account label by the account variable (contract section 21)', () => {
+    const variable = dashboard.templating.list.find((v) => v.name === 'account')?.query?.query;
+    expect(variable).toBe('label_values(boxrelay_webhook_requests_total{job=~"$job"}, account)');
+    const labelled = queries.filter((q) => /boxrelay_(webhook_requests|events)_total\b/.test(q.expr));
+    expect(labelled.map((q) => q.panel)).toEqual(['Deliveries by outcome', 'Unique events by type', 'Unique events by account', 'Refused deliveries by account']);
+    for (const q of labelled) expect(q.expr, q.panel).toMatch(/\{job=~"\$job", account=~"\$account"[,}]/);
+  });
+
+  it('every query, and the job and account variables, names only metrics a relay exposes', async () => {
     const upstream = await startFakeSandbox();
     defer(() => upstream.close());
     // A secret with an expiry (only the secrets file gives one), so the expiry gauge has a sample.
@@ -113,8 +121,8 @@ describe('Grafana dashboard', () => {
     expect(scraped.samples.some((s) => s.name === 'boxrelay_secret_expiry_timestamp_seconds')).toBe(true);
     expect(exposed.has('boxrelay_reconcile_last_success_timestamp_seconds')).toBe(true);
 
-    const variable = dashboard.templating.list.find((v) => v.name === 'job')!.query!.query;
-    const named = [...queries, { panel: 'job variable', expr: /label_values\((\w+)/.exec(variable)![1]! }];
+    const variables = ['job', 'account'].map((name) => ({ panel: `${name} variable`, expr: /label_values\((\w+)/.exec(dashboard.templating.list.find((v) => v.name === name)!.query!.query)![1]! }));
+    const named = [...queries, ...variables];
     for (const q of named) {
       const names = metricNames(asPromQL(q.expr));
       expect(names.length, `${q.panel}: ${q.expr}`).toBeGreaterThan(0);

@@ -5,7 +5,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BOX_EVENT_TYPES } from '../src/events/types.js';
-import { BOX_STATES, SINK_OUTCOMES, WEBHOOK_OUTCOMES } from '../src/metrics/metrics.js';
+import { BOX_STATES, SINK_OUTCOMES, UNKNOWN_ACCOUNT_LABEL, WEBHOOK_OUTCOMES } from '../src/metrics/metrics.js';
 import { sqliteFile } from './support/databases.js';
 import { parseExposition, seriesOf, valueOf, type Exposition } from './support/prometheus.js';
 import { testRelay, type TestRelay } from './support/relay.js';
@@ -64,15 +64,16 @@ const send = (d: Delivery) =>
   sendRaw(request(t.relay.publicApp).post('/webhooks').set(d.headers), d.body);
 const signed = (options: Partial<DeliveryOptions> = {}) => delivery({ timestamp: t.clock.seconds, ...options });
 const outcomes = (e: Exposition) =>
-  Object.fromEntries(WEBHOOK_OUTCOMES.map((outcome) => [outcome, valueOf(e, 'boxrelay_webhook_requests_total', { outcome })]));
+  Object.fromEntries(WEBHOOK_OUTCOMES.map((outcome) => [outcome, valueOf(e, 'boxrelay_webhook_requests_total', { account: 'default', outcome })]));
 
 describe('/metrics on the internal port', () => {
   it('exposes every contract metric, counters at 0 for each known label value, and default process metrics', async () => {
     const e = await scrape();
     for (const [name, type] of Object.entries(CONTRACT_METRICS)) expect(e.types.get(name), name).toBe(type);
     for (const name of e.types.keys()) expect(e.help.get(name), `HELP of ${name}`).toBeTruthy();
-    for (const outcome of WEBHOOK_OUTCOMES) expect(valueOf(e, 'boxrelay_webhook_requests_total', { outcome })).toBe(0);
-    for (const type of BOX_EVENT_TYPES) expect(valueOf(e, 'boxrelay_events_total', { type })).toBe(0);
+    for (const outcome of WEBHOOK_OUTCOMES) expect(valueOf(e, 'boxrelay_webhook_requests_total', { account: 'default', outcome })).toBe(0);
+    expect(valueOf(e, 'boxrelay_webhook_requests_total', { account: UNKNOWN_ACCOUNT_LABEL, outcome: 'not_found' })).toBe(0);
+    for (const type of BOX_EVENT_TYPES) expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type })).toBe(0);
     for (const slot of ['0', '1']) expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { slot })).toBe(0);
     for (const state of BOX_STATES) expect(valueOf(e, 'boxrelay_boxes', { state })).toBe(0);
     // The sinks' own metrics are the fan-out's to move; here only their presence per configured sink.
@@ -128,9 +129,9 @@ describe('/metrics on the internal port', () => {
     }
 
     const after = outcomes(await scrape());
-    // internal_error (a fault of the relay itself) has its own test and must not have moved here.
+    // internal_error (a fault of the relay itself) and not_found (an endpoint of no account) have their own tests.
     for (const outcome of WEBHOOK_OUTCOMES) {
-      expect((after[outcome] ?? NaN) - (before[outcome] ?? NaN), outcome).toBe(outcome === 'internal_error' ? 0 : 1);
+      expect((after[outcome] ?? NaN) - (before[outcome] ?? NaN), outcome).toBe(outcome === 'internal_error' || outcome === 'not_found' ? 0 : 1);
     }
   });
 
@@ -143,10 +144,10 @@ describe('/metrics on the internal port', () => {
     await send(signed({ type: 'sandbox.new-kind', body: undefined })).expect(200);
 
     const e = await scrape();
-    expect(valueOf(e, 'boxrelay_events_total', { type: 'box.ready' })).toBe(1);
-    expect(valueOf(e, 'boxrelay_events_total', { type: 'box.error' })).toBe(1);
-    expect(valueOf(e, 'boxrelay_events_total', { type: 'box.archived' })).toBe(0);
-    expect(valueOf(e, 'boxrelay_events_total', { type: 'sandbox.new-kind' })).toBe(1);
+    expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type: 'box.ready' })).toBe(1);
+    expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type: 'box.error' })).toBe(1);
+    expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type: 'box.archived' })).toBe(0);
+    expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type: 'sandbox.new-kind' })).toBe(1);
     // Slot 0 is BOXRELAY_SECRETS' secret (three requests, the duplicate included), slot 1 the file's.
     expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { slot: '0' })).toBe(3);
     expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { slot: '1' })).toBe(1);

@@ -88,7 +88,7 @@ describe('a fault inside the relay', () => {
     const response = await sendRaw(request(app).post('/webhooks').set(d.headers), d.body);
     expect(response.status).toBe(500);
     expect(response.body).toEqual({ ok: false, code: 'internal_error', message: 'internal error', requestId: expect.stringMatching(/^req_/) });
-    expect(await registry.getSingleMetricAsString('boxrelay_webhook_requests_total')).toContain('{outcome="internal_error"} 1');
+    expect(await registry.getSingleMetricAsString('boxrelay_webhook_requests_total')).toContain('{account="default",outcome="internal_error"} 1');
     expect(logs.entries().some((e) => e.msg === 'delivery failed inside the relay')).toBe(true);
     expect(logs.entries().some((e) => e.msg === 'delivery' && e.outcome === 'internal_error')).toBe(true);
   });

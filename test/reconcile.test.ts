@@ -106,7 +106,7 @@ describe('reconciliation with the Sandbox Service', () => {
     const messages = await onNats.received(3);
     expect(messages.map((m) => m.json<CloudEventBody>().boxrelayorigin)).toEqual(['history', 'history', 'history']);
     expect(await boxRow(t, 'bx_1')).toMatchObject({ state: 'error', previous_state: 'ready', last_event_id: error.id });
-    expect(await metricValue(t.registry, 'boxrelay_events_total', { type: 'box.error' })).toBe(1);
+    expect(await metricValue(t.registry, 'boxrelay_events_total', { account: 'default', type: 'box.error' })).toBe(1);
     expect(await metricValue(t.registry, 'boxrelay_reconcile_events_total', { origin: 'history' })).toBe(3);
     expect(await metricValue(t.registry, 'boxrelay_reconcile_runs_total', { outcome: 'succeeded' })).toBe(1);
     // Received webhooks carry no origin.

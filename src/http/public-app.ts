@@ -2,6 +2,7 @@ import express, { type Express, type Request, type RequestHandler } from 'expres
 import { DEFAULT_ACCOUNT } from '../config/default-account.js';
 import { InternalError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
+import { UNKNOWN_ACCOUNT_LABEL } from '../metrics/metrics.js';
 import type { ReadinessReport } from './readiness.js';
 import { mountHealth } from './health.js';
 import { assignRequestId, newRequestId } from './request-id.js';
@@ -38,8 +39,13 @@ export function createPublicApp(deps: PublicAppDeps): Express {
   // The account is found by its name before anything of the request is read (contract section 21):
   // an unknown name is a 404 without any HMAC work. The raw path, so no escape spells a name.
   const receiveAs = (name: (req: Request) => string): RequestHandler => (req, res, next) => {
-    const account = deps.accountOf(name(req));
-    if (account === undefined) return next();
+    const asked = name(req);
+    const account = deps.accountOf(asked);
+    if (account === undefined) {
+      // Counted under a bounded label, never the name from the path.
+      deps.metrics.webhookRequests.inc({ account: asked === DEFAULT_ACCOUNT ? DEFAULT_ACCOUNT : UNKNOWN_ACCOUNT_LABEL, outcome: 'not_found' });
+      return next();
+    }
     const requestId = newRequestId();
     res.setHeader('X-Request-Id', requestId);
     answer(receive, deps.logger, req, res, requestId, account);

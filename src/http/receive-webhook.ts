@@ -80,7 +80,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       if (!req.complete) res.setHeader('Connection', 'close');
       sendRelayError(res, refusal, requestId);
     }
-    metrics.webhookRequests.inc({ outcome });
+    metrics.webhookRequests.inc({ account, outcome });
     span.end({
       'http.response.status_code': res.statusCode,
       'boxrelay.outcome': outcome,

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { DEFAULT_ACCOUNT } from '../config/default-account.js';
 import { BOX_EVENT_TYPES } from '../events/types.js';
 import type { StorageSpace } from '../store/engines/storage-space.js';
 
@@ -27,12 +28,20 @@ export const WEBHOOK_OUTCOMES = [
   'delivery_id_mismatch',
   'storage_unavailable',
   'internal_error',
+  // An endpoint that serves no account (contract section 21), answered before anything is read.
+  'not_found',
 ] as const;
 export const SINK_OUTCOMES = ['delivered', 'retried', 'dead_lettered', 'skipped'] as const;
 export const RECONCILE_OUTCOMES = ['succeeded', 'failed', 'dry-run'] as const;
 export const RECONCILE_ORIGINS = ['history', 'synthesized'] as const;
 
 export type WebhookOutcome = (typeof WEBHOOK_OUTCOMES)[number];
+
+/**
+ * The `account` of a request to `/webhooks/<name>` where no account has that name: one value for
+ * every such name, so a scan of names cannot add series; no account name starts with `_`.
+ */
+export const UNKNOWN_ACCOUNT_LABEL = '_unknown';
 export type SinkOutcome = (typeof SINK_OUTCOMES)[number];
 
 /**
@@ -98,8 +107,8 @@ export interface Metrics {
   reconcile: ReconcileCounters | undefined;
   /** A bounded label value for an event type. */
   eventTypeLabel(type: string): string;
-  webhookRequests: Counter<'outcome'>;
-  events: Counter<'type'>;
+  webhookRequests: Counter<'account' | 'outcome'>;
+  events: Counter<'account' | 'type'>;
   signatureMatches: Counter<'slot'>;
   sinkDeliveries: Counter<'sink' | 'outcome'>;
   sinkDeliveryDuration: Histogram<'sink'>;
@@ -121,7 +130,18 @@ export interface ReconcileCounters {
  * The metrics of contract section 6, registered on an injected Registry. Every counter starts at 0
  * for each known label value so rate() and increase() see the first occurrence.
  */
-export function createMetrics(registry: Registry, options: { sinks: string[]; filtered?: string[]; transformed?: string[]; sources?: MetricSources }): Metrics {
+export function createMetrics(
+  registry: Registry,
+  options: {
+    sinks: string[];
+    /** `default` and the configured accounts (contract section 21): the `account` label's values. */
+    accounts?: readonly string[];
+    filtered?: string[];
+    transformed?: string[];
+    sources?: MetricSources;
+  },
+): Metrics {
+  const accounts = options.accounts ?? [DEFAULT_ACCOUNT];
   const registers = [registry];
   const sources = options.sources ?? {};
   const prefix = 'boxrelay_';
@@ -129,19 +149,20 @@ export function createMetrics(registry: Registry, options: { sinks: string[]; fi
 
   const webhookRequests = new Counter({
     name: `${prefix}webhook_requests_total`,
-    help: 'Webhook requests by outcome: accepted, duplicate, or the refusal code',
-    labelNames: ['outcome'] as const,
+    help: 'Webhook requests by account and outcome: accepted, duplicate, or the refusal code',
+    labelNames: ['account', 'outcome'] as const,
     registers,
   });
-  for (const outcome of WEBHOOK_OUTCOMES) webhookRequests.inc({ outcome }, 0);
+  for (const account of accounts) for (const outcome of WEBHOOK_OUTCOMES) webhookRequests.inc({ account, outcome }, 0);
+  webhookRequests.inc({ account: UNKNOWN_ACCOUNT_LABEL, outcome: 'not_found' }, 0);
 
   const events = new Counter({
     name: `${prefix}events_total`,
-    help: 'Unique events stored, by type (duplicates not counted)',
-    labelNames: ['type'] as const,
+    help: 'Unique events stored, by account and type (duplicates not counted)',
+    labelNames: ['account', 'type'] as const,
     registers,
   });
-  for (const type of BOX_EVENT_TYPES) events.inc({ type }, 0);
+  for (const account of accounts) for (const type of BOX_EVENT_TYPES) events.inc({ account, type }, 0);
 
   const signatureMatches = new Counter({
     name: `${prefix}signature_secret_matches_total`,

@@ -22,7 +22,7 @@ export function acceptEvent({ writer, sinksFor, metrics }: AcceptEventDeps): Acc
   return async ({ account = DEFAULT_ACCOUNT, ...delivery }) => {
     const sinks = sinksFor(delivery.event.type, { payload: delivery.event.payload, origin: delivery.origin, account });
     const stored = await writer.record({ ...delivery, event: accountKeyed(delivery.event, account), sinks });
-    if (!stored.duplicate) metrics.events.inc({ type: metrics.eventTypeLabel(delivery.event.type) });
+    if (!stored.duplicate) metrics.events.inc({ account, type: metrics.eventTypeLabel(delivery.event.type) });
     return stored;
   };
 }

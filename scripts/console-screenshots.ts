@@ -24,8 +24,13 @@ it('takes the console screenshots', async () => {
   // `alerts` refuses error events (they become dead letters); `archive` takes everything.
   const alerts = await server((request) => (request.body.includes('"box.error"') ? 422 : 200));
   const archive = await server();
+  // Two accounts beside `default` (contract section 21): production and staging.
+  const accounts = [
+    { name: 'prod', secrets: ['whsec_cHJvZC1zY3JlZW5zaG90cy1zZWNyZXQtMDEyMzQ1'] },
+    { name: 'staging', secrets: ['whsec_c3RhZ2luZy1zY3JlZW5zaG90cy1zZWNyZXQtMDEy'] },
+  ];
   const t = await relay(
-    { hooks: [hook('alerts', alerts.url, { events: ['box.error', 'box.archived'] }), hook('archive', archive.url)] },
+    { accounts, hooks: [hook('alerts', alerts.url, { events: ['box.error', 'box.archived'] }), hook('archive', archive.url)] },
     { start: false, clock: new ManualClock(Date.now() - 3 * 60 * 60_000) },
   );
   const { internalPort } = await t.relay.start();
@@ -43,6 +48,14 @@ it('takes the console screenshots', async () => {
     t.clock.advance(15 * 60_000);
     if (type !== 'box.ready') await t.post({ boxId, boxName, type, previousState: 'running' });
     t.clock.advance(10 * 60_000);
+  }
+  for (const [account, boxId, boxName] of [
+    ['prod', 'bx_3e9d10', 'web-frontend'],
+    ['prod', 'bx_3e9d4b', 'payments-api'],
+    ['staging', 'bx_55f0c2', 'web-frontend-next'],
+  ] as const) {
+    await t.postTo(account, accounts.find((a) => a.name === account)!.secrets[0]!, { boxId, boxName, type: 'box.ready', previousState: 'cloning' });
+    t.clock.advance(60_000);
   }
   await waitFor(async () => (await outboxRows(t, 'alerts')).filter((r) => r.status === 'dead').length === 2, 'the dead letters');
   await allDelivered(t, 'archive');
@@ -83,6 +96,8 @@ it('takes the console screenshots', async () => {
   await page.getByText('archive paused.').waitFor();
   await page.getByRole('row', { name: /^archive/ }).getByRole('button', { name: 'Resume' }).click();
   await page.getByText('archive resumed.').waitFor();
+  await page.goto(`${base}/console#/accounts`);
+  await shot(page, 'accounts', () => page.getByRole('table', { name: 'Accounts' }).waitFor());
   await page.goto(`${base}/console#/audit`);
   await shot(page, 'audit', () => page.getByRole('table', { name: 'Audit entries' }).locator('tbody tr').nth(2).waitFor());
 

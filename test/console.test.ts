@@ -9,6 +9,11 @@ import { ADMIN_TOKEN, adminAuth, fanoutFixture, hook, outboxRows } from './suppo
 import { waitFor } from './support/fanout.js';
 import type { HookServer } from './support/hook-server.js';
 import type { TestRelay } from './support/relay.js';
+import { startFakeSandbox } from './support/fake-sandbox.js';
+
+const PROD = 'whsec_cHJvZC1jb25zb2xlLXNlY3JldC0wMTIzNDU2Nzg5';
+const PROD_NEXT = 'whsec_cHJvZC1uZXh0LWNvbnNvbGUtc2VjcmV0LTAxMjM=';
+const STAGING = 'whsec_c3RhZ2luZy1jb25zb2xlLXNlY3JldC0wMTIzNDU2';
 
 const { server, relay, defer } = fanoutFixture();
 const { browser } = sharedBrowser();
@@ -314,6 +319,80 @@ describe('operator console (contract section 10) in Chromium', () => {
     // The address bar holds the view: a reload opens the same event.
     await page.reload();
     await page.getByRole('heading', { name: `Event ${oddId}`, exact: true }).waitFor();
+  });
+
+  it('lists the accounts (endpoint, secrets, last delivery, counts, reconciliation), each count opening its events or boxes', async () => {
+    const upstream = await startFakeSandbox();
+    defer(() => upstream.close());
+    const { t, base, page } = await consoleOn({
+      accounts: [
+        { name: 'prod', secrets: [PROD, PROD_NEXT], upstreamBaseUrl: upstream.baseUrl, upstreamApiKey: upstream.apiKey },
+        { name: 'staging', secrets: [STAGING] },
+      ],
+      reconcileInterval: '0',
+    });
+    await t.post({ boxId: 'bx_1' });
+    for (const boxId of ['bx_1', 'bx_2']) expect((await t.postTo('prod', PROD, { boxId })).status).toBe(200);
+    expect((await t.postTo('staging', STAGING, { boxId: 'bx_9', boxName: 'staging-only' })).status).toBe(200);
+
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.getByRole('navigation').getByRole('link', { name: 'Accounts', exact: true }).click();
+    const received = new Date(t.clock.now()).toISOString();
+    const rows = await rowsOnceThere(page, 'Accounts', 3);
+    expect(rows[0]).toMatch(/^defaultPOST \/webhooks1.+11Not configured$/);
+    expect(rows[1]).toMatch(/^prodPOST \/webhooks\/prod2.+22No run yet\.$/);
+    expect(rows[2]).toMatch(/^stagingPOST \/webhooks\/staging1.+11Not configured$/);
+    expect(await page.getByRole('table', { name: 'Accounts' }).locator('time').first().getAttribute('datetime')).toBe(received);
+
+    // prod's events: its two, none of staging's.
+    await page.getByRole('row', { name: /^prod/ }).getByRole('link', { name: '2' }).first().click();
+    await page.waitForURL(/#\/events\?account=prod$/);
+    expect(await page.getByLabel('Account').inputValue()).toBe('prod');
+    const events = await rowsOnceThere(page, 'Events', 2);
+    for (const row of events) expect(row).toMatch(/prodbox\.ready/);
+    await page.goBack();
+    await page.getByRole('row', { name: /^staging/ }).getByRole('link', { name: '1' }).last().click();
+    await page.waitForURL(/#\/boxes\?account=staging$/);
+    expect(await rowsOnceThere(page, 'Boxes', 1)).toEqual([expect.stringMatching(/^bx_9stagingstaging-only/)]);
+  });
+
+  it('shows and filters events and boxes by account, and opens one account\'s box and event (never another account\'s of the same id)', async () => {
+    const good = await server();
+    const { t, base, page } = await consoleOn({ accounts: [{ name: 'prod', secrets: [PROD] }], hooks: [hook('good', good.url, { events: ['box.ready', 'box.error'] })] });
+    const id = 'evt_0123456789abcdef0123456789abcdef';
+    await t.post({ id, boxId: 'bx_shared', boxName: 'ci-default' });
+    expect((await t.postTo('prod', PROD, { id, boxId: 'bx_shared', boxName: 'ci-prod', type: 'box.error' })).status).toBe(200);
+    await good.received(2);
+
+    await signIn(page, base, ADMIN_TOKEN);
+    await page.getByRole('navigation').getByRole('link', { name: 'Boxes', exact: true }).click();
+    expect((await rowsOnceThere(page, 'Boxes', 2)).sort()).toEqual([expect.stringMatching(/^bx_shareddefaultci-default/), expect.stringMatching(/^bx_sharedprodci-prod/)]);
+    await page.getByLabel('Account').selectOption('prod');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/#\/boxes\?account=prod$/);
+    await rowsOnceThere(page, 'Boxes', 1, ([text]) => text!.includes('ci-prod'));
+
+    await page.getByRole('link', { name: 'bx_shared', exact: true }).click();
+    await page.waitForURL(/#\/boxes\/bx_shared\?account=prod$/);
+    await page.locator('dd', { hasText: 'ci-prod' }).waitFor();
+    expect(await rowsOnceThere(page, 'Events of this box', 1, ([text]) => text!.includes('good: delivered'))).toEqual([expect.stringContaining('box.error')]);
+    await page.getByRole('link', { name: id, exact: true }).click();
+    await page.waitForURL(new RegExp(`#/events/${id}\\?account=prod$`));
+    await rowsOnceThere(page, 'Deliveries', 1, ([text]) => text!.includes('delivered'));
+    const shown = JSON.parse((await page.locator('pre.json').last().textContent()) as string) as { boxrelayaccount: string; data: { box: { name: string } } };
+    expect([shown.boxrelayaccount, shown.data.box.name]).toEqual(['prod', 'ci-prod']);
+    // Resend goes to prod's event, not default's of the same id.
+    await page.getByRole('button', { name: 'Resend' }).click();
+    await page.getByText('Event queued for good again.').waitFor();
+    await good.received(3);
+    expect((JSON.parse(good.requests.at(-1)!.body) as { boxrelayaccount: string }).boxrelayaccount).toBe('prod');
+
+    await page.getByRole('navigation').getByRole('link', { name: 'Events', exact: true }).click();
+    expect((await rowsOnceThere(page, 'Events', 2)).map((row) => /(default|prod)box\./.exec(row)?.[1]).sort()).toEqual(['default', 'prod']);
+    await page.getByLabel('Account').selectOption('default');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/#\/events\?account=default$/);
+    expect(await rowsOnceThere(page, 'Events', 1)).toEqual([expect.stringMatching(/defaultbox\.readybx_shared/)]);
   });
 
   it('keeps lists usable at phone width (390x844): the page does not overflow, the table scrolls inside its box', async () => {

@@ -35,20 +35,64 @@ export async function api<T>(method: 'GET' | 'POST' | 'DELETE', path: string, bo
   return json as T;
 }
 
-/** A path with its query; empty values are left out. */
+/** A path with its query (after any it has already); empty values are left out. */
 export function withQuery(path: string, query: Record<string, string | null | undefined>): string {
   const params = new URLSearchParams();
   for (const [name, value] of Object.entries(query)) if (value) params.set(name, value);
   const text = params.toString();
-  return text === '' ? path : `${path}?${text}`;
+  return text === '' ? path : `${path}${path.includes('?') ? '&' : '?'}${text}`;
+}
+
+/** The account every relay has (contract section 21): the admin API's default for `account=`. */
+export const DEFAULT_ACCOUNT = 'default';
+
+/** The `account=` of an address: left out for `default`, the admin API's default. */
+export const accountParam = (account: string): string | null => (account === DEFAULT_ACCOUNT ? null : account);
+
+/** A box or an event: its id is the upstream's, unique within its account. */
+export interface Item {
+  id: string;
+  account: string;
 }
 
 /**
- * The admin path of one box or event. An id `.` or `..` cannot be a path segment (the browser
- * resolves it, `%2E%2E` too), so those two go in the query (`/admin/boxes/?id=..`).
+ * The admin path of one box or event of an account (`account=`, left out for `default`). An id
+ * `.` or `..` cannot be a path segment (the browser resolves it, `%2E%2E` too), so those two go
+ * in the query (`/admin/boxes/?id=..`).
  */
-export function itemPath(collection: 'boxes' | 'events', id: string): string {
-  return id === '.' || id === '..' ? withQuery(`/admin/${collection}/`, { id }) : `/admin/${collection}/${encodeURIComponent(id)}`;
+export function itemPath(collection: 'boxes' | 'events', { id, account }: Item, rest = ''): string {
+  const named = accountParam(account);
+  return id === '.' || id === '..'
+    ? withQuery(`/admin/${collection}/${rest}`, { id, account: named })
+    : withQuery(`/admin/${collection}/${encodeURIComponent(id)}${rest}`, { account: named });
+}
+
+/**
+ * A box or event named as the audit trail names it: the id, after `<account>:` for an account
+ * other than `default` (how the relay keys them, src/store/account-keys.ts).
+ */
+export const auditKey = ({ id, account }: Item): string => (account === DEFAULT_ACCOUNT ? id : `${account}:${id}`);
+
+export function itemOfAuditKey(key: string): Item {
+  const colon = key.indexOf(':');
+  return colon === -1 ? { id: key, account: DEFAULT_ACCOUNT } : { id: key.slice(colon + 1), account: key.slice(0, colon) };
+}
+
+/** An account as `GET /admin/accounts` lists it (contract section 21). */
+export interface AccountRow {
+  name: string;
+  endpoint: string;
+  secrets: number;
+  lastDeliveryAt: string | null;
+  events: number;
+  boxes: number;
+  reconcile: ReconcileStatus | null;
+}
+
+/** `GET /admin/reconcile`'s state of one account's reconciliation. */
+export interface ReconcileStatus {
+  running: boolean;
+  last: { startedAt: string; finishedAt: string | null; outcome: string | null; boxesRepaired: number; error: string | null } | null;
 }
 
 export interface Page {
@@ -56,10 +100,9 @@ export interface Page {
 }
 
 /** The admin API's Box (contract section 6); the timestamps are ISO 8601 strings. */
-export type Box = { id: string } & Record<'name' | 'state' | 'previousState' | 'stateChangedAt' | 'lastEventId' | 'hydratedAt', string | null>;
+export type Box = Item & Record<'name' | 'state' | 'previousState' | 'stateChangedAt' | 'lastEventId' | 'hydratedAt', string | null>;
 
-export interface CloudEvent {
-  id: string;
+export interface CloudEvent extends Item {
   type: string;
   subject?: string;
   time: string;
@@ -94,7 +137,7 @@ export interface TransformedBody {
   error: { code: string; message: string } | null;
 }
 
-export type DeadLetter = { id: number; eventId: string; sink: string; attempts: number; lastError: string | null; failedAt: string };
+export type DeadLetter = { id: number; eventId: string; account: string; sink: string; attempts: number; lastError: string | null; failedAt: string };
 
 export interface SinkRow {
   name: string;

@@ -1,5 +1,6 @@
 import { api, ApiError, session } from './api.js';
 import { field, h, link, message } from './dom.js';
+import { accountsView } from './views-accounts.js';
 import { auditView } from './views-audit.js';
 import { boxesView, boxView } from './views-boxes.js';
 import { eventsView, eventView } from './views-events.js';
@@ -18,12 +19,13 @@ const NAV: [string, string][] = [
   ['#/dead-letters', 'Dead letters'],
   ['#/replay', 'Replay'],
   ['#/sinks', 'Sinks'],
+  ['#/accounts', 'Accounts'],
   ['#/audit', 'Audit'],
 ];
 
 let leaveView = (): void => {};
 
-/** `#/boxes/bx_1?state=error` → ['boxes', 'bx_1'] and its query; null for an address that cannot be read. */
+/** `#/boxes/bx_1?account=prod` → ['boxes', 'bx_1'] and its query; null for an address that cannot be read. */
 function address(): { parts: string[]; query: URLSearchParams } | null {
   const raw = location.hash.replace(/^#\/?/, '');
   const mark = raw.indexOf('?');
@@ -41,8 +43,8 @@ function viewAt(context: ViewContext): { view: View; section: string } | null {
   const [first = '', id, ...rest] = at.parts;
   if (rest.length > 0) return null;
   if (id !== undefined) {
-    if (first === 'boxes') return { view: boxView(context, id), section: '#/boxes' };
-    if (first === 'events') return { view: eventView(context, id), section: '#/events' };
+    if (first === 'boxes') return { view: boxView(context, id, at.query), section: '#/boxes' };
+    if (first === 'events') return { view: eventView(context, id, at.query), section: '#/events' };
     if (first === 'sinks') return { view: sinkView(context, id, at.query), section: '#/sinks' };
     return null;
   }
@@ -53,6 +55,7 @@ function viewAt(context: ViewContext): { view: View; section: string } | null {
     'dead-letters': () => deadLettersView(context, at.query),
     replay: () => replayView(context),
     sinks: () => sinksView(context),
+    accounts: () => accountsView(),
     audit: () => auditView(context, at.query),
   };
   const make = views[first];

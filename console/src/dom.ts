@@ -1,3 +1,5 @@
+import { accountParam, type Item } from './api.js';
+
 /**
  * Elements built with the DOM API only: text goes in as text nodes and attributes through
  * setAttribute, never as HTML, so a string from the upstream (a box name, event data) cannot
@@ -29,6 +31,16 @@ export function append(parent: Node, children: Child[]): void {
 export function route(...parts: string[]): string {
   return `#/${parts.map(encodeURIComponent).join('/')}`;
 }
+
+/** The in-page address of a box or event, its account in the query (left out for `default`). */
+export function itemRoute(collection: 'boxes' | 'events', { id, account }: Item): string {
+  const path = route(collection, id);
+  const named = accountParam(account);
+  return named === null ? path : `${path}?account=${encodeURIComponent(named)}`;
+}
+
+/** A link to a box or event, named by its id. */
+export const itemLink = (collection: 'boxes' | 'events', item: Item): HTMLAnchorElement => link(itemRoute(collection, item), item.id);
 
 export function link(href: string, ...children: Child[]): HTMLAnchorElement {
   return h('a', { href }, ...children);

@@ -1,4 +1,4 @@
-import { api, withQuery, type Delivery, type Page, type SinkRow } from './api.js';
+import { api, DEFAULT_ACCOUNT, withQuery, type AccountRow, type Delivery, type Page, type SinkRow } from './api.js';
 import { h, message, table, type Child } from './dom.js';
 
 /** One view: its filters (built once) and its data, loaded again on each refresh. */
@@ -70,17 +70,31 @@ export function deliveryList(deliveries: Delivery[] | null): Child {
 
 export const fetchSinks = async (): Promise<SinkRow[]> => (await api<{ sinks: SinkRow[] }>('GET', '/admin/sinks')).sinks;
 
-/** A sink chooser ("All sinks" first), filled once the sink list arrives. */
-export function sinkSelect(selected: string | null, context: ViewContext): HTMLSelectElement {
-  const select = h('select', null, h('option', { value: '' }, 'All sinks'));
-  fetchSinks().then(
-    (sinks) => {
-      for (const sink of sinks) select.append(h('option', { value: sink.name, selected: sink.name === selected }, sink.name));
+/** A chooser of names ("All …" first), filled once they arrive; the one asked for stays a choice even when they leave it out. */
+function namesSelect(all: string, names: Promise<string[]>, selected: string | null, context: ViewContext): HTMLSelectElement {
+  const select = h('select', null, h('option', { value: '' }, all));
+  names.then(
+    (found) => {
+      if (selected && !found.includes(selected)) found.push(selected);
+      for (const name of found) select.append(h('option', { value: name, selected: name === selected }, name));
     },
     (error: unknown) => context.fail(error),
   );
   return select;
 }
+
+/** A sink chooser ("All sinks" first). */
+export const sinkSelect = (selected: string | null, context: ViewContext): HTMLSelectElement =>
+  namesSelect('All sinks', fetchSinks().then((sinks) => sinks.map((sink) => sink.name)), selected, context);
+
+export const fetchAccounts = async (): Promise<AccountRow[]> => (await api<{ accounts: AccountRow[] }>('GET', '/admin/accounts')).accounts;
+
+/** An account chooser ("All accounts" first); `default` without a secret is not listed, but its earlier events are still there to choose. */
+export const accountSelect = (selected: string | null, context: ViewContext): HTMLSelectElement =>
+  namesSelect('All accounts', fetchAccounts().then((accounts) => accounts.map((account) => account.name)), selected, context);
+
+/** The account a view of one box or event is of: `?account=`, else `default`. */
+export const accountIn = (query: URLSearchParams): string => query.get('account') || DEFAULT_ACCOUNT;
 
 /** `datetime-local` input value (viewer's zone) to ISO 8601 UTC, and back. */
 export function localToIso(value: string): string | null {

@@ -1,6 +1,6 @@
-import { api, itemPath, sinkPath, withQuery, type Attempt, type AttemptMinute, type Page, type SinkHealth } from './api.js';
+import { api, itemPath, sinkPath, withQuery, type Attempt, type AttemptMinute, type Item, type Page, type SinkHealth } from './api.js';
 import { chartWidth, linesChart } from './charts.js';
-import { field, h, link, message, route, table, time, type Child } from './dom.js';
+import { field, h, itemLink, link, message, route, table, time, type Child } from './dom.js';
 import { action, pager, type View, type ViewContext } from './view.js';
 
 /** An attempt's outcome as the admin API names it. */
@@ -17,7 +17,7 @@ const headerTable = (label: string, headers: Record<string, string>): Node =>
  * One attempt opened: what was sent and what came back. The body is a text node in a `pre`: a
  * receiver's answer (often HTML) is shown, never rendered.
  */
-function attemptDetail(attempt: Attempt & { eventId?: string }): HTMLElement {
+function attemptDetail(attempt: Attempt): HTMLElement {
   const title = `Attempt ${attempt.n} to ${attempt.sink}`;
   const { request, response } = attempt;
   return h(
@@ -40,12 +40,12 @@ function attemptDetail(attempt: Attempt & { eventId?: string }): HTMLElement {
 }
 
 /** Attempts as a table with a button per row that opens one in `panel`. */
-function attemptTable(label: string, attempts: (Attempt & { eventId?: string })[], panel: HTMLElement, withEvent: boolean): Node {
+function attemptTable(label: string, attempts: (Attempt & { eventId?: string; account?: string })[], panel: HTMLElement, withEvent: boolean): Node {
   return table(
     label,
-    [...(withEvent ? ['Event'] : ['Sink']), '#', 'Time', 'Duration', 'Outcome', 'Status', 'Error', ''],
+    [...(withEvent ? ['Event', 'Account'] : ['Sink']), '#', 'Time', 'Duration', 'Outcome', 'Status', 'Error', ''],
     attempts.map((a) => [
-      withEvent && a.eventId !== undefined ? link(route('events', a.eventId), a.eventId) : a.sink,
+      ...(withEvent && a.eventId !== undefined && a.account !== undefined ? [itemLink('events', { id: a.eventId, account: a.account }), a.account] : [a.sink]),
       String(a.n),
       time(a.at),
       `${a.durationMs} ms`,
@@ -58,22 +58,22 @@ function attemptTable(label: string, attempts: (Attempt & { eventId?: string })[
 }
 
 /** The event view's attempts, newest first, one opened below the list. */
-export async function eventAttempts(eventId: string): Promise<Node> {
-  const { attempts } = await api<{ attempts: Attempt[] } & Page>('GET', withQuery(`${itemPath('events', eventId)}/attempts`, { limit: '200' }));
+export async function eventAttempts(event: Item): Promise<Node> {
+  const { attempts } = await api<{ attempts: Attempt[] } & Page>('GET', withQuery(itemPath('events', event, '/attempts'), { limit: '200' }));
   if (attempts.length === 0) return message('empty', 'No attempt recorded (yet, or attempts are not recorded: BOXRELAY_ATTEMPTS).');
   const panel = h('div', { class: 'attempt-panel' });
   return h('div', null, attemptTable('Attempts', attempts, panel, false), panel);
 }
 
 /** "Resend" for one sink of an event. */
-export function resendButton(context: ViewContext, eventId: string, sink: string): HTMLElement {
+export function resendButton(context: ViewContext, event: Item, sink: string): HTMLElement {
   return h(
     'button',
     {
       type: 'button',
       title: `Send this event to ${sink} again`,
       onclick: action(context, async () => {
-        await api('POST', `${itemPath('events', eventId)}/resend`, { sink });
+        await api('POST', itemPath('events', event, '/resend'), { sink });
         return `Event queued for ${sink} again.`;
       }),
     },
@@ -108,7 +108,7 @@ export function sinkView(context: ViewContext, name: string, query: URLSearchPar
       const [{ health }, { minutes }, failed] = await Promise.all([
         api<{ health: SinkHealth }>('GET', withQuery(sinkPath(name, 'health'), { window })),
         api<{ minutes: AttemptMinute[] }>('GET', withQuery(sinkPath(name, 'attempts-per-minute'), { window })),
-        api<{ attempts: (Attempt & { eventId: string })[] } & Page>('GET', withQuery(sinkPath(name, 'failed-attempts'), { limit: '20', cursor: paging.cursor() })),
+        api<{ attempts: (Attempt & { eventId: string; account: string })[] } & Page>('GET', withQuery(sinkPath(name, 'failed-attempts'), { limit: '20', cursor: paging.cursor() })),
       ]);
       // Only the outcomes that occurred get a line.
       const points = minutes.map(({ start, ...counts }) => ({ start, counts: Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)) }));

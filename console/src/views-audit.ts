@@ -1,6 +1,6 @@
-import { api, withQuery, type Page } from './api.js';
-import { field, h, link, route, time, type Child } from './dom.js';
-import { filterForm, listOrEmpty, pager, type View, type ViewContext } from './view.js';
+import { accountParam, api, itemOfAuditKey, withQuery, type Page } from './api.js';
+import { field, h, itemLink, itemRoute, link, time, type Child } from './dom.js';
+import { accountIn, filterForm, listOrEmpty, pager, type View, type ViewContext } from './view.js';
 
 export interface AuditEntry {
   id: number;
@@ -17,8 +17,9 @@ const ACTIONS = ['retry', 'discard', 'retry_all', 'replay', 'pause', 'resume', '
 /** Where a target lives in the console: a box, a sink, an event; a dead letter's id has no view of its own. */
 function targetCell(entry: AuditEntry): Child {
   if (entry.target === null) return 'every sink';
-  if (entry.action === 'forget') return link(route('boxes', entry.target), entry.target);
-  if (entry.action === 'resend') return link(route('events', entry.target), entry.target);
+  // A box or event of an account other than `default` is named `<account>:<id>`.
+  if (entry.action === 'forget') return link(itemRoute('boxes', itemOfAuditKey(entry.target)), entry.target);
+  if (entry.action === 'resend') return link(itemRoute('events', itemOfAuditKey(entry.target)), entry.target);
   if (['pause', 'resume', 'replay', 'retry_all'].includes(entry.action)) return link('#/sinks', entry.target);
   return `dead letter ${entry.target}`;
 }
@@ -29,14 +30,15 @@ export function auditView(context: ViewContext, query: URLSearchParams): View {
   const action = h('select', null, h('option', { value: '' }, 'Any action'), ACTIONS.map((a) => h('option', { value: a, selected: a === query.get('action') }, a)));
   const target = h('input', { type: 'search', value: query.get('target') ?? '', placeholder: 'box id, sink or dead letter id', spellcheck: 'false' });
   const eventId = query.get('eventId');
-  const filters = { action: query.get('action'), target: query.get('target'), eventId };
+  const account = accountIn(query);
+  const filters = { action: query.get('action'), target: query.get('target'), eventId, account: eventId ? accountParam(account) : null };
   return {
     title: 'Audit',
     controls: h(
       'div',
       null,
       filterForm('#/audit', [field('Action', action), field('Target', target)], () => ({ action: action.value, target: target.value.trim() })),
-      eventId ? h('p', { class: 'hint' }, 'Retries and discards of the dead letters of event ', link(route('events', eventId), eventId), '.') : null,
+      eventId ? h('p', { class: 'hint' }, 'Retries and discards of the dead letters of event ', itemLink('events', { id: eventId, account }), ` (account ${account}).`) : null,
     ),
     async load() {
       const page = await api<{ audit: AuditEntry[] } & Page>('GET', withQuery('/admin/audit', { ...filters, limit: '50', cursor: paging.cursor() }));

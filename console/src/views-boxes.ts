@@ -1,41 +1,45 @@
-import { api, ApiError, itemPath, withQuery, type Box, type CloudEvent, type Delivery, type Page } from './api.js';
-import { field, h, link, message, route, time } from './dom.js';
-import { deliveryList, filterForm, listOrEmpty, pager, type View, type ViewContext } from './view.js';
+import { api, ApiError, auditKey, itemPath, withQuery, type Box, type CloudEvent, type Delivery, type Item, type Page } from './api.js';
+import { field, h, itemLink, link, message, time } from './dom.js';
+import { accountIn, accountSelect, deliveryList, filterForm, listOrEmpty, pager, type View, type ViewContext } from './view.js';
 
 const BOX_PAGE = '50';
 const EVENT_PAGE = '20';
 
-/** Boxes by last known state, filtered by state and searched by id or name. */
+/** Boxes by last known state, filtered by account and state and searched by id or name. */
 export function boxesView(context: ViewContext, query: URLSearchParams): View {
+  const account = query.get('account');
   const state = query.get('state');
   const search = query.get('q');
   const paging = pager(context);
+  const accountInput = accountSelect(account, context);
   const stateInput = h('input', { type: 'text', value: state ?? '', placeholder: 'e.g. error', autocomplete: 'off' });
   const searchInput = h('input', { type: 'search', value: search ?? '', placeholder: 'bx_… or a name', autocomplete: 'off' });
   return {
     title: 'Boxes',
-    controls: filterForm('#/boxes', [field('State', stateInput), field('Search id or name', searchInput)], () => ({
+    controls: filterForm('#/boxes', [field('Account', accountInput), field('State', stateInput), field('Search id or name', searchInput)], () => ({
+      account: accountInput.value,
       state: stateInput.value.trim(),
       q: searchInput.value.trim(),
     })),
     async load() {
       const page = await api<{ boxes: Box[] } & Page>(
         'GET',
-        withQuery('/admin/boxes', { state, q: search, limit: BOX_PAGE, cursor: paging.cursor() }),
+        withQuery('/admin/boxes', { account, state, q: search, limit: BOX_PAGE, cursor: paging.cursor() }),
       );
       const rows = page.boxes.map((box) => [
-        link(route('boxes', box.id), box.id),
+        itemLink('boxes', box),
+        box.account,
         box.name ?? '—',
         box.state ?? 'unknown',
         box.previousState ?? '—',
         time(box.stateChangedAt),
-        box.lastEventId ? link(route('events', box.lastEventId), box.lastEventId) : '—',
+        box.lastEventId ? itemLink('events', { id: box.lastEventId, account: box.account }) : '—',
       ]);
       const empty =
-        state || search
+        account || state || search
           ? 'No box matches these filters. Change them, or clear them to see every box.'
           : 'No boxes yet. A box appears once the relay receives its first event.';
-      return listOrEmpty('Boxes', ['Id', 'Name', 'State', 'Previous state', 'State changed', 'Last event'], rows, page, paging, empty);
+      return listOrEmpty('Boxes', ['Id', 'Account', 'Name', 'State', 'Previous state', 'State changed', 'Last event'], rows, page, paging, empty);
     },
   };
 }
@@ -45,7 +49,7 @@ export async function withDeliveries(events: CloudEvent[]): Promise<(Delivery[] 
   return Promise.all(
     events.map(async (event) => {
       try {
-        return (await api<{ deliveries: Delivery[] }>('GET', itemPath('events', event.id))).deliveries;
+        return (await api<{ deliveries: Delivery[] }>('GET', itemPath('events', event))).deliveries;
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) return null;
         throw error;
@@ -54,16 +58,17 @@ export async function withDeliveries(events: CloudEvent[]): Promise<(Delivery[] 
   );
 }
 
-/** One box: its record, then its events newest first with each sink's delivery status. */
-export function boxView(context: ViewContext, id: string): View {
+/** One box of an account: its record, then its events newest first with each sink's delivery status. */
+export function boxView(context: ViewContext, id: string, query: URLSearchParams): View {
+  const item: Item = { id, account: accountIn(query) };
   const paging = pager(context);
-  const auditLink = () => link(withQuery('#/audit', { target: id }), 'operator changes to this box');
+  const auditLink = () => link(withQuery('#/audit', { target: auditKey(item) }), 'operator changes to this box');
   return {
     title: `Box ${id}`,
     async load() {
       let box: Box;
       try {
-        box = (await api<{ box: Box }>('GET', itemPath('boxes', id))).box;
+        box = (await api<{ box: Box }>('GET', itemPath('boxes', item))).box;
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) {
           return message('empty', 'The relay knows no such box (it may have been forgotten: ', auditLink(), '). ', link('#/boxes', 'Back to Boxes'));
@@ -72,10 +77,12 @@ export function boxView(context: ViewContext, id: string): View {
       }
       const page = await api<{ events: CloudEvent[] } & Page>(
         'GET',
-        withQuery('/admin/events', { boxId: id, limit: EVENT_PAGE, cursor: paging.cursor() }),
+        // The account given, `default` too: without it the box of this id in every account is listed.
+        withQuery('/admin/events', { boxId: id, account: item.account, limit: EVENT_PAGE, cursor: paging.cursor() }),
       );
       const deliveries = await withDeliveries(page.events);
       const facts: [string, Node | string][] = [
+        ['Account', link(withQuery('#/boxes', { account: item.account }), item.account)],
         ['Name', box.name ?? '—'],
         ['State', box.state ?? 'unknown'],
         ['Previous state', box.previousState ?? '—'],
@@ -91,7 +98,7 @@ export function boxView(context: ViewContext, id: string): View {
         listOrEmpty(
           'Events of this box',
           ['Received', 'Type', 'Event', 'Deliveries'],
-          page.events.map((event, i) => [time(event.receivedAt), event.type, link(route('events', event.id), event.id), deliveryList(deliveries[i] ?? null)]),
+          page.events.map((event, i) => [time(event.receivedAt), event.type, itemLink('events', event), deliveryList(deliveries[i] ?? null)]),
           page,
           paging,
           'No events are stored for this box (older ones are pruned after the retention window).',

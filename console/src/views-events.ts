@@ -1,21 +1,24 @@
-import { api, ApiError, itemPath, withQuery, type CloudEvent, type Delivery, type Page, type TransformedBody } from './api.js';
-import { field, h, link, message, route, table, time } from './dom.js';
+import { accountParam, api, ApiError, itemPath, withQuery, type CloudEvent, type Delivery, type Page, type TransformedBody } from './api.js';
+import { field, h, itemLink, link, message, route, table, time } from './dom.js';
 import { eventAttempts, resendButton } from './views-attempts.js';
 import { withDeliveries } from './views-boxes.js';
-import { deliveryList, deliveryStatus, filterForm, isoToLocal, listOrEmpty, localToIso, pager, type View, type ViewContext } from './view.js';
+import { accountIn, accountSelect, deliveryList, deliveryStatus, filterForm, isoToLocal, listOrEmpty, localToIso, pager, type View, type ViewContext } from './view.js';
 
-/** Stored events, newest first, filtered by type, box and time. */
+/** Stored events, newest first, filtered by account, type, box and time. */
 export function eventsView(context: ViewContext, query: URLSearchParams): View {
+  const account = query.get('account');
   const type = query.get('type');
   const boxId = query.get('boxId');
   const since = query.get('since');
   const paging = pager(context);
+  const accountInput = accountSelect(account, context);
   const typeInput = h('input', { type: 'text', value: type ?? '', placeholder: 'e.g. box.error', autocomplete: 'off' });
   const boxInput = h('input', { type: 'text', value: boxId ?? '', placeholder: 'bx_…', autocomplete: 'off' });
   const sinceInput = h('input', { type: 'datetime-local', value: isoToLocal(since) });
   return {
     title: 'Events',
-    controls: filterForm('#/events', [field('Type', typeInput), field('Box id', boxInput), field('Received since', sinceInput)], () => ({
+    controls: filterForm('#/events', [field('Account', accountInput), field('Type', typeInput), field('Box id', boxInput), field('Received since', sinceInput)], () => ({
+      account: accountInput.value,
       type: typeInput.value.trim(),
       boxId: boxInput.value.trim(),
       since: localToIso(sinceInput.value),
@@ -23,27 +26,29 @@ export function eventsView(context: ViewContext, query: URLSearchParams): View {
     async load() {
       const page = await api<{ events: CloudEvent[] } & Page>(
         'GET',
-        withQuery('/admin/events', { type, boxId, since, limit: '20', cursor: paging.cursor() }),
+        withQuery('/admin/events', { account, type, boxId, since, limit: '20', cursor: paging.cursor() }),
       );
       const deliveries = await withDeliveries(page.events);
       const rows = page.events.map((event, i) => [
         time(event.receivedAt),
+        event.account,
         event.type,
-        event.subject ? link(route('boxes', event.subject), event.subject) : '—',
-        link(route('events', event.id), event.id),
+        event.subject ? itemLink('boxes', { id: event.subject, account: event.account }) : '—',
+        itemLink('events', event),
         deliveryList(deliveries[i] ?? null),
       ]);
       const empty =
-        type || boxId || since
+        account || type || boxId || since
           ? 'No event matches these filters. Widen them, or clear them to see every stored event.'
           : 'No events stored yet. They appear as the relay receives webhooks.';
-      return listOrEmpty('Events', ['Received', 'Type', 'Box', 'Event', 'Deliveries'], rows, page, paging, empty);
+      return listOrEmpty('Events', ['Received', 'Account', 'Type', 'Box', 'Event', 'Deliveries'], rows, page, paging, empty);
     },
   };
 }
 
-/** One event: its deliveries to each sink (each resent by a button), its attempts, and the CloudEvent as sent. */
-export function eventView(context: ViewContext, id: string): View {
+/** One event of an account: its deliveries to each sink (each resent by a button), its attempts, and the CloudEvent as sent. */
+export function eventView(context: ViewContext, id: string, query: URLSearchParams): View {
+  const item = { id, account: accountIn(query) };
   return {
     title: `Event ${id}`,
     async load() {
@@ -51,8 +56,8 @@ export function eventView(context: ViewContext, id: string): View {
       let bodies: TransformedBody[];
       try {
         [found, { bodies }] = await Promise.all([
-          api<{ event: CloudEvent; deliveries: Delivery[] }>('GET', itemPath('events', id)),
-          api<{ bodies: TransformedBody[] }>('GET', `${itemPath('events', id)}/bodies`),
+          api<{ event: CloudEvent; deliveries: Delivery[] }>('GET', itemPath('events', item)),
+          api<{ bodies: TransformedBody[] }>('GET', itemPath('events', item, '/bodies')),
         ]);
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) {
@@ -61,21 +66,29 @@ export function eventView(context: ViewContext, id: string): View {
         throw error;
       }
       const { event, deliveries } = found;
-      const attempts = await eventAttempts(id);
+      const attempts = await eventAttempts(item);
       return h(
         'div',
         null,
-        h('p', null, 'Received ', time(event.receivedAt), event.subject ? [' about box ', link(route('boxes', event.subject), event.subject)] : null),
+        h(
+          'p',
+          null,
+          'Received ',
+          time(event.receivedAt),
+          ' by account ',
+          link(withQuery('#/events', { account: item.account }), item.account),
+          event.subject ? [' about box ', itemLink('boxes', { id: event.subject, account: item.account })] : null,
+        ),
         h('h2', null, 'Deliveries'),
         deliveries.length === 0
           ? message('empty', 'It was routed to no sink.')
           : table(
               'Deliveries',
               ['Sink', 'Status', 'Attempts', 'Last error', 'Updated', 'Actions'],
-              deliveries.map((d) => [link(route('sinks', d.sink), d.sink), deliveryStatus(d.status), d.attempts, d.lastError ?? '—', time(d.updatedAt), resendButton(context, id, d.sink)]),
+              deliveries.map((d) => [link(route('sinks', d.sink), d.sink), deliveryStatus(d.status), d.attempts, d.lastError ?? '—', time(d.updatedAt), resendButton(context, item, d.sink)]),
             ),
         h('p', null, deliveries.some((d) => d.status === 'dead_lettered') ? link('#/dead-letters', 'Retry it under Dead letters') : null),
-        h('p', null, 'See the ', link(withQuery('#/audit', { eventId: id }), 'operator changes to its dead letters'), '.'),
+        h('p', null, 'See the ', link(withQuery('#/audit', { eventId: id, account: accountParam(item.account) }), 'operator changes to its dead letters'), '.'),
         h('h2', null, 'Attempts'),
         attempts,
         bodies.length === 0 ? null : [h('h2', null, 'Transformed bodies'), transformedBodies(bodies)],

@@ -1,6 +1,6 @@
-import { api, ApiError, withQuery, type DeadLetter, type HookRow, type Page, type SinkRow } from './api.js';
+import { api, ApiError, withQuery, type DeadLetter, type HookRow, type Page, type ReconcileStatus, type SinkRow } from './api.js';
 import { chartWidth, countChart, PERIODS, type Period, type StatsBucket } from './charts.js';
-import { field, h, link, message, route, table, time } from './dom.js';
+import { field, h, itemLink, link, message, route, table, time, type Child } from './dom.js';
 import { lastHourHealth } from './views-attempts.js';
 import { action, fetchSinks, listOrEmpty, localToIso, pager, sinkSelect, type View, type ViewContext } from './view.js';
 
@@ -30,7 +30,8 @@ export function deadLettersView(context: ViewContext, query: URLSearchParams): V
       const page = await api<{ deadLetters: DeadLetter[] } & Page>('GET', withQuery('/admin/dead-letters', { sink, limit: '50', cursor: paging.cursor() }));
       const rows = page.deadLetters.map((d) => [
         String(d.id),
-        link(route('events', d.eventId), d.eventId),
+        itemLink('events', { id: d.eventId, account: d.account }),
+        d.account,
         d.sink,
         String(d.attempts),
         d.lastError ?? '—',
@@ -43,7 +44,7 @@ export function deadLettersView(context: ViewContext, query: URLSearchParams): V
         ),
       ]);
       const empty = sink ? `No dead letters for ${sink}.` : 'No dead letters: every sink has taken every event it was sent.';
-      return listOrEmpty('Dead letters', ['Id', 'Event', 'Sink', 'Attempts', 'Last error', 'Failed', 'Actions'], rows, page, paging, empty);
+      return listOrEmpty('Dead letters', ['Id', 'Event', 'Account', 'Sink', 'Attempts', 'Last error', 'Failed', 'Actions'], rows, page, paging, empty);
     },
   };
 }
@@ -153,11 +154,6 @@ interface Readiness {
   checks?: Record<string, string>;
 }
 
-interface ReconcileStatus {
-  running: boolean;
-  last: { startedAt: string; finishedAt: string | null; outcome: string | null; boxesRepaired: number; error: string | null } | null;
-}
-
 /** Readiness, sinks, charts of traffic and failures, the last hour's events and the last reconcile run, at a glance. */
 export function overviewView(query: URLSearchParams): View {
   const asked = query.get('period');
@@ -189,7 +185,6 @@ export function overviewView(query: URLSearchParams): View {
       for (const chart of charts) chart.destroy();
       charts = [accepted.chart, failed.chart].filter((chart) => chart !== undefined);
       const checks = Object.entries(readiness.checks ?? {});
-      const last = reconcile?.last;
       return h(
         'div',
         { class: 'overview' },
@@ -204,12 +199,16 @@ export function overviewView(query: URLSearchParams): View {
         h('h2', null, 'Reconciliation'),
         reconcile === null
           ? h('p', null, 'Not configured (set the upstream API settings to repair missed webhooks).')
-          : last
-            ? h('p', null, `Last run: ${last.outcome ?? 'running'}, started `, time(last.startedAt), `, ${last.boxesRepaired} boxes repaired`, last.error ? ` (${last.error})` : '', reconcile.running ? '; a run is in progress.' : '.')
-            : h('p', null, reconcile.running ? 'The first run is in progress.' : 'No run yet.'),
+          : h('p', null, reconcileSummary(reconcile)),
       );
     },
   };
+}
+
+/** One account's reconciliation in a sentence: its last run, and whether one is under way. */
+export function reconcileSummary({ running, last }: ReconcileStatus): Child {
+  if (!last) return running ? 'The first run is in progress.' : 'No run yet.';
+  return [`Last run: ${last.outcome ?? 'running'}, started `, time(last.startedAt), `, ${last.boxesRepaired} boxes repaired`, last.error ? ` (${last.error})` : '', running ? '; a run is in progress.' : '.'];
 }
 
 /** Each hook's events, format, filter and transform (its own or its built-in format's CEL), read only. */

@@ -63,6 +63,8 @@ export function groupCommit<T, R>({
   now = () => performance.now(),
   timers = nodeTimers,
 }: GroupCommitOptions<T, R>): GroupCommit<T, R> {
+  /** Ages matter: an item's arrival is read off the clock (no clock read per item otherwise). */
+  const timed = maxWaitMs < Infinity || gatherMs > 0;
   let queue: Waiting<T, R>[] = [];
   const running = new Set<Promise<void>>();
   /** A start is planned: in the next turn, or by the gathering timer (its handle). */
@@ -74,7 +76,7 @@ export function groupCommit<T, R>({
 
   /** The next batch off the front of the queue; refuses the items that waited too long (arrival order makes them a prefix). */
   const take = (): Waiting<T, R>[] => {
-    const at = now();
+    const at = timed ? now() : 0;
     let i = 0;
     for (; i < queue.length && at - queue[i]!.since > maxWaitMs; i++) queue[i]!.reject(tooOld(at - queue[i]!.since));
     const batch: Waiting<T, R>[] = [];
@@ -138,7 +140,7 @@ export function groupCommit<T, R>({
 
   return {
     add(item) {
-      const answer = new Promise<R>((resolve, reject) => queue.push({ item, since: now(), resolve, reject }));
+      const answer = new Promise<R>((resolve, reject) => queue.push({ item, since: timed ? now() : 0, resolve, reject }));
       last = answer;
       if (queue.length >= maxItems) hasten();
       plan();

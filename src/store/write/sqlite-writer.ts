@@ -84,13 +84,18 @@ export function createSqliteWriter(
         // Some failures (a full disk, an I/O error) end the whole transaction: then nothing of the turn stands.
         if (!sqlite.inTransaction) throw error;
         cursorsMade.length = made;
-        return { error };
+        return { error: work.delivery ? refusal(error) : error };
       }
     }),
   );
   const commitTurn = (batch: Work[]): Outcome<unknown>[] => {
     cursorsMade = [];
-    const outcomes = batch.some((work) => work.synced) ? writeTurn.immediate(batch) : unsynced(database, () => writeTurn.immediate(batch));
+    let outcomes: Outcome<unknown>[];
+    try {
+      outcomes = batch.some((work) => work.synced) ? writeTurn.immediate(batch) : unsynced(database, () => writeTurn.immediate(batch));
+    } catch (error) {
+      return batch.map((work) => ({ error: work.delivery ? refusal(error) : error }));
+    }
     for (const sink of cursorsMade) withCursors.add(sink);
     if (batch.some((work, i) => work.delivery && isNew(outcomes[i]))) onCommit();
     return outcomes;
@@ -101,7 +106,7 @@ export function createSqliteWriter(
     turns.add({ run, synced, delivery }) as Promise<T>;
 
   return {
-    record: (delivery) => queued(() => writeOne(delivery), { delivery: true }).catch((error: unknown) => Promise.reject(refusal(error))),
+    record: (delivery) => queued(() => writeOne(delivery), { delivery: true }),
     write: (statements, durability) => queued((): StatementResult[] => runStatements(database.prepare, statements), { synced: durability === 'synced' }),
     transact(name, args) {
       const transaction = byName.get(name);

@@ -47,8 +47,8 @@ export function eventBody(id: string, n: number, createdAt: string, bytes = BODY
   return { type, body: JSON.stringify({ id, type, createdAt, data }) };
 }
 
-/** Headers and body of one delivery, signed exactly as the upstream signs it, fresh for each call. */
-export function signedDelivery(n: number): { id: string; headers: Record<string, string>; body: Buffer } {
+/** Headers and body of one delivery, signed exactly as the upstream signs it (with `secret`, default the bench's), fresh for each call. */
+export function signedDelivery(n: number, secret = BENCH_SECRET): { id: string; headers: Record<string, string>; body: Buffer } {
   const id = newEventId();
   const now = Date.now();
   const { type, body } = eventBody(id, n, new Date(now).toISOString());
@@ -62,7 +62,7 @@ export function signedDelivery(n: number): { id: string; headers: Record<string,
       'x-service-event': type,
       'x-service-delivery': id,
       'x-service-timestamp': timestamp,
-      'x-service-signature': signDelivery(KEY, id, timestamp, bytes),
+      'x-service-signature': signDelivery(secret === BENCH_SECRET ? KEY : Buffer.from(secret, 'utf8'), id, timestamp, bytes),
       'x-service-attempt': '1',
     },
   };

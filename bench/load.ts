@@ -1,6 +1,6 @@
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
-import { signedDelivery } from './deliveries.js';
+import { BENCH_SECRET, signedDelivery } from './deliveries.js';
 
 export interface LoadSettings {
   seconds: number;
@@ -16,6 +16,8 @@ export interface LoadSettings {
   onResponse?(statusCode: number, latencyMs: number): void;
   /** Every request that got no answer (refused, reset, timed out), as it ends. */
   onError?(): void;
+  /** Where the deliveries go, signed with what: default `POST /webhooks` with the bench's secret. */
+  endpoint?: { path: string; secret: string };
 }
 
 export interface LoadResult {
@@ -70,8 +72,10 @@ export function summarizeAnswers(answers: Answer[], from: number, to: number): A
   };
 }
 
+const DEFAULT_ENDPOINT = { path: '/webhooks', secret: BENCH_SECRET };
+
 /**
- * Load against POST /webhooks: every request gets a unique delivery id and a fresh signature, ~1 KB
+ * Load against POST /webhooks (or `endpoint`): every request gets a unique delivery id and a fresh signature, ~1 KB
  * bodies, the same settings for every target. At a `rate`, paced evenly; else autocannon at full speed.
  */
 export function runLoad(port: number, settings: LoadSettings): Promise<LoadResult> {
@@ -85,7 +89,7 @@ export function runLoad(port: number, settings: LoadSettings): Promise<LoadResul
  * sends its quota for the second back to back at the second's start, then idles, so its latencies
  * are those of a burst at full speed.
  */
-async function pacedLoad(port: number, { seconds, connections, rate, signal, onResponse, onError }: LoadSettings & { rate: number }): Promise<LoadResult> {
+async function pacedLoad(port: number, { seconds, connections, rate, signal, onResponse, onError, endpoint = DEFAULT_ENDPOINT }: LoadSettings & { rate: number }): Promise<LoadResult> {
   // autocannon's timeout, so that an error means the same for both.
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1, headersTimeout: 10_000, bodyTimeout: 10_000 });
   const latencies: number[] = [];
@@ -103,8 +107,8 @@ async function pacedLoad(port: number, { seconds, connections, rate, signal, onR
   const send = async (n: number, dueNs: bigint) => {
     let statusCode: number;
     try {
-      const d = signedDelivery(n);
-      const answer = await pool.request({ method: 'POST', path: '/webhooks', headers: d.headers, body: d.body });
+      const d = signedDelivery(n, endpoint.secret);
+      const answer = await pool.request({ method: 'POST', path: endpoint.path, headers: d.headers, body: d.body });
       await answer.body.dump();
       statusCode = answer.statusCode;
     } catch (error) {
@@ -154,7 +158,7 @@ async function pacedLoad(port: number, { seconds, connections, rate, signal, onR
 }
 
 /** autocannon at full speed (closed loop: each connection sends its next request once answered). */
-function fullLoad(port: number, { seconds, connections, signal, onResponse }: LoadSettings): Promise<LoadResult> {
+function fullLoad(port: number, { seconds, connections, signal, onResponse, endpoint = DEFAULT_ENDPOINT }: LoadSettings): Promise<LoadResult> {
   let n = 0;
   let lastOkNs = 0n;
   const startedNs = process.hrtime.bigint();
@@ -166,9 +170,9 @@ function fullLoad(port: number, { seconds, connections, signal, onResponse }: Lo
       requests: [
         {
           method: 'POST',
-          path: '/webhooks',
+          path: endpoint.path,
           setupRequest: (request) => {
-            const d = signedDelivery(n++);
+            const d = signedDelivery(n++, endpoint.secret);
             return { ...request, headers: d.headers, body: d.body };
           },
         },

@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, wri
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runAccounts } from './accounts.js';
 import { runAttemptsCost, runAttemptsPostgres } from './attempts-cost.js';
 import { runBacklog } from './backlog.js';
 import { runBacklogCount } from './backlog-count.js';
@@ -216,6 +217,10 @@ try {
   if (wanted('log-reads')) sections.push(...(await runLogReads(ctx, settings.logReads, log)).lines);
   if (wanted('indexes')) sections.push(...(await runIndexes(ctx, settings.indexes, log)).lines);
   if (wanted('volume')) sections.push(...(await runVolume(ctx, settings.volume, settings.compare, log)).lines);
+  if (wanted('accounts')) {
+    const { seconds, warmup, connections, rounds } = settings;
+    sections.push(...(await runAccounts(ctx, { seconds, warmup, connections, rounds }, log)).lines);
+  }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
   await otlp.close();

@@ -32,7 +32,7 @@ export interface Settings {
   compare: string[];
   /** Prune under load (bench/prune-under-load.ts): expired rows, recent rows, fixed rate, and a PostgreSQL URL to run it on instead of SQLite. */
   pruneLoad: { rows: number; recent: number; rate: number; connections: number; database: string | undefined };
-  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-failed-attempts, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, backlog-count (a scrape's backlog count, first and next), attempts (recording attempts: the hook drain, all against failed), attempts-postgres (CPU per success written down on PostgreSQL), transform-drain, postgres, bus-drain, bus-beside-nats, replay, log-reads, indexes, volume). */
+  /** Only these targets (comma list of http, express, express-commit, relay, relay-compare-N, relay-quiet, relay-traced, relay-per-box, relay-failed-attempts, relay-inline, relay-no-sink, relay-grown, relay-grown-compare-N, stats (the 24-hour stats query on the pre-filled file), prune-load, receive-steps, backlog, backlog-count (a scrape's backlog count, first and next), attempts (recording attempts: the hook drain, all against failed), attempts-postgres (CPU per success written down on PostgreSQL), transform-drain, postgres, bus-drain, bus-beside-nats, replay, log-reads, indexes, volume, accounts (1 account against 10, at one named account's endpoint)). */
   only: string[] | undefined;
   /** A PostgreSQL server for the PostgreSQL runs (`only`: `postgres`); each run creates and drops a database of its own. */
   postgresUrl: string;

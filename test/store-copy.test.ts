@@ -109,7 +109,7 @@ function parseCounts(stdout: string): Record<string, [number, number]> {
 const idsOf = (requests: { headers: Record<string, unknown> }[]) => requests.map((r) => r.headers['webhook-id'] as string).sort();
 
 describe('boxrelay store copy', () => {
-  it('moves a SQLite relay to PostgreSQL, where relays continue it: dedup, pending work once, dead letters, pauses, reconcile state, secrets', async () => {
+  it('moves a SQLite relay to PostgreSQL, where relays continue it: dedup, pending work once, dead letters, pauses, reconcile state, secrets', { timeout: 90_000 }, async () => {
     const file = sqliteFile();
     let alertsUp = false;
     const alerts = await hookServer(() => (alertsUp ? 200 : 500));
@@ -264,7 +264,7 @@ describe('boxrelay store copy', () => {
     expect(audit.requests).toHaveLength(4);
   });
 
-  it('--resume continues an interrupted copy without duplicating rows; without it the target is refused (exit 2), untouched', async () => {
+  it('--resume continues an interrupted copy without duplicating rows; without it the target is refused (exit 2), untouched', { timeout: 90_000 }, async () => {
     const file = sqliteFile();
     const relay = await serve({ BOXRELAY_SECRETS: SECRET, BOXRELAY_DATABASE: file });
     for (const box of ['bx_1', 'bx_2', 'bx_3', 'bx_4', 'bx_5']) expect((await post(relay, { secret: SECRET, boxId: box })).status).toBe(200);

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { endpointOf } from '../config/default-account.js';
 import { withoutCredentials } from '../config/redact.js';
 import type { Config } from '../config/schema.js';
 import { isPostgresUrl } from '../store/engines/database.js';
@@ -34,7 +35,7 @@ export function startSummary(config: Config, ports: StartedPorts, version: strin
     ? `admin API and console on: ${internalUrl}/console (sign in with BOXRELAY_ADMIN_TOKEN), ${internalUrl}/admin/*`
     : 'admin API and console off (/admin and /console answer 404): set BOXRELAY_ADMIN_TOKEN to 32 or more characters (openssl rand -hex 32) to turn them on';
   // Each further account of contract section 21 has an endpoint of its own beside the default one.
-  const accounts = config.accounts.length > 0 ? ` (accounts: ${config.accounts.map(({ name }) => `/webhooks/${name}`).join(', ')})` : '';
+  const accounts = config.accounts.length > 0 ? ` (accounts: ${config.accounts.map(({ name }) => endpointOf(name)).join(', ')})` : '';
   return [
     `version ${version} listening: webhooks on ${publicUrl}/webhooks${accounts} (port ${ports.port}); /metrics, /admin and /console on ${internalUrl} (port ${ports.internalPort})`,
     `data kept in ${data}`,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_ACCOUNT } from '../../config/default-account.js';
+import { endpointOf } from '../../config/default-account.js';
 import type { Database } from '../../store/engines/database.js';
 import { textOrderOnce } from '../../store/engines/text-order.js';
 import { accountTotals } from '../../store/state/account-totals.js';
@@ -38,8 +38,6 @@ export interface AccountsRoutesDeps {
   /** An account's reconciliation state; null when it has no API credentials. */
   reconcile(name: string): Promise<{ running: boolean; last: Run | null }> | null;
 }
-
-export const endpointOf = (name: string): string => (name === DEFAULT_ACCOUNT ? '/webhooks' : `/webhooks/${name}`);
 
 /** `GET /admin/accounts` (contract section 21): `{"ok":true,"accounts":[{name, endpoint, secrets, lastDeliveryAt, events, boxes, reconcile}]}`. */
 export function accountsRoutes({ database, accounts, reconcile }: AccountsRoutesDeps): AdminRoutes {

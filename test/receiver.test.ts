@@ -241,6 +241,9 @@ for (const engine of engines) {
         'a type of 129 characters': { body: (id) => eventBody(id, { type: `box.${'t'.repeat(125)}` }), message: /type.*128/ },
         'a 200 KB type': { body: (id) => eventBody(id, { type: 't'.repeat(200_000) }), message: /type.*128/ },
         'JSON nested 65 levels': { body: (id) => eventBody(id, { data: { box: { id: 'bx_1' }, deep: JSON.parse(nested(63)) } }), message: /nesting.*64/ },
+        // PostgreSQL's text holds no U+0000: a key holding it is refused on both engines alike.
+        'a box id holding U+0000': { body: (id) => eventBody(id, { data: { box: { id: 'bx_\u0000' } } }), message: /data\.box\.id holds U\+0000/ },
+        'a type holding U+0000': { body: (id) => eventBody(id, { type: 'box.ready\u0000' }), message: /type holds U\+0000/ },
         'JSON nested 5,000 levels': { body: (id) => eventBody(id, { data: { box: { id: 'bx_1' } } }).replace('{"id":"bx_1"}', `{"id":"bx_1","deep":${nested(5000)}}`), message: /nesting.*64/ },
       };
       for (const [name, { id = eventId(), body, message }] of Object.entries(limitBodies)) {
@@ -403,3 +406,22 @@ describe('box events with an unusual box name', () => {
     }
   });
 });
+
+for (const engine of engines) {
+  describe(`strings holding U+0000 on ${engine.name}`, () => {
+    // PostgreSQL answered 503 storage_unavailable for ever (its text holds no U+0000) where SQLite stored it.
+    it('stores a box event whose name and states hold U+0000: the payload as received, the box row with U+FFFD in their place', async () => {
+      const t = await testRelay({ database: await engine.url() });
+      try {
+        const id = eventId();
+        const body = JSON.stringify({ id, type: 'box.ready', createdAt: '2026-11-21T10:00:00.000Z', data: { box: { id: 'bx_nul', name: 'ci\u0000-42' }, previousState: 'clo\u0000ning', state: 'rea\u0000dy', note: '\u0000' } });
+        expect((await t.post({ id, body })).body).toEqual({ ok: true, id, duplicate: false });
+        const db = t.relay.store.database.kysely;
+        expect(await db.selectFrom('deliveries').select('payload').execute()).toEqual([{ payload: body }]);
+        expect(await db.selectFrom('boxes').select(['name', 'state']).execute()).toEqual([{ name: 'ci\uFFFD-42', state: 'rea\uFFFDdy' }]);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+}

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { Wait } from '../src/clock.js';
 import type { Run } from '../src/store/state/reconcile-runs.js';
 import { ManualClock } from './support/clock.js';
+import { engines } from './support/databases.js';
 import { adminAuth, fanoutFixture, hook, metricValue, outboxRows } from './support/fanout-relay.js';
 import { startFakeSandbox, type FakeSandbox } from './support/fake-sandbox.js';
 import { waitFor } from './support/fanout.js';
@@ -209,6 +210,14 @@ describe('reconciliation with the Sandbox Service', () => {
     expect(await boxRow(t, 'bx_old')).toMatchObject({ state: 'archived', last_event_id: null });
     expect(receiver.requests).toHaveLength(0);
     expect(await metricValue(t.registry, 'boxrelay_boxes', { state: 'error' })).toBe(1);
+  });
+
+  it.each(engines)("records a listed box whose name and state hold U+0000 on $name, with U+FFFD in their place (PostgreSQL's text holds none)", async (engine) => {
+    const { upstream, t } = await setup({ overrides: { database: await engine.url() } });
+    const now = t.clock.now();
+    upstream.setBox({ id: 'bx_nul', name: 'n\u0000ul', state: 'pau\u0000sed', updatedAt: iso(now - 90 * MINUTE) });
+    expect(await reconcile(t)).toMatchObject({ outcome: 'succeeded', boxesListed: 1, boxesRepaired: 1 });
+    expect(await boxRow(t, 'bx_nul')).toMatchObject({ name: 'n\uFFFDul', state: 'pau\uFFFDsed', last_event_id: null });
   });
 
   it('forgets a box deleted upstream, so its error gauge drops to 0', async () => {

@@ -16,7 +16,12 @@ type JsonObject = Record<string, unknown>;
 
 const isFilled = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
 const isIsoTime = (value: unknown): value is string => typeof value === 'string' && parseIsoWithZone(value) !== undefined;
-const textOrNull = (value: unknown): string | null => (typeof value === 'string' ? value : null);
+/**
+ * A copy kept beside the payload for reading (a box's name and states). PostgreSQL's text holds no
+ * U+0000, so both engines keep U+FFFD in its place; the payload, relayed as received, keeps it.
+ */
+export const displayText = (value: string): string => value.replaceAll('\0', '\uFFFD');
+const displayTextOrNull = (value: unknown): string | null => (typeof value === 'string' ? displayText(value) : null);
 
 /**
  * The upstream delivery payload (sandbox-api-v1 "Delivery payload"): checked by hand rather than by a
@@ -63,6 +68,7 @@ export function parseEvent(body: Buffer, deliveryId: string, { operator = false 
   const event = json;
   checkLength('id', event.id, EVENT_LIMITS.idChars);
   checkLength('type', event.type, EVENT_LIMITS.typeChars);
+  checkNoNul('type', event.type);
   if (!operator && event.type.startsWith(OPERATOR_EVENT_PREFIX)) {
     throw new InvalidEventError(`${OPERATOR_EVENT_PREFIX} types name the relay's own operator events`);
   }
@@ -71,7 +77,10 @@ export function parseEvent(body: Buffer, deliveryId: string, { operator = false 
   if (event.type.startsWith('box.') && !box) {
     throw new InvalidEventError(`${event.type} requires a non-empty string data.box.id`);
   }
-  if (box) checkLength('data.box.id', box.id as string, EVENT_LIMITS.boxIdChars);
+  if (box) {
+    checkLength('data.box.id', box.id as string, EVENT_LIMITS.boxIdChars);
+    checkNoNul('data.box.id', box.id as string);
+  }
   if (event.id !== deliveryId) throw new DeliveryIdMismatchError();
   return {
     id: event.id,
@@ -79,9 +88,9 @@ export function parseEvent(body: Buffer, deliveryId: string, { operator = false 
     createdAt: event.createdAt,
     createdAtIso: new Date(event.createdAt).toISOString(),
     boxId: box ? (box.id as string) : null,
-    boxName: box ? textOrNull(box.name) : null,
-    state: textOrNull(event.data.state),
-    previousState: textOrNull(event.data.previousState),
+    boxName: box ? displayTextOrNull(box.name) : null,
+    state: displayTextOrNull(event.data.state),
+    previousState: displayTextOrNull(event.data.previousState),
     payload,
   };
 }
@@ -101,6 +110,16 @@ function checkLength(field: string, value: string, limit: number): void {
   if (value.length > 2 * limit || [...value].length > limit) {
     throw new InvalidEventError(`${field} is longer than ${limit} characters`);
   }
+}
+
+/**
+ * A key the relay stores, routes and dedupes by cannot hold U+0000: PostgreSQL's text refuses it (a
+ * delivery would answer 503 until the upstream gave up) and no header or subject can carry it. Refused
+ * on both engines alike, so a SQLite file always copies to PostgreSQL. (The id needs no check: it
+ * equals `X-Service-Delivery`, and a header holds no NUL.)
+ */
+function checkNoNul(field: string, value: string): void {
+  if (value.includes('\0')) throw new InvalidEventError(`${field} holds U+0000`);
 }
 
 /**

@@ -14,6 +14,7 @@ import { PAGE_LIMIT, type UpstreamBox, type UpstreamClient } from '../upstream/c
 import { UpstreamApiError, UpstreamError, UpstreamInvalidResponseError } from '../upstream/errors.js';
 import { nodeTimers, type Timers } from '../schedule.js';
 import { LeaseLostError, ReconcileFailure, RunBoundError } from './errors.js';
+import { displayText } from '../events/parse-event.js';
 import { readHistoryRecord, synthesizedEvent, synthesizedType } from './history.js';
 import { keepLease } from './keep-lease.js';
 import { forEachPage } from './pages.js';
@@ -315,7 +316,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
     // Step 4: a state the history does not explain.
     const state = stateAfter(record, events);
     const updatedAt = new Date(box.updatedAt).toISOString();
-    const observed = { id: key(box.id), name: box.name ?? null, state: box.state, at: updatedAt, now: clock.now() };
+    const observed = { id: key(box.id), name: box.name === undefined ? null : displayText(box.name), state: displayText(box.state), at: updatedAt, now: clock.now() };
     if (state.value !== box.state) {
       const explainable = synthesizedType(box.state) !== undefined && Date.parse(updatedAt) >= oldest;
       // ready, idle and running are one usable state to the upstream's events: moving between them sends none.

@@ -38,7 +38,7 @@ describe('one writer per SQLite file', () => {
     const { createAttemptLog } = await built<typeof import('../src/store/attempts/record-attempts.js')>('store/attempts/record-attempts.js');
     const { createSinkStates } = await built<typeof import('../src/store/state/sink-state.js')>('store/state/sink-state.js');
     const { setAsideLog } = await built<typeof import('../src/store/log/set-aside.js')>('store/log/set-aside.js');
-    const { atomically } = await built<typeof import('../src/store/engines/atomically.js')>('store/engines/atomically.js');
+    const { runTransaction } = await built<typeof import('../src/store/engines/transactions.js')>('store/engines/transactions.js');
 
     const file = sqliteFile();
     const store = await openStore({ url: file, storageThread: true });
@@ -88,7 +88,7 @@ describe('one writer per SQLite file', () => {
       for (const database of [store.database, worker]) {
         if (database.dialect !== 'sqlite') throw new Error('a SQLite file');
         expect(() => database.sqlite.prepare('DELETE FROM audit').run()).toThrow(expect.objectContaining({ code: 'SQLITE_READONLY' }));
-        await expect(atomically(database, function* () {})).rejects.toMatchObject({ code: 'not_the_writer' });
+        await expect(runTransaction(database, function* () {})).rejects.toMatchObject({ code: 'not_the_writer' });
       }
     } finally {
       reader.close();
@@ -121,7 +121,7 @@ describe('one writer per SQLite file', () => {
       // A turn of unsynced writes only leaves the connection at its configured durability.
       await writer.write([auditRow], 'unsynced');
       expect(database.sqlite.pragma('synchronous', { simple: true })).toBe(2);
-      await expect(writer.transact('noSuchStep', {})).rejects.toMatchObject({ code: 'no_such_transaction' });
+      await expect(writer.runNamedTransaction('noSuchStep', {})).rejects.toMatchObject({ code: 'no_such_transaction' });
     } finally {
       await database.close();
     }

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { writeTogether } from '../engines/atomically.js';
+import { runStatementTransaction } from '../engines/transactions.js';
 import type { Database } from '../engines/database.js';
 import { once } from '../engines/sqlite-writes.js';
 import type { HeldAs } from '../exceptions/claims.js';
@@ -60,7 +60,7 @@ export function createArchiveLedger(database: Database): ArchiveLedger {
         ON CONFLICT (key) DO NOTHING`;
       const members = db.insertInto('archive_items').values(names.map((item) => ({ item, object_key: key, created_at: now })));
       // The items go in only with their object: on PostgreSQL a writer that raced past the NOT EXISTS meets the primary key and fails whole.
-      const [made] = await writeTogether(database, [once(object.compile(db)), { ...once(members.compile()), ifChanged: 0 }]);
+      const [made] = await runStatementTransaction(database, [once(object.compile(db)), { ...once(members.compile()), ifChanged: 0 }]);
       if (made!.changed > 0) return { recorded: true };
 
       const held = await db.selectFrom('archive_items').select(['item', 'object_key']).where('item', 'in', names).execute();

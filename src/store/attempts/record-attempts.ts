@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { atomically, writeTogether } from '../engines/atomically.js';
+import { runTransaction, runStatementTransaction } from '../engines/transactions.js';
 import type { Database } from '../engines/database.js';
 import { once } from '../engines/sqlite-writes.js';
 import { runEachUnsynced } from '../engines/unsynced.js';
@@ -110,7 +110,7 @@ export function createAttemptLog(database: Database): AttemptLog {
   return {
     async recordFailed(attempts) {
       const statements = attempts.flatMap((attempt) => [insert(db, [attempt]).compile(), trimAttempts(db, attempt.eventId, attempt.sink).compile()]);
-      await writeTogether(database, [...statements, ...addToMinutes(attempts)].map((query) => once(query)));
+      await runStatementTransaction(database, [...statements, ...addToMinutes(attempts)].map((query) => once(query)));
     },
     async recordDelivered(attempts) {
       if (attempts.length === 0) return;
@@ -119,7 +119,7 @@ export function createAttemptLog(database: Database): AttemptLog {
         await runEachUnsynced(database, [{ sql: SQLITE_INSERT_ONE, rows: attempts.map(sqliteRow) }, ...addToMinutes(attempts).map((query) => once(query))]);
         return;
       }
-      await atomically(database, function* () {
+      await runTransaction(database, function* () {
         yield postgresInsertMany(attempts).compile(db);
         yield* addToMinutes(attempts);
       });
@@ -127,7 +127,7 @@ export function createAttemptLog(database: Database): AttemptLog {
     async countAttempts(attempts) {
       const sums = addToMinutes(attempts);
       if (database.dialect === 'sqlite') return void (await runEachUnsynced(database, sums.map((query) => once(query))));
-      await atomically(database, function* () {
+      await runTransaction(database, function* () {
         yield* sums;
       });
     },

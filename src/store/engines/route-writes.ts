@@ -1,6 +1,6 @@
 import { Kysely, SqliteDialect, type CompiledQuery, type DatabaseConnection, type Driver, type QueryResult } from 'kysely';
 import type { Schema } from '../schema.js';
-import { NotTheWriterError } from './atomically.js';
+import { NotTheWriterError } from './transactions.js';
 import type { Database } from './database.js';
 import { once, type SqliteWriter } from './sqlite-writes.js';
 
@@ -11,7 +11,8 @@ type SqliteDatabase = Extract<Database, { dialect: 'sqlite' }>;
  * the writer fails loudly (SQLITE_READONLY) instead of taking the file's write lock; its Kysely
  * queries read here, and send every statement that writes to `writer`, answered after its commit
  * (which other connections then see: WAL). A transaction cannot span the two: a write that depends
- * on a read is one statement, a list for `writeTogether`, or a `NamedTransaction` the writer runs.
+ * on a read is one statement, a list for `runStatementTransaction`, or a `NamedTransaction` the
+ * writer runs.
  */
 export function routeWrites(database: SqliteDatabase, writer: SqliteWriter): SqliteDatabase {
   const { sqlite, prepare } = database;

@@ -1,6 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { CompiledQuery } from 'kysely';
-import type { StatementResult } from './atomically.js';
+import type { StatementResult } from './transactions.js';
 
 /**
  * A statement of a write as plain data (it crosses to the storage thread): run once per row of
@@ -32,7 +32,7 @@ export interface SqliteWriter {
   /** Statements that commit together; each one's rows (RETURNING) and how many rows it changed. */
   write(statements: readonly WriteStatement[], durability: Durability): Promise<StatementResult[]>;
   /** A transaction that reads before it writes, run whole by the writer: one of its `NamedTransaction`s, by name. */
-  transact(name: string, args: unknown): Promise<unknown>;
+  runNamedTransaction(name: string, args: unknown): Promise<unknown>;
 }
 
 /** Runs the statements on a connection that writes, inside the transaction the caller holds. */

@@ -1,5 +1,5 @@
 import type { CompiledQuery } from 'kysely';
-import type { StatementResult } from './atomically.js';
+import type { StatementResult } from './transactions.js';
 import type { Database } from './database.js';
 import { once, runStatements, type WriteStatement } from './sqlite-writes.js';
 

@@ -3,7 +3,7 @@ import { sql, type CompiledQuery } from 'kysely';
 import { UNRECORDED_ROUTING } from '../../../migrations/020_unrecorded_routing.js';
 import type { StoredEvent } from '../../events/types.js';
 import { namedAccountOf } from '../account-keys.js';
-import { writeTogether } from '../engines/atomically.js';
+import { runStatementTransaction } from '../engines/transactions.js';
 import type { Database } from '../engines/database.js';
 import { once } from '../engines/sqlite-writes.js';
 import { aboutSink } from './replay.js';
@@ -82,7 +82,7 @@ export async function recordPastRouting(
       page.length < pageSize
         ? db.deleteFrom('relay_meta').where('name', '=', UNRECORDED_ROUTING).where('value', '=', marker.value)
         : db.updateTable('relay_meta').set({ value: JSON.stringify(next) }).where('name', '=', UNRECORDED_ROUTING).where('value', '=', marker.value);
-    const [moved, ...inserts] = await writeTogether(database, [
+    const [moved, ...inserts] = await runStatementTransaction(database, [
       once(moveOn.compile()),
       ...deliveredInserts(database, page, sinksFor).map((insert) => once(insert, 0)),
     ]);

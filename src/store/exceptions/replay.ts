@@ -1,6 +1,6 @@
 import { setTimeout as rest } from 'node:timers/promises';
 import { sql, type CompiledQuery } from 'kysely';
-import { writeTogether } from '../engines/atomically.js';
+import { runStatementTransaction } from '../engines/transactions.js';
 import { once } from '../engines/sqlite-writes.js';
 import { insertAudit, type AuditNote } from '../state/audit.js';
 import type { Database } from '../engines/database.js';
@@ -77,7 +77,7 @@ export async function queueReplay(database: Database, replay: Replay, audit?: Au
     const inserts = pageInserts(database, replay, routed);
     const note = unrecorded;
     if (inserts.length > 0 || note) {
-      const results = await writeTogether(database, [...inserts, ...(note ? [insertAudit(db, note)] : [])].map((query) => once(query)));
+      const results = await runStatementTransaction(database, [...inserts, ...(note ? [insertAudit(db, note)] : [])].map((query) => once(query)));
       queued += results.slice(0, inserts.length).reduce((sum, { changed }) => sum + changed, 0);
     }
     unrecorded = undefined;

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { describeError, RelayError } from '../../errors.js';
 import type { Database } from '../engines/database.js';
 import { leaseClock } from '../engines/database-clock.js';
-import { transact, type NamedTransaction } from '../engines/atomically.js';
+import { runNamedTransaction, type NamedTransaction } from '../engines/transactions.js';
 import { SINK_NOT_CONFIGURED } from '../exceptions/rows.js';
 import { logHead } from './cursors.js';
 import { routedWithoutRow } from './position.js';
@@ -58,7 +58,7 @@ interface SetAsideStep {
 
 /**
  * Reads which cursors are free before it writes, in one transaction: the writer runs it whole
- * (`transact`), so no partition can be taken between the read and the move.
+ * (`runNamedTransaction`), so no partition can be taken between the read and the move.
  */
 export const SET_ASIDE_LOG_STEP: NamedTransaction<SetAsideStep, { changed: number; done: boolean; head: number }> = {
   name: 'setAsideLogStep',
@@ -104,7 +104,7 @@ export async function setAsideLog(database: Database, sink: string, now: number,
     sink,
     'the log past its cursors',
     async () => {
-      const step = await transact(database, SET_ASIDE_LOG_STEP, { sink, now, batchSize, head });
+      const step = await runNamedTransaction(database, SET_ASIDE_LOG_STEP, { sink, now, batchSize, head });
       head = step.head;
       return step;
     },

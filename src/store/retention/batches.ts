@@ -1,6 +1,6 @@
 import { setTimeout as pause } from 'node:timers/promises';
 import { sql, type RawBuilder } from 'kysely';
-import { writeTogether, type Compilable, type StatementResult } from '../engines/atomically.js';
+import { runStatementTransaction } from '../engines/transactions.js';
 import type { Database } from '../engines/database.js';
 import { once } from '../engines/sqlite-writes.js';
 
@@ -57,7 +57,11 @@ export function batchPace(most: number, { targetMs = TARGET_BATCH_MS.sqlite, fir
 /**
  * Runs bounded batches, each of the pace's size, until one says no more is left. After every batch
  * the writer (on SQLite the storage thread, which commits the deliveries too) is left to others for
- * at least as long as the batch held it, its sync included (`commitBatch`).
+ * at least as long as the batch held it, its sync included: a batch commits with the configured sync
+ * (`runStatementTransaction`), so the sync of the WAL frames it wrote is part of the time the pace
+ * sizes batches by. Committed without one, a batch looked quick, grew to thousands of rows, and the
+ * next delivery's commit paid for syncing its frames (intake p99 261 ms, max 436 ms, while a million
+ * deliveries were pruned).
  */
 export async function inBatches(context: BatchContext, batch: (size: number) => Promise<{ removed: number; more: boolean }>): Promise<void> {
   while (!context.signal?.aborted) {
@@ -70,16 +74,6 @@ export async function inBatches(context: BatchContext, batch: (size: number) => 
     await pause(Math.max(MIN_PAUSE_MS, heldMs));
     if (!more) return;
   }
-}
-
-/**
- * A batch's statements, committed together with the configured sync. On SQLite the sync of the WAL
- * frames a batch wrote is then part of its time, which the pace sizes batches by: committed without
- * one, a batch looked quick, grew to thousands of rows, and the next delivery's commit paid for
- * syncing its frames (intake p99 261 ms, max 436 ms, while a million deliveries were pruned).
- */
-export function commitBatch(database: Database, statements: readonly Compilable[]): Promise<StatementResult[]> {
-  return writeTogether(database, statements.map((statement) => once(statement.compile())));
 }
 
 /** Rows of one table a bounded delete picks. */
@@ -103,8 +97,7 @@ export async function deleteSome(database: Database, { table, where, orderBy }: 
     database.dialect === 'postgres'
       ? sql<{ one: number }>`DELETE FROM ${from} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${from} WHERE ${where}${order} LIMIT ${limit})) RETURNING 1 AS one`
       : sql<{ one: number }>`DELETE FROM ${from} WHERE rowid IN (SELECT rowid FROM ${from} WHERE ${where}${order} LIMIT ${limit}) RETURNING 1 AS one`;
-  const { kysely } = database;
-  const [removed] = await commitBatch(database, [{ compile: () => statement.compile(kysely) }]);
+  const [removed] = await runStatementTransaction(database, [once(statement.compile(database.kysely))]);
   return removed?.rows.length ?? 0;
 }
 

@@ -4,10 +4,12 @@ import { DAY_MS } from '../../clock.js';
 import { describeError, RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { Database } from '../engines/database.js';
+import { once } from '../engines/sqlite-writes.js';
+import { runStatementTransaction } from '../engines/transactions.js';
 import type { Schema } from '../schema.js';
 import { DELIVERY_WORK_PENDING, boxWorkPending } from './pending-work.js';
 import { trimAttemptsBeyondKept } from '../attempts/prune-attempts.js';
-import { TARGET_BATCH_MS, batchPace, commitBatch, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
+import { TARGET_BATCH_MS, batchPace, deleteAll, deleteExpiredBySink, inBatches, type BatchContext } from './batches.js';
 
 export interface PruneOptions {
   /** Epoch ms. */
@@ -122,13 +124,16 @@ async function pruneDeliveries(context: StepContext): Promise<void> {
     if (last === undefined) return { removed: 0, more: end !== undefined };
     const ids = expired.map((d) => d.id);
     // Its rows go first, then the deliveries that have none left (a replay may have queued one meanwhile: that one stays).
-    const [, removed] = await commitBatch(database, [
-      kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']),
-      kysely
-        .deleteFrom('deliveries')
-        .where('id', 'in', ids)
-        .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
-        .returning('id'),
+    const [, removed] = await runStatementTransaction(database, [
+      once(kysely.deleteFrom('outbox').where('delivery_id', 'in', ids).where('status', 'in', ['delivered', 'discarded']).compile()),
+      once(
+        kysely
+          .deleteFrom('deliveries')
+          .where('id', 'in', ids)
+          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('outbox').select('outbox.id').whereRef('outbox.delivery_id', '=', 'deliveries.id'))))
+          .returning('id')
+          .compile(),
+      ),
     ]);
     return { removed: removed?.rows.length ?? 0, more: full || end !== undefined };
   });
@@ -165,13 +170,16 @@ async function forgetBoxes(context: StepContext): Promise<void> {
     after = full ? batch[batch.length - 1]!.id : end;
     if (batch.length === 0) return { removed: 0, more: end !== undefined };
     // Checked again: an event or a replay may have come for the box since.
-    const [removed] = await commitBatch(database, [
-      kysely
-        .deleteFrom('boxes')
-        .where('id', 'in', batch.map((box) => box.id))
-        .where('last_seen_at', '<', cutoff)
-        .where(forgettable('boxes'))
-        .returning('id'),
+    const [removed] = await runStatementTransaction(database, [
+      once(
+        kysely
+          .deleteFrom('boxes')
+          .where('id', 'in', batch.map((box) => box.id))
+          .where('last_seen_at', '<', cutoff)
+          .where(forgettable('boxes'))
+          .returning('id')
+          .compile(),
+      ),
     ]);
     return { removed: removed?.rows.length ?? 0, more: full || end !== undefined };
   });

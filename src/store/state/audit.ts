@@ -1,5 +1,5 @@
 import type { CompiledQuery, Kysely } from 'kysely';
-import { writeTogether, type Compilable } from '../engines/atomically.js';
+import { runStatementTransaction, type Compilable } from '../engines/transactions.js';
 import type { Database } from '../engines/database.js';
 import { once } from '../engines/sqlite-writes.js';
 import type { AuditAction, Schema } from '../schema.js';
@@ -51,7 +51,7 @@ export async function writeAudited(
     ...(audited ? [once(insertAudit(database.kysely, audit), change && onlyIfChanged ? 0 : undefined)] : []),
   ];
   if (statements.length === 0) return 0;
-  const [first] = await writeTogether(database, statements);
+  const [first] = await runStatementTransaction(database, statements);
   return change ? first!.changed : 0;
 }
 

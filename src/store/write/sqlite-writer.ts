@@ -1,6 +1,6 @@
 import { RelayError, StorageUnavailableError } from '../../errors.js';
 import { groupCommit, type Outcome } from '../../group-commit.js';
-import { walkSteps, type NamedTransaction, type StatementResult } from '../engines/atomically.js';
+import { walkSteps, type NamedTransaction, type StatementResult } from '../engines/transactions.js';
 import type { Database } from '../engines/database.js';
 import { runStatements, type SqliteWriter } from '../engines/sqlite-writes.js';
 import { unsynced } from '../engines/unsynced.js';
@@ -108,7 +108,7 @@ export function createSqliteWriter(
   return {
     record: (delivery) => queued(() => writeOne(delivery), { delivery: true }),
     write: (statements, durability) => queued((): StatementResult[] => runStatements(database.prepare, statements), { synced: durability === 'synced' }),
-    transact(name, args) {
+    runNamedTransaction(name, args) {
       const transaction = byName.get(name);
       if (!transaction) return Promise.reject(new NoSuchTransactionError(name));
       return queued(() => walkSteps(database, transaction.steps(database, args as never)));

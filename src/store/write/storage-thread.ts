@@ -109,7 +109,7 @@ export function startStorageThread(
       return result;
     },
     write: (statements, durability) => storage.write(statements, durability),
-    transact: (name, args) => storage.transact(name, args),
+    runNamedTransaction: (name, args) => storage.runNamedTransaction(name, args),
     link() {
       const id = nextLink++;
       const { port1, port2 } = new MessageChannel();

@@ -34,7 +34,7 @@ export interface NamedTransaction<A, R> {
 export class NotTheWriterError extends RelayError {
   readonly code = 'not_the_writer';
   constructor() {
-    super('a transaction on a SQLite connection that does not write: send it to the writer (writeTogether, transact)');
+    super('a transaction on a SQLite connection that does not write: send it to the writer (runStatementTransaction, runNamedTransaction)');
   }
 }
 
@@ -44,7 +44,7 @@ export class NotTheWriterError extends RelayError {
  * runs synchronously (better-sqlite3), no await inside. On PostgreSQL it is a transaction of its
  * own pooled connection.
  */
-export async function atomically<T>(database: Database, steps: () => Steps<T>): Promise<T> {
+export async function runTransaction<T>(database: Database, steps: () => Steps<T>): Promise<T> {
   if (database.dialect === 'sqlite') {
     if (database.writer) throw new NotTheWriterError();
     return database.sqlite.transaction(() => walkSteps(database, steps())).immediate();
@@ -68,21 +68,21 @@ export function walkSteps<T>(database: Extract<Database, { dialect: 'sqlite' }>,
 }
 
 /** A named transaction: here, or on a connection that does not write, in the writer. */
-export async function transact<A, R>(database: Database, transaction: NamedTransaction<A, R>, args: A): Promise<R> {
-  if (database.dialect === 'sqlite' && database.writer) return (await database.writer.transact(transaction.name, args)) as R;
-  return atomically(database, () => transaction.steps(database, args));
+export async function runNamedTransaction<A, R>(database: Database, transaction: NamedTransaction<A, R>, args: A): Promise<R> {
+  if (database.dialect === 'sqlite' && database.writer) return (await database.writer.runNamedTransaction(transaction.name, args)) as R;
+  return runTransaction(database, () => transaction.steps(database, args));
 }
 
 /**
  * Statements that commit together, none depending on what another did beyond `ifChanged`; each
  * one's result. On a connection that does not write, the writer runs them.
  */
-export async function writeTogether(database: Database, statements: readonly WriteStatement[]): Promise<StatementResult[]> {
+export async function runStatementTransaction(database: Database, statements: readonly WriteStatement[]): Promise<StatementResult[]> {
   if (database.dialect === 'sqlite') {
     if (database.writer) return database.writer.write(statements, 'synced');
     return database.sqlite.transaction(() => runStatements(database.prepare, statements)).immediate();
   }
-  return atomically(database, function* () {
+  return runTransaction(database, function* () {
     const results: StatementResult[] = [];
     for (const { sql, rows, ifChanged } of statements) {
       const result: StatementResult = { rows: [], changed: 0 };

@@ -41,11 +41,12 @@ export interface RelayProcess {
 }
 
 /**
- * Runs `boxrelay serve` as users do (the built CLI, configured by env) and waits until it listens.
+ * Runs `boxrelay serve` as users do (the built CLI, configured by env) and waits until it listens;
+ * `bin`: another build's CLI (an earlier release, test/fixtures/release-a6e83e3/make.ts).
  * SIGTERM stops it at once unless the test sets BOXRELAY_SHUTDOWN_DELAY (test/graceful-shutdown.test.ts).
  */
-export async function spawnRelay(env: Record<string, string>): Promise<RelayProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve'], {
+export async function spawnRelay(env: Record<string, string>, bin = BIN): Promise<RelayProcess> {
+  const child = spawn(process.execPath, [bin, 'serve'], {
     // Niceness 0: the suite's relays share one cgroup with every other test process, where a nicer
     // fan-out thread would yield to all of them, not only to its own relay (test/fanout-thread.test.ts sets it).
     env: {
@@ -95,9 +96,9 @@ export function logLines(relay: RelayProcess): string[] {
   return relay.lines.filter((line) => !line.startsWith('boxrelay: '));
 }
 
-/** Runs a CLI command to completion. */
-export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs a CLI command to completion (of another build's CLI with `bin`). */
+export async function runCli(args: string[], env: Record<string, string> = {}, bin = BIN): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { configDescriptions } from '../src/config/descriptions.js';
 import {
   cliVerbs,
   configKeysWithoutDescription,
@@ -22,6 +23,11 @@ describe('generated references (npm run docs)', () => {
 
   it('give every setting of the schema a meaning (src/config/descriptions.ts)', () => {
     expect(configKeysWithoutDescription()).toEqual([]);
+  });
+
+  it('say which thread the busy timeout holds: the storage thread, the event loop only inline (test/storage-thread.test.ts shows /healthz answering meanwhile)', () => {
+    expect(configDescriptions.busyTimeoutMs).toContain('the storage thread');
+    expect(configDescriptions.busyTimeoutMs).toContain('with `BOXRELAY_FANOUT_THREAD=inline`, the event loop');
   });
 
   it('write a duration default as a user gives it, and list every variable with its default', () => {

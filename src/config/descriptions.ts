@@ -19,7 +19,7 @@ export const configDescriptions: Partial<Record<ConfigKey, string>> = {
   sqliteSynchronous:
     'SQLite durability: `FULL` (and `EXTRA`) make every `200` survive a power loss; `NORMAL` only survives a process crash. WAL checkpoints run in a worker thread, off the event loop that answers webhooks',
   busyTimeoutMs:
-    'how long a SQLite write waits for a lock held by another process (e.g. a CLI command) before the delivery is answered `503`; the wait blocks the event loop, so keep it short',
+    'how long a SQLite write waits for a lock held by another process (e.g. a CLI command) before the delivery is answered `503`; the wait blocks the thread that commits the deliveries (the storage thread; with `BOXRELAY_FANOUT_THREAD=inline`, the event loop that receives webhooks), so every delivery behind it waits too: keep it short',
   databaseTimeoutMs:
     'PostgreSQL: the longest wait for a connection, a free pool slot, one statement\'s answer, or a delivery\'s wait for its group\'s statement to start, after which the delivery is answered `503`; migrations are not bounded by it',
   databasePoolSize: 'PostgreSQL: the pooled connections per replica, half for the fan-out thread (its log reads, claims and attempts), the rest for the admin API and retention (at least one each); the delivery writer and the log sequencer each have one more of their own',

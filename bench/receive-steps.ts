@@ -14,6 +14,7 @@ import { Readable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Registry } from 'prom-client';
 import { systemClock } from '../src/clock.js';
+import { DEFAULT_ACCOUNT } from '../src/config/default-account.js';
 import { checkDepth, parseEvent, type ParsedEvent } from '../src/events/parse-event.js';
 import { readBody } from '../src/http/read-body.js';
 import { deliveryLogger } from '../src/http/receive-webhook.js';
@@ -154,10 +155,10 @@ export async function runReceiveSteps(options: { tmp: string; iterations?: numbe
 
   steps.push(await time('metrics (signature slot, events, delay, outcome)', n, (i) => {
     const { event } = at(i);
-    metrics.signatureMatches.inc({ slot: '0' });
-    metrics.events.inc({ type: metrics.eventTypeLabel(event.type) });
+    metrics.signatureMatches.inc({ account: DEFAULT_ACCOUNT, slot: '0' });
+    metrics.events.inc({ account: DEFAULT_ACCOUNT, type: metrics.eventTypeLabel(event.type) });
     metrics.eventDelay.observe(0.01);
-    metrics.webhookRequests.inc({ outcome: 'accepted' });
+    metrics.webhookRequests.inc({ account: DEFAULT_ACCOUNT, outcome: 'accepted' });
   }));
 
   const logLine = (logger: Logger) => (i: number) => {

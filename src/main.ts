@@ -150,6 +150,11 @@ export async function createRelay(deps: RelayDeps) {
   const fanoutOf = (): Fanout => fanout!;
   const store = await openRelayStore({ config, logger, clock, onFatal: deps.onFatal, wake: () => fanout?.wake('log') });
   const { secrets, accounts } = await openSecretRings({ config, store, secretsFile, accountFiles, cipher, clock, logger });
+  const defaultAccount = { name: DEFAULT_ACCOUNT, secrets };
+  // With accounts configured, `/webhooks` is served only while the default account has a secret (contract section 21).
+  const defaultServed = () => accounts.endpoints.size === 0 || secrets.accepted().length > 0;
+  /** The accounts whose endpoints are served now: what the admin API lists and the secrets gauges read. */
+  const servedAccounts = (): AccountEndpoint[] => [...(defaultServed() ? [defaultAccount] : []), ...accounts.endpoints.values()];
 
   const sinkNames = configuredSinks(config);
   // Filter errors count in a metric made below, once the router's filtered sinks are known.
@@ -202,7 +207,7 @@ export async function createRelay(deps: RelayDeps) {
     flush: async () => inlineAttempts?.flush(),
     logger,
   });
-  metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, secrets, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds, backups, degradation });
+  metrics = createRelayMetrics({ config, registry, store, fanoutStore, sinkStates, servedAccounts, readiness, sinkNames, sinksFor, fanoutOf, logHeldBackSeconds, backups, degradation });
 
   // Delivered and failed attempts per sink and minute, for GET /admin/stats, from the dispatcher's own counts.
   const tally = createDeliveryTally({ store: (counts) => addSinkMinutes(store.database, counts), clock, logger });
@@ -211,14 +216,11 @@ export async function createRelay(deps: RelayDeps) {
   const operations = createOperations({ exceptions: fanoutStore.exceptions, sinks: sinkNames, sinksFor, clock, trail, wake: fanout.wake });
 
   const accept = acceptEvent({ writer: store.writer, sinksFor, metrics });
-  const defaultAccount = { name: DEFAULT_ACCOUNT, secrets };
   const publicApp = createPublicApp({
     toleranceSeconds: config.toleranceSeconds,
     maxBodyBytes: config.maxBodyBytes,
     clock,
-    // With accounts configured, `/webhooks` is served only while the default account has a secret (contract section 21).
-    accountOf: (name) =>
-      name === DEFAULT_ACCOUNT ? (accounts.endpoints.size === 0 || secrets.accepted().length > 0 ? defaultAccount : undefined) : accounts.endpoints.get(name),
+    accountOf: (name) => (name === DEFAULT_ACCOUNT ? (defaultServed() ? defaultAccount : undefined) : accounts.endpoints.get(name)),
     accept,
     metrics,
     tracing,
@@ -245,11 +247,7 @@ export async function createRelay(deps: RelayDeps) {
       timers: deps.reconcile?.runTimers,
     });
   const reconciler = reconcilers.get(DEFAULT_ACCOUNT);
-  // `default` is listed while it has a secret (contract section 21), as its endpoint is served only then.
-  const listedAccounts = () => [
-    ...(secrets.accepted().length > 0 ? [{ name: DEFAULT_ACCOUNT, secrets: secrets.accepted().length }] : []),
-    ...[...accounts.endpoints.values()].map(({ name, secrets: ring }) => ({ name, secrets: ring.accepted().length })),
-  ];
+  const listedAccounts = () => servedAccounts().map(({ name, secrets: ring }) => ({ name, secrets: ring.accepted().length }));
   const admin = config.adminToken
     ? createAdminRouter(
         config.adminToken,
@@ -404,7 +402,7 @@ function createRelayMetrics({
   store,
   fanoutStore,
   sinkStates,
-  secrets,
+  servedAccounts,
   readiness,
   sinkNames,
   sinksFor,
@@ -418,7 +416,7 @@ function createRelayMetrics({
   store: Store;
   fanoutStore: FanoutStore;
   sinkStates: SinkStates;
-  secrets: SecretRing;
+  servedAccounts: () => AccountEndpoint[];
   readiness: ReturnType<typeof createReadiness>;
   sinkNames: string[];
   sinksFor: SinkRouter;
@@ -436,7 +434,7 @@ function createRelayMetrics({
     sources: {
       databaseBytes: () => databaseBytes(store.database, config.database),
       ...(isSqliteFile(config.database) ? { storageSpace: () => storageSpace(config.database) } : {}),
-      secrets: () => secrets.accepted(),
+      secrets: () => Object.fromEntries(servedAccounts().map(({ name, secrets: ring }) => [name, ring.accepted()])),
       ready: async () => (await readiness()).ok,
       boxesByState: async () => boxStateCounts(await countBoxesByState(kysely)),
       // Work of a sink no longer configured is set aside, not pending.

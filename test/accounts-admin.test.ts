@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import request from 'supertest';
@@ -81,6 +84,19 @@ for (const engine of engines) {
           { name: 'prod-eu', endpoint: '/webhooks/prod-eu', secrets: 1, lastDeliveryAt: null, events: 0, boxes: 0, reconcile: null },
         ],
       });
+    });
+
+    it('lists `default` alone with 0 once its secrets ran out: without further accounts its /webhooks is still served (401)', async () => {
+      const secretsFile = join(mkdtempSync(join(tmpdir(), 'boxrelay-secrets-')), 'secrets');
+      // An hour after the test clock's start.
+      const expiry = '2026-11-21T11:00:00.000Z';
+      writeFileSync(secretsFile, `${SECRET} ${expiry}\n`);
+      await start({ secrets: [], secretsFile, accounts: [] });
+      t.clock.set(Date.parse(expiry) + 1);
+      expect((await t.post()).status).toBe(401);
+      expect((await adminClient(t).get('/admin/accounts')).body.accounts).toEqual([
+        { name: 'default', endpoint: '/webhooks', secrets: 0, lastDeliveryAt: null, events: 0, boxes: 0, reconcile: null },
+      ]);
     });
 
     it('counts the same by range and by pattern, whichever order the database gives text', async () => {

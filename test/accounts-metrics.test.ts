@@ -1,15 +1,20 @@
+import { writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BOX_EVENT_TYPES } from '../src/events/types.js';
 import { WEBHOOK_OUTCOMES } from '../src/metrics/metrics.js';
+import { sqliteFile } from './support/databases.js';
 import { parseExposition, seriesOf, valueOf, type Exposition } from './support/prometheus.js';
 import { testRelay, type TestRelay } from './support/relay.js';
 import { SECRET, delivery, sendRaw } from './support/sign.js';
 
 const PROD = 'whsec_cHJvZC1tZXRyaWNzLXNlY3JldC0wMTIzNDU2Nzg5';
 const STAGING = 'whsec_c3RhZ2luZy1tZXRyaWNzLXNlY3JldC0wMTIzNDU2';
+const EXPIRY = '2026-11-22T10:00:00Z';
+const PROD_PREVIOUS = 'whsec_cHJvZC1wcmV2aW91cy1zZWNyZXQtMDEyMzQ1Njc4';
 
-describe('the account label of webhook_requests_total and events_total (contract section 21), read from /metrics', () => {
+describe('the account label of the receiver’s metrics and the secrets gauges (contract section 21), read from /metrics', () => {
   let t: TestRelay;
   afterEach(() => t.close());
 
@@ -68,5 +73,58 @@ describe('the account label of webhook_requests_total and events_total (contract
     expect((await t.post()).status).toBe(404);
     const e = await scrape();
     expect([requests(e, 'default', 'not_found'), requests(e, '_unknown', 'not_found')]).toEqual([1, 0]);
+  });
+
+  const secretsValid = (e: Exposition) => Object.fromEntries(seriesOf(e, 'boxrelay_secrets_valid').map((s) => [s.labels.account, s.value]));
+
+  it('gauges the secrets of each account whose endpoint is served: default’s series leaves with its last secret beside other accounts', async () => {
+    const database = sqliteFile();
+    const defaultFile = join(dirname(database), 'default-secrets');
+    writeFileSync(defaultFile, `${SECRET} ${EXPIRY}\n`);
+    t = await start({ database, secrets: [], secretsFile: defaultFile });
+    expect(secretsValid(await scrape())).toEqual({ default: 1, prod: 1, staging: 1 });
+
+    // No default secret now: POST /webhooks answers 404, and nothing reads as a default without secrets.
+    t.clock.set(Date.parse(EXPIRY) + 1);
+    expect((await t.post()).status).toBe(404);
+    const e = await scrape();
+    expect(secretsValid(e)).toEqual({ prod: 1, staging: 1 });
+    expect(seriesOf(e, 'boxrelay_secret_expiry_timestamp_seconds')).toEqual([]);
+  });
+
+  it('gauges each account’s secrets and expiries by account: one account’s secrets running out reads 0 for it alone', async () => {
+    // staging's only secret expires (its secrets file gives the time); default's and prod's do not.
+    const database = sqliteFile();
+    const stagingFile = join(dirname(database), 'staging-secrets');
+    writeFileSync(stagingFile, `${STAGING} ${EXPIRY}\n`);
+    t = await start({ database, accounts: [{ name: 'prod', secrets: [PROD] }, { name: 'staging', secrets: [], secretsFile: stagingFile }] });
+    let e = await scrape();
+    expect(secretsValid(e)).toEqual({ default: 1, prod: 1, staging: 1 });
+    expect(seriesOf(e, 'boxrelay_secret_expiry_timestamp_seconds').map(({ labels, value }) => ({ labels, value }))).toEqual([
+      { labels: { account: 'staging', slot: '0' }, value: Date.parse(EXPIRY) / 1000 },
+    ]);
+
+    t.clock.set(Date.parse(EXPIRY) + 1);
+    e = await scrape();
+    expect(secretsValid(e)).toEqual({ default: 1, prod: 1, staging: 0 });
+    expect(seriesOf(e, 'boxrelay_secret_expiry_timestamp_seconds')).toEqual([]);
+  });
+
+  it('counts the secret slot that matched under the endpoint’s account, every account’s slots starting at 0', async () => {
+    t = await start({ accounts: [{ name: 'prod', secrets: [PROD, PROD_PREVIOUS] }] });
+    const matches = (e: Exposition) => seriesOf(e, 'boxrelay_signature_secret_matches_total').map(({ labels, value }) => ({ ...labels, value }));
+    expect(matches(await scrape())).toEqual([
+      { account: 'default', slot: '0', value: 0 },
+      { account: 'prod', slot: '0', value: 0 },
+      { account: 'prod', slot: '1', value: 0 },
+    ]);
+    expect((await t.post()).status).toBe(200);
+    // prod's old secret (slot 1) still in use during its rotation: told apart from default's slot 0.
+    for (let i = 0; i < 2; i++) expect((await t.postTo('prod', PROD_PREVIOUS)).status).toBe(200);
+    expect(matches(await scrape())).toEqual([
+      { account: 'default', slot: '0', value: 1 },
+      { account: 'prod', slot: '0', value: 0 },
+      { account: 'prod', slot: '1', value: 2 },
+    ]);
   });
 });

@@ -33,6 +33,7 @@ const attemptsCount = (t: TestRelay, eventId: string, count: number, query = '')
   }, `${count} attempts of ${eventId}`);
 
 const SIGNING = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const PROD = 'whsec_cHJvZC1yZXNlbmQtc2VjcmV0LTAxMjM0NTY3ODk=';
 
 describe.each(engines)('delivery attempts on $name', ({ url }) => {
   it('records each attempt of a hook: status, error, the request (redacted, unsigned) and the answer, newest first', async () => {
@@ -263,5 +264,28 @@ describe.each(engines)('boxrelay events resend on $name', ({ url }) => {
     expect((await runCli(['events', 'resend', deliveryId, '--sink', 'nope'], env)).code).toBe(1);
     const audit = (await get(t, '/admin/audit?action=resend')).body.audit as { target: string; by: string; detail: unknown }[];
     expect(audit.map(({ target, by, detail }) => ({ target, by, detail }))).toEqual([{ target: deliveryId, by: 'cli', detail: { sink: 'alerts' } }]);
+  });
+
+  it('takes --account for the account the id is of, as the admin route takes account=: never another account’s stored key under default; an unknown account exits 2 with one line', async () => {
+    const receiver = await server();
+    const t = await relay({ database: await url(), accounts: [{ name: 'prod', secrets: [PROD] }], hooks: [hook('alerts', receiver.url)] });
+    const { deliveryId } = await t.postTo('prod', PROD);
+    await receiver.received(1);
+    const dir = mkdtempSync(join(tmpdir(), 'boxrelay-accounts-'));
+    writeFileSync(join(dir, 'hooks.yaml'), `- name: alerts\n  url: ${receiver.url}\n`);
+    writeFileSync(join(dir, 'accounts.yaml'), `- {name: prod, secrets: [${PROD}]}\n`);
+    const env = { BOXRELAY_DATABASE: t.config.database, BOXRELAY_HOOKS_FILE: join(dir, 'hooks.yaml'), BOXRELAY_ACCOUNTS_FILE: join(dir, 'accounts.yaml') };
+    const resend = (...args: string[]) => runCli(['events', 'resend', ...args, '--sink', 'alerts'], env);
+
+    // Under default (no --account): neither prod's upstream id nor its stored key reaches prod's event.
+    for (const id of [deliveryId, `prod:${deliveryId}`]) expect(await resend(id)).toEqual({ code: 1, stdout: '', stderr: 'boxrelay: no such event\n' });
+    expect(await resend(deliveryId, '--account', 'nope')).toEqual({ code: 2, stdout: '', stderr: 'boxrelay: --account: no account is named "nope" (accounts: default, prod)\n' });
+    const result = await resend(deliveryId, '--account', 'prod');
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toBe(`queued ${deliveryId} for alerts\n`);
+    t.clock.set(Date.now() + 1000);
+    t.relay.fanout.wake();
+    await receiver.received(2);
+    expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([`prod:${deliveryId}`, `prod:${deliveryId}`]);
   });
 });

@@ -90,8 +90,16 @@ describe('Grafana dashboard', () => {
   it('filters every panel on the series with an account label by the account variable (contract section 21)', () => {
     const variable = dashboard.templating.list.find((v) => v.name === 'account')?.query?.query;
     expect(variable).toBe('label_values(boxrelay_webhook_requests_total{job=~"$job"}, account)');
-    const labelled = queries.filter((q) => /boxrelay_(webhook_requests|events)_total\b/.test(q.expr));
-    expect(labelled.map((q) => q.panel)).toEqual(['Deliveries by outcome', 'Unique events by type', 'Unique events by account', 'Refused deliveries by account']);
+    const labelled = queries.filter((q) => /boxrelay_(webhook_requests_total|events_total|secrets_valid|secret_expiry_timestamp_seconds|signature_secret_matches_total)\b/.test(q.expr));
+    expect(labelled.map((q) => q.panel)).toEqual([
+      'Deliveries by outcome',
+      'Unique events by type',
+      'Unique events by account',
+      'Refused deliveries by account',
+      'Secrets and expiry',
+      'Secrets and expiry',
+      'Signature matches by secret slot',
+    ]);
     for (const q of labelled) expect(q.expr, q.panel).toMatch(/\{job=~"\$job", account=~"\$account"[,}]/);
   });
 

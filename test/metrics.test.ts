@@ -74,11 +74,12 @@ describe('/metrics on the internal port', () => {
     for (const outcome of WEBHOOK_OUTCOMES) expect(valueOf(e, 'boxrelay_webhook_requests_total', { account: 'default', outcome })).toBe(0);
     expect(valueOf(e, 'boxrelay_webhook_requests_total', { account: UNKNOWN_ACCOUNT_LABEL, outcome: 'not_found' })).toBe(0);
     for (const type of BOX_EVENT_TYPES) expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type })).toBe(0);
-    for (const slot of ['0', '1']) expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { slot })).toBe(0);
+    for (const slot of ['0', '1']) expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { account: 'default', slot })).toBe(0);
     for (const state of BOX_STATES) expect(valueOf(e, 'boxrelay_boxes', { state })).toBe(0);
     // The sinks' own metrics are the fan-out's to move; here only their presence per configured sink.
     for (const outcome of SINK_OUTCOMES) {
       expect(valueOf(e, 'boxrelay_sink_deliveries_total', { sink: 'alerts', outcome })).toBe(0);
+      expect(e.help.get('boxrelay_sink_deliveries_total'), `the HELP names ${outcome}`).toContain(outcome);
     }
     // Nothing received or tried yet: nothing pending, no dead letter, and the hook counts as up.
     const gauges = { boxrelay_outbox_pending: 0, boxrelay_dead_letters: 0, boxrelay_sink_up: 1 };
@@ -149,8 +150,8 @@ describe('/metrics on the internal port', () => {
     expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type: 'box.archived' })).toBe(0);
     expect(valueOf(e, 'boxrelay_events_total', { account: 'default', type: 'sandbox.new-kind' })).toBe(1);
     // Slot 0 is BOXRELAY_SECRETS' secret (three requests, the duplicate included), slot 1 the file's.
-    expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { slot: '0' })).toBe(3);
-    expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { slot: '1' })).toBe(1);
+    expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { account: 'default', slot: '0' })).toBe(3);
+    expect(valueOf(e, 'boxrelay_signature_secret_matches_total', { account: 'default', slot: '1' })).toBe(1);
 
     expect(valueOf(e, 'boxrelay_event_delay_seconds_count')).toBe(3);
     expect(valueOf(e, 'boxrelay_event_delay_seconds_sum')).toBeCloseTo(10, 6);
@@ -161,14 +162,14 @@ describe('/metrics on the internal port', () => {
 
   it('gauges the secrets: how many are valid and when the expiring one ends, until it has', async () => {
     let e = await scrape();
-    expect(valueOf(e, 'boxrelay_secrets_valid')).toBe(2);
+    expect(valueOf(e, 'boxrelay_secrets_valid', { account: 'default' })).toBe(2);
     expect(seriesOf(e, 'boxrelay_secret_expiry_timestamp_seconds')).toEqual([
-      { name: 'boxrelay_secret_expiry_timestamp_seconds', labels: { slot: '1' }, value: Date.parse(FILE_SECRET_EXPIRY) / 1000 },
+      { name: 'boxrelay_secret_expiry_timestamp_seconds', labels: { account: 'default', slot: '1' }, value: Date.parse(FILE_SECRET_EXPIRY) / 1000 },
     ]);
 
     t.clock.set(Date.parse(FILE_SECRET_EXPIRY) + 1);
     e = await scrape();
-    expect(valueOf(e, 'boxrelay_secrets_valid')).toBe(1);
+    expect(valueOf(e, 'boxrelay_secrets_valid', { account: 'default' })).toBe(1);
     expect(seriesOf(e, 'boxrelay_secret_expiry_timestamp_seconds')).toEqual([]);
     expect((await send(signed({ secret: FILE_SECRET }))).body.code).toBe('invalid_signature');
   });
@@ -261,12 +262,12 @@ describe('metrics that follow changes', () => {
   it('starts boxrelay_signature_secret_matches_total at 0 for a secret slot that appears later', async () => {
     const registry = new Registry();
     let accepted = [{ slot: 0 }];
-    createMetrics(registry, { sinks: [], sources: { secrets: () => accepted } });
+    createMetrics(registry, { sinks: [], sources: { secrets: () => ({ default: accepted }) } });
     await registry.metrics();
     accepted = [{ slot: 0 }, { slot: 1 }];
     await registry.metrics();
     expect(await registry.getSingleMetricAsString('boxrelay_signature_secret_matches_total')).toContain(
-      'boxrelay_signature_secret_matches_total{slot="1"} 0',
+      'boxrelay_signature_secret_matches_total{account="default",slot="1"} 0',
     );
   });
 });

@@ -15,7 +15,7 @@ for (const engine of engines) {
     let t: TestRelay;
 
     beforeEach(async () => {
-      t = await testRelay({ database: await engine.url(), secrets: [SECRET, OLD_SECRET], hooks: [{ name: 'alerts', url: 'http://127.0.0.1:9/x' }] });
+      t = await testRelay({ database: await engine.migratedUrl(), secrets: [SECRET, OLD_SECRET], hooks: [{ name: 'alerts', url: 'http://127.0.0.1:9/x' }] });
     });
     afterEach(() => t.close());
 
@@ -90,8 +90,8 @@ for (const engine of engines) {
       expect((await send(delivery({ timestamp: t.clock.seconds, secret: SECRET }))).status).toBe(200);
       expect((await send(delivery({ timestamp: t.clock.seconds, secret: OLD_SECRET }))).status).toBe(200);
       const metrics = await t.registry.getSingleMetricAsString('boxrelay_signature_secret_matches_total');
-      expect(metrics).toContain('boxrelay_signature_secret_matches_total{slot="0"} 1');
-      expect(metrics).toContain('boxrelay_signature_secret_matches_total{slot="1"} 1');
+      expect(metrics).toContain('boxrelay_signature_secret_matches_total{account="default",slot="0"} 1');
+      expect(metrics).toContain('boxrelay_signature_secret_matches_total{account="default",slot="1"} 1');
     });
 
     it('accepts any well-formed v1 item among several, ignoring other schemes', async () => {

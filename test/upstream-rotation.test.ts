@@ -98,14 +98,14 @@ describe.each(scenarios)('register and rotate on $engine.name with $relays relay
       t.clock.set(leader.clock.now() + 1000); // a second after the last read: the first miss re-reads
       expect(await statusOf(t, second)).toBe('200');
       expect(await statusOf(t, first)).toBe('200');
-      expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid 2$/m);
+      expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid\{account="default"\} 2$/m);
     }
 
     for (const t of replicas) {
       t.clock.advance(HOUR);
       expect(await statusOf(t, first)).toBe('401 invalid_signature');
       expect(await statusOf(t, second)).toBe('200');
-      expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid 1$/m);
+      expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid\{account="default"\} 1$/m);
     }
 
     const logged = [register, rotate].map((c) => c.logs.text()).concat(replicas.map((t) => t.logs.text())).join('\n');
@@ -121,14 +121,14 @@ describe('rotation details', () => {
     const { webhook } = await registerWebhook(register.deps, { url: RELAY_URL, events: ['box.ready'], name: 'boxrelay' });
     const t = await relayOn(database, { databaseSecretsRefreshMs: 10 });
     await t.relay.start();
-    expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid 1$/m);
+    expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid\{account="default"\} 1$/m);
 
     const changed = t.logs.waitFor((e) => e.msg === 'database secrets changed' && e.count === 2);
     await rotateWebhook((await cli(database, t.clock)).deps, webhook.id, { graceMs: HOUR, graceText: '1h', showSecret: false });
     expect(await changed).toMatchObject({ count: 2, level: 30 });
-    expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid 2$/m);
+    expect(await t.registry.getSingleMetricAsString('boxrelay_secrets_valid')).toMatch(/boxrelay_secrets_valid\{account="default"\} 2$/m);
     const expiry = await t.registry.getSingleMetricAsString('boxrelay_secret_expiry_timestamp_seconds');
-    expect(expiry).toContain(`{slot="1"} ${(t.clock.now() + HOUR) / 1000}`);
+    expect(expiry).toContain(`{account="default",slot="1"} ${(t.clock.now() + HOUR) / 1000}`);
     expect(expiry).not.toContain('slot="0"');
   });
 

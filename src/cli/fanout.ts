@@ -7,7 +7,10 @@ import { filterErrorReporter } from '../sinks/filter-errors.js';
 import { configuredSinks, sinkRouterOf } from '../sinks/route.js';
 import { createFanoutStore } from '../store/fanout-store.js';
 import { type DeadLetter } from '../store/exceptions/rows.js';
+import { NotFoundError } from '../errors.js';
 import { createLogger } from '../log.js';
+import { keyOfAccountId } from '../store/account-keys.js';
+import { accountOption, accountOrExit } from './account-option.js';
 import { withDatabase } from './database.js';
 import { exitMisconfigured } from './misconfigured.js';
 
@@ -129,11 +132,16 @@ export function fanoutCommands(loadConfig: () => Config): Command[] {
     .command('resend <id>')
     .description("send one stored event to one sink again, whatever its status there (a fresh attempt budget)")
     .requiredOption('--sink <name>', 'the configured sink to send it to')
-    .action((id: string, options: { sink: string }) =>
-      withOperations(withSinks(loadConfig(), 'events resend'), async (operations) => {
-        await operations.resend(id, options.sink, CLI_ACTOR);
+    .addOption(accountOption('the account the event id is of (contract section 21)'))
+    .action(async (id: string, options: { sink: string; account: string }) => {
+      const config = withSinks(loadConfig(), 'events resend');
+      // As POST /admin/events/:id/resend?account=: the upstream's id, never another account's stored key.
+      const key = keyOfAccountId(accountOrExit(config, options.account), id);
+      if (key === undefined) throw new NotFoundError('no such event');
+      await withOperations(config, async (operations) => {
+        await operations.resend(key, options.sink, CLI_ACTOR);
         console.log(`queued ${id} for ${options.sink}`);
-      }),
-    );
+      });
+    });
   return [deadLetters, replay, events];
 }

@@ -2,9 +2,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig, ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { ReconcileNotConfiguredError, RelayError } from '../errors.js';
-import { DEFAULT_ACCOUNT } from '../config/default-account.js';
-import { isAccount } from '../upstream/account-upstream.js';
-import { createLogger, logDestination, untrusted } from '../log.js';
+import { createLogger, logDestination } from '../log.js';
 import { NoSecretError, createRelay } from '../main.js';
 import { describePrune, pruneExpired } from '../store/retention/prune.js';
 import { systemClock } from '../clock.js';
@@ -18,6 +16,7 @@ import { withDatabase } from './database.js';
 import { fanoutCommands } from './fanout.js';
 import { configCommand } from './config-check.js';
 import { exitInvalidConfig, exitMisconfigured } from './misconfigured.js';
+import { accountOption, accountOrExit } from './account-option.js';
 import { reconcileOnce } from './reconcile.js';
 import { sendTest } from './send-test.js';
 import { startSummary } from './start-summary.js';
@@ -181,13 +180,6 @@ async function withSecrets(name: string, run: (deps: UpstreamStoreDeps) => Promi
   }
 }
 
-/** `--account`: an account of the configuration (`default` or one in BOXRELAY_ACCOUNTS_FILE), else exit 2. */
-function accountOrExit(config: Config, name: string): string {
-  if (isAccount(config, name)) return name;
-  const names = [DEFAULT_ACCOUNT, ...config.accounts.map((account) => account.name)].join(', ');
-  exitMisconfigured(`--account: no account is named ${JSON.stringify(untrusted(name))} (accounts: ${names})`);
-}
-
 function parseGrace(text: string): { ms: number; text: string } {
   const parsed = duration.safeParse(text);
   if (!parsed.success) throw new InvalidArgumentError('expected a duration such as 30s, 10m, 1h or 1d');
@@ -236,11 +228,11 @@ export function buildProgram(): Command {
       'manage this relay\'s webhook endpoint at the Sandbox Service (BOXRELAY_UPSTREAM_BASE_URL, BOXRELAY_UPSTREAM_API_KEY; ' +
         'with --account, that account\'s upstreamBaseUrl and upstreamApiKey)',
     );
-  const accountOption = () => new Option('--account <name>', 'the account (contract section 21) whose endpoint and secrets these are').default(DEFAULT_ACCOUNT);
+  const upstreamAccount = () => accountOption('the account (contract section 21) whose endpoint and secrets these are');
   upstream
     .command('list')
     .description('list the webhook endpoints of the account')
-    .addOption(accountOption())
+    .addOption(upstreamAccount())
     .action(async (options: { account: string }) => {
       const config = configOrExit();
       const account = accountOrExit(config, options.account);
@@ -256,7 +248,7 @@ export function buildProgram(): Command {
         .default(parseEvents(undefined), parseEvents(undefined).join(',')),
     )
     .option('--name <name>', 'endpoint name', 'boxrelay')
-    .addOption(accountOption())
+    .addOption(upstreamAccount())
     .action(async ({ account, ...options }: { url: string; events: string[]; name: string; account: string }) => {
       await withSecrets(account, (deps) => registerWebhook(deps, options));
     });
@@ -270,7 +262,7 @@ export function buildProgram(): Command {
         .default(parseGrace('1h'), '1h'),
     )
     .option('--show-secret', 'also print the new secret')
-    .addOption(accountOption())
+    .addOption(upstreamAccount())
     .action(async (webhookId: string, options: { grace: { ms: number; text: string }; showSecret?: boolean; account: string }) => {
       const { grace, showSecret = false } = options;
       await withSecrets(options.account, (deps) => rotateWebhook(deps, webhookId, { graceMs: grace.ms, graceText: grace.text, showSecret }));
@@ -280,7 +272,7 @@ export function buildProgram(): Command {
     .command('reconcile')
     .description('repair from the Sandbox Service API what webhooks did not bring (contract section 9), once, now')
     .option('--dry-run', 'change nothing; list what a run would do')
-    .addOption(new Option('--account <name>', 'the account to reconcile (contract section 21)').default(DEFAULT_ACCOUNT))
+    .addOption(accountOption('the account to reconcile (contract section 21)'))
     .action(async (options: { dryRun?: boolean; account: string }) => {
       const config = configOrExit();
       const account = accountOrExit(config, options.account);

@@ -61,7 +61,7 @@ export function receiveWebhook(deps: ReceiveWebhookDeps): ReceiveWebhook {
       checkTimestamp(headers.timestamp, clock.now(), deps.toleranceSeconds);
       const body = await readBody(req, deps.maxBodyBytes);
       const slot = await secrets.verify(headers.deliveryId, headers.timestamp, headers.signature, body);
-      metrics.signatureMatches.inc({ slot: String(slot) });
+      metrics.signatureMatches.inc({ account, slot: String(slot) });
       event = parseEvent(body, headers.deliveryId);
 
       const receivedAt = clock.now();

@@ -90,8 +90,11 @@ export interface MetricSources {
   pausedSinks?(): Promise<string[]>;
   /** Each sink's share of failed attempts over the last 5 minutes, every replica's (0 under 10 attempts). */
   sinkFailureRatios?(): Promise<Record<string, number>>;
-  /** Accepted secrets now, with their slots and expiry (epoch ms). */
-  secrets?(): { slot: number; expiresAt?: number | undefined }[];
+  /**
+   * The accepted secrets now of each account whose endpoint is served (contract section 21), by
+   * account name, with their slots (within the account) and expiry (epoch ms).
+   */
+  secrets?(): Record<string, { slot: number; expiresAt?: number | undefined }[]>;
   ready?(): Promise<boolean>;
   /** Set when reconciliation is on: epoch ms of the newest successful run on any replica, or null. */
   reconcileLastSuccessAt?(): Promise<number | null>;
@@ -109,7 +112,7 @@ export interface Metrics {
   eventTypeLabel(type: string): string;
   webhookRequests: Counter<'account' | 'outcome'>;
   events: Counter<'account' | 'type'>;
-  signatureMatches: Counter<'slot'>;
+  signatureMatches: Counter<'account' | 'slot'>;
   sinkDeliveries: Counter<'sink' | 'outcome'>;
   sinkDeliveryDuration: Histogram<'sink'>;
   eventDelay: Histogram;
@@ -166,15 +169,21 @@ export function createMetrics(
 
   const signatureMatches = new Counter({
     name: `${prefix}signature_secret_matches_total`,
-    help: 'Requests whose signature verified, by the slot of the secret that matched',
-    labelNames: ['slot'] as const,
+    help: "Requests whose signature verified, by account and the slot of the account's secret that matched",
+    labelNames: ['account', 'slot'] as const,
     registers,
   });
-  for (const { slot } of sources.secrets?.() ?? []) signatureMatches.inc({ slot: String(slot) }, 0);
+  /** Each served account's accepted secrets now; their slots start at 0 too, so increase() sees a slot's first match. */
+  const acceptedSecrets = () => {
+    const byAccount = Object.entries(sources.secrets?.() ?? {});
+    for (const [account, accepted] of byAccount) for (const { slot } of accepted) signatureMatches.inc({ account, slot: String(slot) }, 0);
+    return byAccount;
+  };
+  acceptedSecrets();
 
   const sinkDeliveries = new Counter({
     name: `${prefix}sink_deliveries_total`,
-    help: 'Fan-out attempts by sink and outcome (delivered, retried, dead_lettered)',
+    help: `Fan-out attempts by sink and outcome: ${SINK_OUTCOMES.join(', ')} (a hook's transform gave null, so nothing was sent)`,
     labelNames: ['sink', 'outcome'] as const,
     registers,
   });
@@ -307,27 +316,28 @@ export function createMetrics(
     },
   });
 
+  // Reset first: an account whose endpoint is no longer served (`default` losing its last secret
+  // beside other accounts) leaves the gauges rather than read as an account without secrets.
   new Gauge({
     name: `${prefix}secrets_valid`,
-    help: 'Signing secrets accepted now',
+    help: 'Signing secrets accepted now, by account (each account whose endpoint is served)',
+    labelNames: ['account'] as const,
     registers,
     collect() {
-      const accepted = sources.secrets?.() ?? [];
-      this.set(accepted.length);
-      // Slots that appear after a reload or a rotation start at 0 too, so increase() sees their first match.
-      for (const { slot } of accepted) signatureMatches.inc({ slot: String(slot) }, 0);
+      this.reset();
+      for (const [account, accepted] of acceptedSecrets()) this.set({ account }, accepted.length);
     },
   });
 
   new Gauge({
     name: `${prefix}secret_expiry_timestamp_seconds`,
-    help: 'Expiry time of each accepted secret that has one, by slot',
-    labelNames: ['slot'] as const,
+    help: 'Expiry time of each accepted secret that has one, by account and slot',
+    labelNames: ['account', 'slot'] as const,
     registers,
     collect() {
       this.reset();
-      for (const { slot, expiresAt } of sources.secrets?.() ?? []) {
-        if (expiresAt !== undefined) this.set({ slot: String(slot) }, expiresAt / 1000);
+      for (const [account, accepted] of acceptedSecrets()) {
+        for (const { slot, expiresAt } of accepted) if (expiresAt !== undefined) this.set({ account, slot: String(slot) }, expiresAt / 1000);
       }
     },
   });

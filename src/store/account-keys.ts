@@ -19,6 +19,16 @@ export function accountKey(account: string, id: string): string {
   return account === DEFAULT_ACCOUNT ? id : `${account}:${id}`;
 }
 
+/**
+ * The stored key of an account's event or box named by its upstream id; undefined for an id no
+ * event or box of that account can have (an id with a `:` under `default` is another account's
+ * key, which a request for `default` must not reach).
+ */
+export function keyOfAccountId(account: string, id: string): string | undefined {
+  const key = accountKey(account, id);
+  return splitAccountKey(key).account === account ? key : undefined;
+}
+
 /** A stored key as what the admin API shows: the account and the upstream's id. */
 export function splitAccountKey(key: string): { account: string; id: string } {
   const account = namedAccountOf(key);

@@ -4,7 +4,7 @@ import { accountNamesOf, accountSourcesOf, type AccountConfig } from '../../conf
 import { InvalidRequestError } from '../../errors.js';
 import { eventAccount } from '../../events/cloudevent.js';
 import { untrusted } from '../../log.js';
-import { accountKey, splitAccountKey } from '../../store/account-keys.js';
+import { keyOfAccountId, splitAccountKey } from '../../store/account-keys.js';
 import type { Database } from '../../store/engines/database.js';
 import { textOrderOnce } from '../../store/engines/text-order.js';
 import { z } from 'zod';
@@ -49,15 +49,9 @@ export function accountParam(req: Request, accounts: AdminAccounts): string | un
   return name;
 }
 
-/**
- * The stored key of the event or box a path names, of the account `account=` names (default
- * `default`); undefined for an id no event or box of that account can have (an id with a `:` under
- * `default` is another account's key, which a read for `default` must not reach).
- */
+/** The stored key of the event or box a path names, of the account `account=` names (default `default`), as `keyOfAccountId`. */
 export function keyOfId(req: Request, accounts: AdminAccounts, id: string): string | undefined {
-  const account = accountParam(req, accounts) ?? DEFAULT_ACCOUNT;
-  const key = accountKey(account, id);
-  return splitAccountKey(key).account === account ? key : undefined;
+  return keyOfAccountId(accountParam(req, accounts) ?? DEFAULT_ACCOUNT, id);
 }
 
 /** A stored key's account, with the CloudEvents `source` of its events. */

@@ -33,7 +33,7 @@ export const listAccountsOperation = {
 
 export interface AccountsRoutesDeps {
   database: Database;
-  /** The accounts listed, in order, with the signing secrets each accepts now (`default` only while it has one). */
+  /** The accounts listed, in order, with the signing secrets each accepts now (`default` while its endpoint is served: it has one, or no further account is configured). */
   accounts(): { name: string; secrets: number }[];
   /** An account's reconciliation state; null when it has no API credentials. */
   reconcile(name: string): Promise<{ running: boolean; last: Run | null }> | null;

@@ -24,7 +24,7 @@ for (const engine of engines) {
     const start = async () => {
       const picky = await server(() => 422);
       return relay({
-        database: await engine.url(),
+        database: await engine.migratedUrl(),
         accounts: [
           { name: 'prod', secrets: [PROD] },
           { name: 'staging', secrets: [STAGING] },

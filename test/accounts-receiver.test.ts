@@ -19,7 +19,7 @@ for (const engine of engines) {
 
     const start = async (overrides: Record<string, unknown> = {}) => {
       t = await testRelay({
-        database: await engine.url(),
+        database: await engine.migratedUrl(),
         secrets: [SECRET],
         accounts: [
           { name: 'prod', secrets: [PROD] },

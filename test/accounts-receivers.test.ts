@@ -26,7 +26,7 @@ describe.each(engines)('what receivers see of several accounts (contract section
     const kafka = await kafkaMock();
     defer(() => kafka.close());
     const t = await relay({
-      database: await engine.url(),
+      database: await engine.migratedUrl(),
       kafkaBrokers: kafka.brokers,
       natsUrl: SHARED_NATS,
       natsSubjectPrefix: names.prefix,
@@ -83,7 +83,7 @@ describe.each(engines)('operator events of several accounts (contract section 21
     const ops = await server();
     const prodOps = await server();
     const t = await relay({
-      database: await engine.url(),
+      database: await engine.migratedUrl(),
       natsUrl: SHARED_NATS,
       natsSubjectPrefix: names.prefix,
       natsStream: names.stream,

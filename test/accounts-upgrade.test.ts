@@ -17,7 +17,7 @@ const post = (t: TestRelay, path: string, id: string, secret: string) => {
 
 describe.each(engines)('accounts added to a database written without them (contract section 21, upgrades) on $name', (engine) => {
   it('keeps what was stored as the default account: work in flight goes out as before, dedup and box state stay default, a new account stays apart', async () => {
-    const database = await engine.url();
+    const database = await engine.migratedUrl();
     // As the relay ran before accounts: one event stored, its hook down, so its delivery is in flight.
     const down = await server(() => 503);
     const id = eventId();

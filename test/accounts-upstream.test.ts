@@ -51,7 +51,7 @@ async function cliFor(database: string, clock: Clock, account: string, upstream:
 for (const engine of engines) {
   describe(`boxrelay upstream --account (contract section 21) on ${engine.name}`, () => {
     it("keeps an account's registered and rotated secrets in the database for its endpoint only", async () => {
-      const database = await engine.url();
+      const database = await engine.migratedUrl();
       const clock = new ManualClock();
       const registerProd = await cliFor(database, clock, 'prod', prod);
       await listWebhooks(registerProd.deps);

@@ -121,7 +121,7 @@ describe('admin API additions for the console (contract section 6)', () => {
   });
 
   it.each(engines)('GET /admin/boxes?q= on $name: id or name contains the text, in any case, wildcards taken literally', async (engine) => {
-    const t = await relay({ database: await engine.url() });
+    const t = await relay({ database: await engine.migratedUrl() });
     await t.post({ boxId: 'bx_one', boxName: 'CI-42' });
     await t.post({ boxId: 'bx_two', boxName: 'deploy' });
     const ids = async (q: string) =>

@@ -10,7 +10,7 @@ const DAY_MS = 86_400_000;
 
 describe.each(engines)('GET /admin/log on $name', (engine) => {
   it('says how long the oldest stored delivery has waited for its place in the log, 0 once numbered', async () => {
-    const url = await engine.url();
+    const url = await engine.migratedUrl();
     const t = await relay({ database: url, hooks: [hook('h', (await server()).url)] });
     const heldBack = async () => {
       const response = await request(t.relay.internalApp).get('/admin/log').set(adminAuth);

@@ -16,7 +16,7 @@ for (const engine of engines) {
   describe(`box state on ${engine.name}`, () => {
     let t: TestRelay;
     beforeEach(async () => {
-      t = await testRelay({ database: await engine.url() });
+      t = await testRelay({ database: await engine.migratedUrl() });
     });
     afterEach(() => t.close());
 

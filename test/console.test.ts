@@ -347,7 +347,8 @@ describe('operator console (contract section 10) in Chromium', () => {
     // prod's events: its two, none of staging's.
     await page.getByRole('row', { name: /^prod/ }).getByRole('link', { name: '2' }).first().click();
     await page.waitForURL(/#\/events\?account=prod$/);
-    expect(await page.getByLabel('Account').inputValue()).toBe('prod');
+    // The URL changes before the view renders its filter: read it once the view has it.
+    await expect.poll(() => page.getByLabel('Account').inputValue()).toBe('prod');
     const events = await rowsOnceThere(page, 'Events', 2);
     for (const row of events) expect(row).toMatch(/prodbox\.ready/);
     await page.goBack();

@@ -57,7 +57,7 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
   });
 
   it('count the log past each partition\'s cursor in slices, with turns of the event loop between them', async () => {
-    store = await openStore({ url: await engine.url() });
+    store = await openStore({ url: await engine.migratedUrl() });
     await record(store, 0, 430);
     await store.sequenceLog();
 
@@ -78,7 +78,7 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
   });
 
   it('equal a fresh count after new deliveries, cursor moves, rows written and settled, a replay and retention', async () => {
-    store = await openStore({ url: await engine.url() });
+    store = await openStore({ url: await engine.migratedUrl() });
     const fanout = createFanoutStore(store.database);
     const count = createBacklogCount(store.database, 50);
     const matches = async (step: string) => {
@@ -156,7 +156,7 @@ describe.each(engines)('the backlog counts on $name', (engine) => {
   });
 
   it('read only the new entries and those the cursors passed on a second count of a large backlog', async () => {
-    store = await openStore({ url: await engine.url() });
+    store = await openStore({ url: await engine.migratedUrl() });
     const fanout = createFanoutStore(store.database);
     await record(store, 0, 1000, [['h']]);
     await store.sequenceLog();

@@ -36,7 +36,7 @@ describe.each(engines)('dead letters after resends and replays on $name', (engin
   it('are retried (for the sink, for all, by id) whatever resends and replays made of them: each event pending once, then delivered', async () => {
     let accepting = false;
     const picky = await server(() => (accepting ? 200 : 400));
-    const t = await relay({ database: await engine.url(), hooks: [hook('picky', picky.url)] });
+    const t = await relay({ database: await engine.migratedUrl(), hooks: [hook('picky', picky.url)] });
     const app = t.relay.internalApp;
     const since = new Date(t.clock.now() - 1000).toISOString();
     const events = [(await t.post({ boxId: 'bx_1' })).deliveryId, (await t.post({ boxId: 'bx_2' })).deliveryId].sort();
@@ -98,7 +98,7 @@ describe.each(engines)('a replay or a resend racing the lane on $name', (engine)
     const held = new Promise<void>((resolve) => (release = resolve));
     // The log lane's attempt is held, then refused; the replay's is accepted.
     const h = await server((_request, i) => (i === 0 ? { status: 400, until: held } : 200));
-    const t = await relay({ database: await engine.url(), hooks: [hook('h', h.url, { concurrency: 4 })] });
+    const t = await relay({ database: await engine.migratedUrl(), hooks: [hook('h', h.url, { concurrency: 4 })] });
     const since = new Date(t.clock.now() - 1000).toISOString();
     const { deliveryId } = await t.post({ boxId: 'bx_1' });
     await h.received(1);
@@ -124,7 +124,7 @@ describe.each(engines)('a replay or a resend racing the lane on $name', (engine)
     const held = new Promise<void>((resolve) => (release = resolve));
     // Refused at first (a dead letter); its retry is held, then accepted; the resend's is accepted.
     const h = await server((_request, i) => (i === 0 ? 400 : i === 1 ? { status: 200, until: held } : 200));
-    const t = await relay({ database: await engine.url(), hooks: [hook('h', h.url, { concurrency: 4 })] });
+    const t = await relay({ database: await engine.migratedUrl(), hooks: [hook('h', h.url, { concurrency: 4 })] });
     const app = t.relay.internalApp;
     const { deliveryId } = await t.post({ boxId: 'bx_1' });
     await h.received(1);

@@ -32,7 +32,7 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
 
   it('a discarded dead letter reads discarded, never delivered, with what its attempts did', async () => {
     const picky = await server(() => 422);
-    const t = await relay({ database: await engine.url(), hooks: [hook('picky', picky.url)] });
+    const t = await relay({ database: await engine.migratedUrl(), hooks: [hook('picky', picky.url)] });
     const { deliveryId } = await t.post();
     await waitFor(async () => (await statusesOf(t, deliveryId)).picky === 'dead_lettered', 'the dead letter');
     const [deadLetter] = (await get(t, '/admin/dead-letters')).body.deadLetters as { id: number }[];
@@ -48,7 +48,7 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
 
   it('a hook added after the event is not listed; a replay for it routes the event to it (its routing takes the event now)', async () => {
     const receiver = await server();
-    const database = await engine.url();
+    const database = await engine.migratedUrl();
     const before = await relay({ database, hooks: [hook('early', receiver.url)] });
     const { deliveryId } = await before.post();
     await allDelivered(before, 'early');
@@ -69,7 +69,7 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
     const ops = await server();
     const everything = await server();
     const t = await relay({
-      database: await engine.url(),
+      database: await engine.migratedUrl(),
       hooks: [hook('picky', picky.url, { events: ['*', 'boxrelay.*'] }), hook('ops', ops.url, { events: ['boxrelay.*'] }), hook('all', everything.url)],
     });
     const { deliveryId } = await t.post({ type: 'box.error' });
@@ -82,7 +82,7 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
 
   it('work of a sink no replica serves any more is set aside, after the grace on a shared database', async () => {
     const receiver = await server();
-    const database = await engine.url();
+    const database = await engine.migratedUrl();
     const before = await relay({ database, hooks: [hook('gone', receiver.url), hook('kept', receiver.url)] }, { start: false });
     const { deliveryId } = await before.post();
     await before.close();
@@ -114,7 +114,7 @@ describe.each(engines)('delivery statuses on $name', (engine) => {
   it('a delivery after retries keeps its attempts, last error and delivery time', async () => {
     // Two quick attempts fail in the first claim, one in the second (scheduled retries are due at once here); the fourth is delivered.
     const flaky = await server((_req, i) => (i < 3 ? 503 : 200));
-    const t = await relay({ database: await engine.url(), hooks: [hook('flaky', flaky.url)] }, { dispatch: { ...fastTuning, quickRetries: 1 } });
+    const t = await relay({ database: await engine.migratedUrl(), hooks: [hook('flaky', flaky.url)] }, { dispatch: { ...fastTuning, quickRetries: 1 } });
     const { deliveryId } = await t.post();
     await waitFor(async () => (await statusesOf(t, deliveryId)).flaky === 'delivered', 'the delivery');
     expect(await deliveriesOf(t, deliveryId)).toEqual([

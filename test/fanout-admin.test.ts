@@ -106,7 +106,8 @@ describe('admin API: dead letters and replay', () => {
   });
 });
 
-describe('CLI: dead-letters and replay on the database', () => {
+// CLI processes and a relay process, one after another: past 30 s on a busy machine.
+describe('CLI: dead-letters and replay on the database', { timeout: 90_000 }, () => {
   beforeAll(requireBuild);
 
   it('lists, retries, discards and replays without a server, and a running server picks the work up', async () => {

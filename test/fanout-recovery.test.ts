@@ -20,7 +20,7 @@ describe.each(engines)('a failing hook that delivers again, on $name', (engine) 
   it('makes its backed-off work due at once, by the clock that has not moved; a short run of failures does not', async () => {
     let down = true;
     const flaky = await server(() => (down ? 503 : 200));
-    const t = await relay({ database: await engine.url(), hooks: [hook('flaky', flaky.url)] }, { dispatch: tuning });
+    const t = await relay({ database: await engine.migratedUrl(), hooks: [hook('flaky', flaky.url)] }, { dispatch: tuning });
     const failedOnce = (id: string) => waitFor(async () => (await deliveryOf(t, id))?.attempts === 1, `${id} to fail once`);
 
     const first = (await t.post()).deliveryId;

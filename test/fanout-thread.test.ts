@@ -118,7 +118,8 @@ async function openDatabase(url: string): Promise<Store> {
   return store;
 }
 
-describe('fan-out in a worker thread', () => {
+// Each test starts relay processes and loads them: about 10 s on a quiet machine, past 30 s on a busy one.
+describe('fan-out in a worker thread', { timeout: 90_000 }, () => {
   it('delivers to NATS and a hook; /metrics has the worker’s counts, /readyz its NATS status; a pause and a resume reach it at once', async () => {
     const [alpha, beta] = [await server(), await server()];
     // A poll of a minute: the worker learns of the pause and the resume only from the main thread's messages.

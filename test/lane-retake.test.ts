@@ -18,7 +18,7 @@ describe.each(engines)('a lane taking its partitions back on $name', (engine) =>
     // The first request is held until the partitions changed hands, then fails: the lane that sent it
     // may no longer write its retry (its epoch passed), so that entry ends undone.
     const target = await server((_req, i) => (i === 0 ? { status: 503, until: firstAnswered } : 200));
-    const t = await relay({ database: await engine.url(), hooks: [hook('h', target.url, { ordering: 'per-box', concurrency: 4 })] });
+    const t = await relay({ database: await engine.migratedUrl(), hooks: [hook('h', target.url, { ordering: 'per-box', concurrency: 4 })] });
     const first = (await t.post({ boxId: 'bx_stalled' })).deliveryId;
     await target.receivedAtLeast(1);
 

@@ -29,7 +29,7 @@ for (const engine of engines) {
       const onNats = collect(nats.nc, `${names.prefix}.>`);
       const ops = await server();
       const t = await relay({
-        database: await engine.url(),
+        database: await engine.migratedUrl(),
         natsUrl: SHARED_NATS,
         natsSubjectPrefix: names.prefix,
         natsStream: names.stream,
@@ -67,7 +67,7 @@ for (const engine of engines) {
       // ops refuses the operator events it is sent: a failed operator event is not announced again.
       const ops = await server((r) => (body(r).type.startsWith('boxrelay.') ? 400 : 200));
       const t = await relay({
-        database: await engine.url(),
+        database: await engine.migratedUrl(),
         hooks: [hook('bad', bad.url, { events: ['box.ready'] }), hook('ops', ops.url, { events: ['account.*', 'boxrelay.*'] })],
       });
       const kysely = t.relay.store.database.kysely;

@@ -20,7 +20,7 @@ describe.each(engines)('outbox on $name', (engine) => {
   let outbox: FanoutStore;
 
   const open = async () => {
-    store = await openStore({ url: await engine.url() });
+    store = await openStore({ url: await engine.migratedUrl() });
     outbox = createFanoutStore(store.database);
   };
   afterEach(async () => store?.close());

@@ -14,7 +14,7 @@ for (const engine of engines) {
     let t: TestRelay;
     beforeEach(async () => {
       t = await testRelay({
-        database: await engine.url(),
+        database: await engine.migratedUrl(),
         retentionDays: RETENTION_DAYS,
         adminToken: ADMIN_TOKEN,
         // Every event goes to `alerts`; box.error also to `audit`.

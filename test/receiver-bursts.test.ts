@@ -43,7 +43,7 @@ async function storedIds(t: TestRelay): Promise<string[]> {
 for (const engine of engines) {
   describe(`a burst of ${BURST} concurrent deliveries on ${engine.name}`, () => {
     it('answers every one of distinct ids 200 and stores each once', async () => {
-      const { t, send } = await served(await engine.url());
+      const { t, send } = await served(await engine.migratedUrl());
       // One box for all: its events are written in one statement as one at a time would.
       const sent = Array.from({ length: BURST }, () => delivery({ timestamp: t.clock.seconds }));
       const answers = await Promise.all(sent.map(send));
@@ -53,7 +53,7 @@ for (const engine of engines) {
     });
 
     it('answers every copy of one id 200, exactly one of them not a duplicate, and stores it once', async () => {
-      const { t, send } = await served(await engine.url());
+      const { t, send } = await served(await engine.migratedUrl());
       const d = delivery({ timestamp: t.clock.seconds });
       const answers = await Promise.all(Array.from({ length: BURST }, () => send(d)));
       expect(answers.filter((a) => a.status !== 200)).toEqual([]);
@@ -73,7 +73,7 @@ for (const engine of engines) {
   describe(`the store given ${BURST} deliveries in one turn of the event loop on ${engine.name}`, () => {
     // The receiver's requests reach the writer as fast as they are read: here all at once, so none can come after a commit.
     it('stores each, distinct or all of one id, and refuses none', async () => {
-      const store = await openStore({ url: await engine.url(), timeoutMs: 30_000 });
+      const store = await openStore({ url: await engine.migratedUrl(), timeoutMs: 30_000 });
       closers.push(() => store.close());
       const record = (event: ParsedEvent) => store.writer.record({ event, receivedAt: 1000, attempt: 1, sinks: ['alerts'] });
       const distinct = await Promise.allSettled(Array.from({ length: BURST }, (_, i) => record(parsed(eventId(), `bx_${i % 7}`))));

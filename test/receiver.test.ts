@@ -411,7 +411,7 @@ for (const engine of engines) {
   describe(`strings holding U+0000 on ${engine.name}`, () => {
     // PostgreSQL answered 503 storage_unavailable for ever (its text holds no U+0000) where SQLite stored it.
     it('stores a box event whose name and states hold U+0000: the payload as received, the box row with U+FFFD in their place', async () => {
-      const t = await testRelay({ database: await engine.url() });
+      const t = await testRelay({ database: await engine.migratedUrl() });
       try {
         const id = eventId();
         const body = JSON.stringify({ id, type: 'box.ready', createdAt: '2026-11-21T10:00:00.000Z', data: { box: { id: 'bx_nul', name: 'ci\u0000-42' }, previousState: 'clo\u0000ning', state: 'rea\u0000dy', note: '\u0000' } });

@@ -65,7 +65,7 @@ for (const engine of engines) {
       defer(() => upstream.close());
       const receiver = await server();
       const t = await relay(
-        { database: await engine.url(), ...reconcileSettings(upstream, receiver.url, ['*', 'boxrelay.*']), ...overrides },
+        { database: await engine.migratedUrl(), ...reconcileSettings(upstream, receiver.url, ['*', 'boxrelay.*']), ...overrides },
         { reconcile: { upstream: fastUpstream, runTimers } },
       );
       await setWatchStart(t, t.clock.now() - 60 * MINUTE);

@@ -79,7 +79,7 @@ for (const engine of engines) {
       const upstream = await startFakeSandbox();
       defer(() => upstream.close());
       const receiver = await server();
-      const t = await relay({ database: await engine.url(), ...reconcileSettings(upstream, receiver.url) }, { reconcile: { leaseMs: 300, upstream: fastUpstream } });
+      const t = await relay({ database: await engine.migratedUrl(), ...reconcileSettings(upstream, receiver.url) }, { reconcile: { leaseMs: 300, upstream: fastUpstream } });
       const now = t.clock.now();
       await setWatchStart(t, now - 60 * MINUTE);
       upstream.setBox({ id: 'bx_1', name: 'one', state: 'error', updatedAt: iso(now - MINUTE) });

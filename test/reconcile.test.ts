@@ -213,7 +213,7 @@ describe('reconciliation with the Sandbox Service', () => {
   });
 
   it.each(engines)("records a listed box whose name and state hold U+0000 on $name, with U+FFFD in their place (PostgreSQL's text holds none)", async (engine) => {
-    const { upstream, t } = await setup({ overrides: { database: await engine.url() } });
+    const { upstream, t } = await setup({ overrides: { database: await engine.migratedUrl() } });
     const now = t.clock.now();
     upstream.setBox({ id: 'bx_nul', name: 'n\u0000ul', state: 'pau\u0000sed', updatedAt: iso(now - 90 * MINUTE) });
     expect(await reconcile(t)).toMatchObject({ outcome: 'succeeded', boxesListed: 1, boxesRepaired: 1 });

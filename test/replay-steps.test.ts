@@ -38,7 +38,7 @@ describe.each(engines)('replay in steps on $name', (engine) => {
   let store: Store;
   afterEach(async () => store?.close());
   const open = async () => {
-    store = await openStore({ url: await engine.url() });
+    store = await openStore({ url: await engine.migratedUrl() });
     return createFanoutStore(store.database);
   };
   const db = () => store.database.kysely;
@@ -149,7 +149,7 @@ describe.each(engines)('a large replay on $name', (engine) => {
   afterEach(() => t?.close());
 
   it(`answers a webhook while a replay of ${STORED.toLocaleString('en')} events is queued, and queues each stored event once`, async () => {
-    t = await testRelay({ database: await engine.url(), adminToken: ADMIN_TOKEN, hooks: [{ name: 'all', url: 'http://127.0.0.1:9/a' }] });
+    t = await testRelay({ database: await engine.migratedUrl(), adminToken: ADMIN_TOKEN, hooks: [{ name: 'all', url: 'http://127.0.0.1:9/a' }] });
     const db = t.relay.store.database.kysely;
     const at = t.clock.now() - 60_000;
     // Stored as accepted deliveries routed to `all`, before the log's start (positions below every cursor: no lane reads them).
@@ -200,7 +200,7 @@ describe('replay and operator events', () => {
     it(`never sends a sink the operator events about itself (pause, resume) on ${engine.name}`, async () => {
       const [watched, operators] = [await server(), await server()];
       const t = await relay({
-        database: await engine.url(),
+        database: await engine.migratedUrl(),
         hooks: [hook('watched', watched.url, { events: ['box.*', 'boxrelay.*'] }), hook('operators', operators.url, { events: ['boxrelay.*'] })],
       });
       const app = t.relay.internalApp;

@@ -34,7 +34,7 @@ it('names an object after its first event as receivers dedupe it: two accounts\'
 describe.each(engines)('the S3 archive on $name', (engine) => {
   const archiveRelay = async (bucket: string, extra: Record<string, unknown> = {}, endpoint = aws.endpoint, tuning: BusTuning = {}): Promise<TestRelay> => {
     const t = await relay(
-      { database: await engine.url(), awsEndpoint: endpoint, s3Archive: `s3://${bucket}/archive/prod`, ...extra },
+      { database: await engine.migratedUrl(), awsEndpoint: endpoint, s3Archive: `s3://${bucket}/archive/prod`, ...extra },
       { buses: { ackTimeoutMs: 2000, backoff: { minMs: 50, maxMs: 300 }, ...tuning } },
     );
     await busUp(t, 's3');
@@ -105,7 +105,7 @@ describe.each(engines)('the S3 archive on $name', (engine) => {
 
   it('after a crash that left objects past the stored cursor, a partial one among them, forms the same objects again: each event archived once, no object written with fewer', async () => {
     const bucket = await aws.bucket();
-    const database = await engine.url();
+    const database = await engine.migratedUrl();
     // The crashed process: 13 events of one box accepted for the archive, its cursor stored before the first.
     const before = await relay({ database, s3Archive: `s3://${bucket}/archive/prod` }, { start: false });
     const posted: string[] = [];
@@ -131,7 +131,7 @@ describe.each(engines)('the S3 archive on $name', (engine) => {
   it('a stop writes the open object at once, not after its age: its events archived and delivered, the rest left to the next process', async () => {
     const bucket = await aws.bucket();
     const timers = new HandTimers();
-    const database = await engine.url();
+    const database = await engine.migratedUrl();
     const t = await archiveRelay(bucket, { database, s3ArchiveMaxEvents: 100, s3ArchiveMaxAge: '5m' }, aws.endpoint, { timers });
     const posted: string[] = [];
     for (let i = 0; i < 3; i++) posted.push((await t.post({ boxId: `bx_${i}` })).deliveryId);

@@ -20,7 +20,7 @@ describe.each(engines)('setting aside beside the intake, on $name', (engine) => 
 
   it('answers deliveries while a backlog is set aside, stops in the middle, and the next start sets aside the rest', async () => {
     const receiver = await server();
-    const database = await engine.url();
+    const database = await engine.migratedUrl();
     // One-entry steps; on PostgreSQL no grace, so this replica sets `gone` aside from its start as SQLite's only process does.
     const dispatch = { ...fastTuning, setAsideBatch: 1, unservedGraceMs: 0 };
     const seeding = await relay({ database, hooks: [hook('gone', receiver.url), hook('kept', receiver.url)] }, { start: false, dispatch });

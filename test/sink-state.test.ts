@@ -6,7 +6,7 @@ import { engines } from './support/databases.js';
 
 describe.each(engines)('sink pause state ($name)', (engine) => {
   const withStore = async (fn: (store: Store) => Promise<void>) => {
-    const store = await openStore({ url: await engine.url() });
+    const store = await openStore({ url: await engine.migratedUrl() });
     try {
       await fn(store);
     } finally {

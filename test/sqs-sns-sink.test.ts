@@ -42,7 +42,7 @@ async function target(sink: 'sqs' | 'sns', fifo = false): Promise<{ target: stri
 
 describe.each(engines)('SQS and SNS on $name', (engine) => {
   const relayFor = async (sink: 'sqs' | 'sns', on: string, extra: Record<string, unknown> = {}, options: Parameters<typeof relay>[1] = {}) => {
-    const t = await relay({ database: await engine.url(), ...settingsFor(sink, on), ...extra }, { ...busTuning, ...options });
+    const t = await relay({ database: await engine.migratedUrl(), ...settingsFor(sink, on), ...extra }, { ...busTuning, ...options });
     await busUp(t, sink);
     return t;
   };
@@ -173,7 +173,7 @@ describe.each(engines)('SQS and SNS on $name', (engine) => {
     const own = await ownFauxqs({ persist: true });
     defer(() => own.stop({ kill: true }));
     const queue = await own.queue();
-    const t: TestRelay = await relay({ database: await engine.url(), awsEndpoint: own.endpoint, sqsQueueUrl: queue }, { buses: { ackTimeoutMs: 1000, backoff: { minMs: 50, maxMs: 300 } } });
+    const t: TestRelay = await relay({ database: await engine.migratedUrl(), awsEndpoint: own.endpoint, sqsQueueUrl: queue }, { buses: { ackTimeoutMs: 1000, backoff: { minMs: 50, maxMs: 300 } } });
     await busUp(t, 'sqs');
     const { posted, post } = poster(t);
     await post(0, 10);

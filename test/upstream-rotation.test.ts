@@ -73,7 +73,7 @@ const scenarios = [
 
 describe.each(scenarios)('register and rotate on $engine.name with $relays relay(s) on one database', ({ engine, relays }) => {
   it('accepts the registered secret, both secrets during the grace, only the new one after it', async () => {
-    const database = await engine.url();
+    const database = await engine.migratedUrl();
     const register = await cli(database, new ManualClock());
     const { webhook } = await registerWebhook(register.deps, { url: RELAY_URL, events: ['box.ready', 'box.error'], name: 'boxrelay' });
     const first = fake.secretOf(webhook.id) as string;

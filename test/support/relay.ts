@@ -4,7 +4,7 @@ import { configSchema, type Config } from '../../src/config/schema.js';
 import { createRelay, type Relay, type RelayDeps } from '../../src/main.js';
 import { checkingAdminAnswers } from './admin-openapi.js';
 import { ManualClock } from './clock.js';
-import { sqliteFile } from './databases.js';
+import { migratedSqliteFile } from './databases.js';
 import { captureLogs, type CapturedLogs } from './log-capture.js';
 import { SECRET, delivery, sendRaw, type DeliveryOptions } from './sign.js';
 import { HandTimers } from './timers.js';
@@ -31,7 +31,7 @@ export async function testRelay(overrides: Partial<Record<keyof Config, unknown>
   // The proxy variables come from the environment, not the schema (as `loadConfig` reads them).
   const { proxyEnv, ...settings } = overrides;
   const config: Config = {
-    ...configSchema.parse({ fanoutThread: 'inline', secrets: [SECRET], database: sqliteFile(), port: 0, internalPort: 0, host: '127.0.0.1', internalHost: '127.0.0.1', ...settings }),
+    ...configSchema.parse({ fanoutThread: 'inline', secrets: [SECRET], database: settings.database ?? (await migratedSqliteFile()), port: 0, internalPort: 0, host: '127.0.0.1', internalHost: '127.0.0.1', ...settings }),
     proxyEnv: proxyEnv as Config['proxyEnv'],
   };
   const clock = options.clock ?? new ManualClock();

@@ -563,6 +563,7 @@ function adminRoutes({
     reconcileRoutes(reconcilers, { kysely, trail, isAccount: (name) => isAccount(config, name) }),
     accountsRoutes({
       database: store.database,
+      bytewise: accounts.bytewise,
       accounts: listedAccounts,
       reconcile: (name) => reconcilers.get(name)?.status() ?? null,
     }),

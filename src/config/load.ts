@@ -9,7 +9,7 @@ import { isPostgresUrl } from '../store/engines/database.js';
 import { configExamples } from './examples.js';
 import { secretsOfFile } from '../verify/secrets-file.js';
 import { DEFAULT_ACCOUNT } from './default-account.js';
-import { accountsSchema, configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
+import { accountNamesOf, accountsSchema, configKeys, configSchema, envNameOf, hooksSchema, type Config, type ConfigKey } from './schema.js';
 
 /** Thrown when configuration is invalid; `problems` holds one human-readable line each. */
 export class ConfigError extends RelayError {
@@ -123,7 +123,7 @@ function sharedSecretProblems(config: Config, readFile: (path: string) => string
 
 /** A hook's `accounts` name accounts this relay has: a typo would silently send it nothing. */
 function hookAccountProblems(config: Config): string[] {
-  const names = new Set([DEFAULT_ACCOUNT, ...config.accounts.map((account) => account.name)]);
+  const names = new Set(accountNamesOf(config));
   return config.hooks.flatMap((hook, index) =>
     (hook.accounts ?? [])
       .filter((name) => !names.has(name))

@@ -1,5 +1,5 @@
 import { DEFAULT_ACCOUNT } from '../config/default-account.js';
-import type { Config } from '../config/schema.js';
+import { accountNamesOf, type Config } from '../config/schema.js';
 
 /** An account's Sandbox Service API credentials (contract sections 9 and 21), and where they are set. */
 export interface AccountUpstream {
@@ -30,5 +30,5 @@ export function accountUpstream(config: UpstreamConfig, name: string): AccountUp
 
 /** Every account with API credentials, `default` first. */
 export function accountUpstreams(config: UpstreamConfig): AccountUpstream[] {
-  return [DEFAULT_ACCOUNT, ...config.accounts.map((a) => a.name)].flatMap((name) => accountUpstream(config, name) ?? []);
+  return accountNamesOf(config).flatMap((name) => accountUpstream(config, name) ?? []);
 }

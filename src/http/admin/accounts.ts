@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { endpointOf } from '../../config/default-account.js';
 import type { Database } from '../../store/engines/database.js';
-import { textOrderOnce } from '../../store/engines/text-order.js';
 import { accountTotals } from '../../store/state/account-totals.js';
 import type { Run } from '../../store/state/reconcile-runs.js';
 import { methodNotAllowed } from '../send-error.js';
@@ -33,6 +32,8 @@ export const listAccountsOperation = {
 
 export interface AccountsRoutesDeps {
   database: Database;
+  /** Whether the database sorts text bytewise (`AdminAccounts.bytewise`, asked once for every admin route). */
+  bytewise(): Promise<boolean>;
   /** The accounts listed, in order, with the signing secrets each accepts now (`default` while its endpoint is served: it has one, or no further account is configured). */
   accounts(): { name: string; secrets: number }[];
   /** An account's reconciliation state; null when it has no API credentials. */
@@ -40,8 +41,7 @@ export interface AccountsRoutesDeps {
 }
 
 /** `GET /admin/accounts` (contract section 21): `{"ok":true,"accounts":[{name, endpoint, secrets, lastDeliveryAt, events, boxes, reconcile}]}`. */
-export function accountsRoutes({ database, accounts, reconcile }: AccountsRoutesDeps): AdminRoutes {
-  const bytewise = textOrderOnce(database);
+export function accountsRoutes({ database, bytewise, accounts, reconcile }: AccountsRoutesDeps): AdminRoutes {
   return {
     operations: [listAccountsOperation],
     mount(router) {
